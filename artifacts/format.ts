@@ -1,0 +1,196 @@
+/**
+ * The artifact format: the one contract between the bake (writer) and the server (reader).
+ * Paths, RoomSlotData, the manifest and the public resource shapes are defined here once,
+ * as zod schemas, and both sides import them (the server also builds its OpenAPI from them).
+ */
+import { join } from 'node:path';
+import { z } from 'zod';
+
+// ---------------------------------------------------------------------------------------------
+// Slot data (RoomSlot / RoomSlotData, spec + decisions)
+
+/** Schema version of RoomSlotData (decisions: `version` is the schema version, 1). */
+export const SLOT_DATA_VERSION = 1 as const;
+
+export const Vec3 = z.tuple([z.number(), z.number(), z.number()]);
+export const Quat = z.tuple([z.number(), z.number(), z.number(), z.number()]);
+export type Vec3 = z.infer<typeof Vec3>;
+export type Quat = z.infer<typeof Quat>;
+
+export const RoomSlot = z
+  .object({
+    id: z.string().regex(/^(Slot|Auto)_\d{3,}$/).describe('Slot_NNN (authored node) or Auto_NNN (generated)'),
+    index: z.number().int().min(1).describe('1-based slot number'),
+    source: z.enum(['authored', 'generated']),
+    position: Vec3.describe('anchor centre, room-local'),
+    quaternion: Quat.describe('orientation [x,y,z,w]; local +Z = facing, +Y = upright'),
+    width: z.number().positive(),
+    height: z.number().positive(),
+    facing: Vec3.describe('unit vector equal to the quaternion +Z'),
+    flipped: z.boolean().describe('authored normal pointed into the wall and was flipped'),
+    ambiguous: z.boolean().describe('evidence could not decide; the interior tie-break did'),
+    // Optional measured facts (additions allowed by the issue; the seed fields keep their meaning).
+    clearance: z
+      .object({ front: z.number(), back: z.number() })
+      .optional()
+      .describe('open distance in metres measured by the probes in front of / behind the frame'),
+    evidence: z.string().optional().describe('which evidence decided the facing'),
+  })
+  .meta({ id: 'RoomSlot' });
+export type RoomSlot = z.infer<typeof RoomSlot>;
+
+export const SlotShortfall = z.object({
+  expected: z.number().int().min(0),
+  placed: z.number().int().min(0),
+  reason: z.string(),
+});
+export type SlotShortfall = z.infer<typeof SlotShortfall>;
+
+export const RoomSlotData = z
+  .object({
+    version: z.literal(SLOT_DATA_VERSION),
+    room: z.number().int(),
+    model: z.string().regex(/^[0-9a-f]{64}$/).describe('sha256 of the source model file (behind model_url)'),
+    generated_at: z.string(),
+    algorithm: z.string().describe('slot algorithm revision; changes whenever its output can change'),
+    slots: z.array(RoomSlot),
+    onchain_slots: z.number().int().min(0).optional(),
+    shortfall: SlotShortfall.nullable().optional(),
+    warnings: z.array(z.string()).optional(),
+  })
+  .meta({ id: 'RoomSlotData' });
+export type RoomSlotData = z.infer<typeof RoomSlotData>;
+
+// ---------------------------------------------------------------------------------------------
+// Public content shapes (spec: Collection, Media, Artwork)
+
+export const CollectionRef = z.object({ id: z.number().int(), name: z.string(), slug: z.string() });
+export const Collection = z
+  .object({
+    id: z.number().int(),
+    name: z.string(),
+    title: z.string(),
+    description: z.string(),
+    slug: z.string(),
+    parent_collection: CollectionRef.nullable(),
+    child_collections: z.array(CollectionRef),
+  })
+  .meta({ id: 'Collection' });
+export type Collection = z.infer<typeof Collection>;
+
+export const Media = z
+  .object({
+    url: z.string(),
+    type: z.string(),
+    content_type: z.string(),
+    width: z.number().int().nullable(),
+    height: z.number().int().nullable(),
+  })
+  .meta({ id: 'Media' });
+export type Media = z.infer<typeof Media>;
+
+export const Artwork = z
+  .object({
+    id: z.number().int(),
+    name: z.string(),
+    artist_name: z.string(),
+    collection: z.string(),
+    media: Media.nullable(),
+    animation: Media.nullable(),
+    ratio: z.number().positive(),
+    marketplace_url: z.string(),
+  })
+  .meta({ id: 'Artwork' });
+export type Artwork = z.infer<typeof Artwork>;
+
+// ---------------------------------------------------------------------------------------------
+// Content-addressed files and the manifest
+
+export const FILE_EXTENSIONS = {
+  glb: 'model/gltf-binary',
+  webp: 'image/webp',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  avif: 'image/avif',
+  svg: 'image/svg+xml',
+  json: 'application/json',
+  html: 'text/html; charset=utf-8',
+} as const;
+export type FileExt = keyof typeof FILE_EXTENSIONS;
+
+export const FileRef = z.object({
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  ext: z.enum(Object.keys(FILE_EXTENSIONS) as [FileExt, ...FileExt[]]),
+  bytes: z.number().int().min(0),
+});
+export type FileRef = z.infer<typeof FileRef>;
+
+export const SlotSummary = z.object({
+  count: z.number().int(),
+  authored: z.number().int(),
+  generated: z.number().int(),
+  flipped: z.number().int(),
+  ambiguous: z.number().int(),
+  shortfall: SlotShortfall.nullable(),
+});
+export type SlotSummary = z.infer<typeof SlotSummary>;
+
+export const ManifestRoom = z.object({
+  id: z.number().int(),
+  title: z.string(),
+  architect: z.string(),
+  description: z.string(),
+  series: z.string(),
+  slots: z.number().int().min(0).describe('onchain slot count'),
+  token_id: z.union([z.string(), z.number()]).nullable(),
+  model: FileRef.nullable().describe('the source model as GLB (model_url)'),
+  model_optimized: FileRef.nullable(),
+  image: FileRef.nullable().describe('original preview image (image_url)'),
+  thumbnail: FileRef.nullable(),
+  slot_data: FileRef.nullable().describe('RoomSlotData JSON'),
+  slot_summary: SlotSummary.nullable(),
+  /** What the bake needs to decide whether the room must be rebuilt (decisions: incremental rule). */
+  bake: z
+    .object({
+      key: z.string(),
+      baked_at: z.string(),
+      warnings: z.array(z.string()),
+    })
+    .nullable(),
+});
+export type ManifestRoom = z.infer<typeof ManifestRoom>;
+
+export const MANIFEST_FORMAT = 'museum-manifest@1' as const;
+
+export const Manifest = z.object({
+  format: z.literal(MANIFEST_FORMAT),
+  bake_id: z.string(),
+  published_at: z.string(),
+  rooms: z.array(ManifestRoom),
+  collections: z.array(Collection),
+  artworks: z.array(Artwork),
+  /** QA report (HTML) of the bake that published this manifest. */
+  report: FileRef.nullable().optional(),
+});
+export type Manifest = z.infer<typeof Manifest>;
+
+// ---------------------------------------------------------------------------------------------
+// Paths (relative to DATA_DIR) and URLs
+
+export const artifactPaths = (dataDir: string) => ({
+  root: dataDir,
+  manifest: join(dataDir, 'manifest.json'),
+  files: join(dataDir, 'files'),
+  cache: join(dataDir, 'cache'),
+  report: join(dataDir, 'report.html'),
+});
+
+export const fileName = (ref: Pick<FileRef, 'sha256' | 'ext'>): string => `${ref.sha256}.${ref.ext}`;
+export const filePath = (dataDir: string, ref: Pick<FileRef, 'sha256' | 'ext'>): string =>
+  join(artifactPaths(dataDir).files, fileName(ref));
+export const fileUrl = (publicUrl: string, ref: Pick<FileRef, 'sha256' | 'ext'>): string =>
+  `${publicUrl.replace(/\/+$/, '')}/files/${fileName(ref)}`;
+/** `/files/<sha256>.<ext>`: the only names the files route serves. */
+export const FILE_NAME_PATTERN = /^([0-9a-f]{64})\.([a-z0-9]{2,5})$/;
+export const contentTypeOf = (ext: string): string =>
+  (FILE_EXTENSIONS as Record<string, string>)[ext] ?? 'application/octet-stream';
