@@ -1,12 +1,83 @@
 /** `museum serve`, `museum keys …`, `museum souls verify`. */
 import { Command } from 'commander';
+import { startServer } from './app.ts';
+import { loadConfig } from './config.ts';
+import { openStateDb } from './state/db.ts';
+import { type ApiKeyInfo, KeyStore } from './state/keys.ts';
 
 export function serveCommand(): Command {
-  return new Command('serve').description('Serve the baked artifacts and the /v1 API');
+  return new Command('serve')
+    .description('Serve the baked artifacts (DATA_DIR) and the /v1 API (configuration from the environment)')
+    .option('--port <port>', 'port to listen on (overrides PORT)')
+    .option('--dev-key', 'issue a fresh development API key named "dev" and print it')
+    .action(async (options: { port?: string; devKey?: boolean }) => {
+      const config = loadConfig({ ...process.env, ...(options.port ? { PORT: options.port } : {}) });
+      const server = await startServer(config);
+      const lines = [`museum: serving ${config.dataDir} at ${server.url} (public URL ${config.publicUrl})`];
+      if (options.devKey) {
+        const { key } = server.services.keys.replace('dev');
+        lines.push(
+          `museum: development key (shown once): ${key}`,
+          `museum: try  curl -H 'X-API-Key: ${key}' ${server.url}/v1/rooms`,
+        );
+      }
+      process.stderr.write(lines.join('\n') + '\n');
+      const stop = () => {
+        void server.close().then(() => process.exit(0));
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
 }
 
+function withKeys<T>(fn: (keys: KeyStore) => T): T {
+  const db = openStateDb(loadConfig().stateDb);
+  try {
+    return fn(new KeyStore(db));
+  } finally {
+    db.close();
+  }
+}
+
+const keyLine = (k: ApiKeyInfo) =>
+  [String(k.id).padEnd(4), k.name.padEnd(24), `${k.prefix}…`.padEnd(16), k.status.padEnd(8), k.last_used_at ?? 'never'].join(' ');
+
 export function keysCommand(): Command {
-  return new Command('keys').description('Manage API keys in STATE_DB');
+  const keys = new Command('keys').description('Manage API keys in STATE_DB (stored as SHA-256 hashes)');
+  keys
+    .command('create')
+    .description('Create a key; it is printed once and cannot be shown again')
+    .requiredOption('--name <name>', 'a unique name for the key (who or what uses it)')
+    .option('--json', 'print one JSON document')
+    .action((options: { name: string; json?: boolean }) => {
+      const { key, info } = withKeys((store) => store.create(options.name));
+      if (options.json) process.stdout.write(JSON.stringify({ key, ...info }) + '\n');
+      else process.stdout.write(`${key}\n`), process.stderr.write(`created key "${info.name}" (id ${info.id}); store it now, it is not shown again\n`);
+    });
+  keys
+    .command('list')
+    .description('List keys: id, name, prefix, status, last use')
+    .option('--json', 'print one JSON document')
+    .action((options: { json?: boolean }) => {
+      const list = withKeys((store) => store.list());
+      if (options.json) {
+        process.stdout.write(JSON.stringify(list) + '\n');
+        return;
+      }
+      process.stdout.write(['id  ', 'name'.padEnd(24), 'prefix'.padEnd(16), 'status'.padEnd(8), 'last used'].join(' ') + '\n');
+      for (const k of list) process.stdout.write(keyLine(k) + '\n');
+    });
+  keys
+    .command('revoke')
+    .description('Revoke a key by name or id; takes effect on the next request')
+    .argument('<nameOrId>', 'key name or numeric id')
+    .option('--json', 'print one JSON document')
+    .action((nameOrId: string, options: { json?: boolean }) => {
+      const info = withKeys((store) => store.revoke(nameOrId));
+      if (options.json) process.stdout.write(JSON.stringify(info) + '\n');
+      else process.stderr.write(`revoked key "${info.name}" (id ${info.id})\n`);
+    });
+  return keys;
 }
 
 export function soulsCommand(): Command {

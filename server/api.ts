@@ -1,0 +1,230 @@
+/**
+ * Route definitions: each route declares its access rule, its zod schemas (path, query, body,
+ * response) and its handler. The same declaration wires validation and auth into the Koa router
+ * and generates the OpenAPI 3.1 document, so the documentation cannot drift from what is enforced.
+ */
+import Router from '@koa/router';
+import type { Context, Middleware } from 'koa';
+import { z } from 'zod';
+import { HttpError } from './errors.ts';
+import { requireKey } from './middleware/auth.ts';
+import { jsonBody } from './middleware/json-body.ts';
+import { ipRateLimit, keyRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
+import type { KeyStore } from './state/keys.ts';
+
+type AnyObject = z.ZodObject<z.ZodRawShape>;
+
+export type RouteResponse =
+  | { json: z.ZodType; status?: number }
+  | { sse: string }
+  | { binary: string; description: string };
+
+export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
+  method: 'GET' | 'POST';
+  /** OpenAPI-style path, e.g. `/v1/artworks/{id}`. */
+  path: string;
+  summary: string;
+  tag: string;
+  access: 'key' | 'public';
+  /** Per-client-IP budget for public routes (decisions: presence ping, guide routes). */
+  ipLimit?: { name: string; perMinute: number };
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** The body may be absent (e.g. presence ping); it is still validated when present. */
+  bodyOptional?: boolean;
+  response: RouteResponse;
+  /** Error statuses this route can answer (401/429 are added for keyed routes). */
+  errors?: number[];
+  handler: (
+    ctx: Context,
+    input: { params: z.output<P>; query: z.output<Q>; body: z.output<B> },
+  ) => unknown | Promise<unknown>;
+}
+
+// Shared lenient list parameters (decisions: non-integers fall back to the default; out-of-range
+// values are clamped; no 400 on these).
+const lenientInt = (def: number, min: number, max: number, description: string) =>
+  z
+    .string()
+    .optional()
+    .transform((v) => {
+      const n = v !== undefined && /^\s*[+-]?\d+\s*$/.test(v) ? Number(v) : NaN;
+      return Number.isSafeInteger(n) ? Math.min(max, Math.max(min, n)) : def;
+    })
+    .meta({ type: 'integer', default: def, minimum: min, maximum: max, description } as Record<string, unknown>);
+
+export const pageParam = () => lenientInt(1, 1, 1_000_000, '1-based page; non-integers fall back to 1');
+export const limitParam = (def: number, max = 100) =>
+  lenientInt(def, 1, max, `page size 1..${max} (default ${def}); out-of-range values are clamped`);
+
+/** A positive integer path id; anything else is 404 (decisions). */
+export const idParam = (max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .regex(/^[1-9]\d{0,15}$/)
+    .transform(Number)
+    .refine((n) => n <= max)
+    .meta({ type: 'integer', minimum: 1, maximum: max } as Record<string, unknown>);
+
+export const ErrorEnvelope = z
+  .object({
+    errors: z.array(z.object({ message: z.string(), extensions: z.object({ code: z.string() }) })).min(1),
+  })
+  .meta({ id: 'ErrorEnvelope' });
+
+const STATUS_TEXT: Record<number, string> = {
+  304: 'Not modified',
+  400: 'Invalid request',
+  401: 'Missing, unknown or revoked API key',
+  404: 'Not found',
+  409: 'Conflict',
+  413: 'Payload too large',
+  429: 'Rate limit exceeded (Retry-After: 60)',
+  502: 'Upstream temporarily unavailable',
+  503: 'Not configured, or at capacity',
+};
+
+interface Registered {
+  def: RouteDef<AnyObject, AnyObject, z.ZodType>;
+}
+
+/** Take the first value of repeated query parameters: `?page=1&page=2` reads as page 1. */
+function firstValues(query: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(query)) {
+    const value = Array.isArray(v) ? v[0] : v;
+    if (value !== undefined) out[k] = value;
+  }
+  return out;
+}
+
+const describeIssues = (error: z.ZodError): string =>
+  error.issues
+    .slice(0, 5)
+    .map((i) => (i.path.length ? `${i.path.join('.')}: ${i.message}` : i.message))
+    .join('; ')
+    .slice(0, 500);
+
+export class Api {
+  readonly router = new Router();
+  private readonly routes: Registered[] = [];
+
+  constructor(private readonly deps: { keys: KeyStore; limiter: RateLimitStore }) {}
+
+  route<P extends AnyObject, Q extends AnyObject, B extends z.ZodType>(def: RouteDef<P, Q, B>): void {
+    this.routes.push({ def: def as unknown as Registered['def'] });
+    const chain: Middleware[] = [];
+    if (def.access === 'key') chain.push(requireKey(this.deps.keys), keyRateLimit(this.deps.limiter));
+    if (def.ipLimit) chain.push(ipRateLimit(this.deps.limiter, def.ipLimit.name, def.ipLimit.perMinute));
+    if (def.body) chain.push(jsonBody({ optional: def.bodyOptional }));
+    chain.push(async (ctx) => {
+      const params = def.params ? def.params.safeParse(ctx.params) : { success: true as const, data: {} };
+      if (!params.success) throw new HttpError(404, 'NOT_FOUND', 'Not found');
+      const query = def.query ? def.query.safeParse(firstValues(ctx.query)) : { success: true as const, data: {} };
+      if (!query.success) throw new HttpError(400, 'BAD_REQUEST', `Invalid query: ${describeIssues(query.error)}`);
+      let body: { success: true; data: unknown } | { success: false; error: z.ZodError } = { success: true, data: undefined };
+      if (def.body && !(def.bodyOptional && ctx.state.body === undefined)) body = def.body.safeParse(ctx.state.body);
+      if (!body.success) throw new HttpError(400, 'BAD_REQUEST', `Invalid body: ${describeIssues(body.error)}`);
+      await def.handler(ctx, {
+        params: params.data as z.output<P>,
+        query: query.data as z.output<Q>,
+        body: body.data as z.output<B>,
+      });
+    });
+    const koaPath = def.path.replace(/\{(\w+)\}/g, ':$1');
+    if (def.method === 'GET') this.router.get(koaPath, ...chain);
+    else this.router.post(koaPath, ...chain);
+  }
+
+  /** Paths of every route, for the index. */
+  get endpoints(): string[] {
+    return this.routes.map(({ def }) => `${def.method} ${def.path}`);
+  }
+
+  /** The OpenAPI 3.1 document generated from the route declarations. */
+  openapi(info: { title: string; version: string; description: string; serverUrl: string }): Record<string, unknown> {
+    const components: Record<string, unknown> = {};
+    const schemaOf = (schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> => {
+      const json = z.toJSONSchema(schema, { target: 'draft-2020-12', io, unrepresentable: 'any' }) as Record<string, unknown>;
+      const defs = (json.$defs ?? {}) as Record<string, unknown>;
+      delete json.$defs;
+      delete json.$schema;
+      for (const [id, def] of Object.entries(defs)) components[id] = relink(def);
+      const id = (z.globalRegistry.get(schema) as { id?: string } | undefined)?.id;
+      if (id) {
+        if (json.$ref === undefined) components[id] = relink(json);
+        return { $ref: `#/components/schemas/${id}` };
+      }
+      return relink(json) as Record<string, unknown>;
+    };
+    schemaOf(ErrorEnvelope, 'output');
+
+    const paths: Record<string, Record<string, unknown>> = {};
+    for (const { def } of this.routes) {
+      const parameters: unknown[] = [];
+      for (const [where, obj] of [['path', def.params], ['query', def.query]] as const) {
+        if (!obj) continue;
+        for (const [name, prop] of Object.entries(obj.shape)) {
+          const schema = schemaOf(prop as z.ZodType, 'input');
+          parameters.push({
+            name,
+            in: where,
+            required: where === 'path' || !(prop as z.ZodType).safeParse(undefined).success,
+            schema,
+            ...(schema.description ? { description: schema.description } : {}),
+          });
+        }
+      }
+      if (def.access === 'key') {
+        parameters.push({ name: 'X-RateLimit-Limit', in: 'header', required: false, schema: { type: 'integer' }, description: 'response header' });
+      }
+      const responses: Record<string, unknown> = {};
+      const r = def.response;
+      if ('json' in r) responses[String(r.status ?? 200)] = { description: 'OK', content: { 'application/json': { schema: schemaOf(r.json, 'output') } } };
+      else if ('sse' in r) responses['200'] = { description: r.sse, content: { 'text/event-stream': { schema: { type: 'string' } } } };
+      else responses['200'] = { description: r.description, content: { [r.binary]: { schema: { type: 'string', format: 'binary' } } } };
+      const errors = new Set([...(def.errors ?? []), ...(def.access === 'key' ? [401, 429] : []), ...(def.ipLimit ? [429] : [])]);
+      if (def.body) errors.add(400).add(413);
+      for (const status of [...errors].sort()) {
+        responses[String(status)] =
+          status === 304
+            ? { description: STATUS_TEXT[304] }
+            : { description: STATUS_TEXT[status] ?? 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } };
+      }
+      const operation: Record<string, unknown> = {
+        operationId: `${def.method.toLowerCase()}${def.path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string) => (c ?? '').toUpperCase())}`,
+        summary: def.summary,
+        tags: [def.tag],
+        parameters: parameters.filter((p) => (p as { in: string }).in !== 'header'),
+        responses,
+        ...(def.access === 'key' ? { security: [{ apiKey: [] }, { bearer: [] }] } : { security: [] }),
+      };
+      if (def.body) {
+        operation.requestBody = {
+          required: !def.bodyOptional,
+          content: { 'application/json': { schema: schemaOf(def.body, 'input') } },
+        };
+      }
+      (paths[def.path] ??= {})[def.method.toLowerCase()] = operation;
+    }
+    return {
+      openapi: '3.1.0',
+      info: { title: info.title, version: info.version, description: info.description },
+      servers: [{ url: info.serverUrl }],
+      paths,
+      components: {
+        schemas: components,
+        securitySchemes: {
+          apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
+          bearer: { type: 'http', scheme: 'bearer' },
+        },
+      },
+    };
+  }
+}
+
+/** Point zod's local `#/$defs/X` references at the document's components. */
+function relink(schema: unknown): unknown {
+  return JSON.parse(JSON.stringify(schema).replaceAll('"#/$defs/', '"#/components/schemas/'));
+}

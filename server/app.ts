@@ -1,0 +1,129 @@
+/**
+ * The server factory: builds the Koa app and its services from a validated Config, so tests
+ * start real servers on ephemeral ports. Middleware, one job each, outermost first:
+ * request id + client IP → access log → CORS → error envelope → routes (auth, limits and
+ * validation are attached per route by `Api`). Immutable artifacts are answered by the fast path
+ * before Koa is entered.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import Koa from 'koa';
+import pino, { type Logger } from 'pino';
+import { Api } from './api.ts';
+import type { Config } from './config.ts';
+import { ContentStore } from './content.ts';
+import { accessLog } from './middleware/access-log.ts';
+import { cors } from './middleware/cors.ts';
+import { errorEnvelope } from './middleware/errors.ts';
+import { MemoryRateLimitStore, type RateLimitStore } from './middleware/rate-limit.ts';
+import { requestContext } from './middleware/request-id.ts';
+import { ROUTE_MODULES } from './routes/index.ts';
+import { openStateDb, type StateDb } from './state/db.ts';
+import { KeyStore } from './state/keys.ts';
+
+export interface Services {
+  config: Config;
+  log: Logger;
+  db: StateDb;
+  keys: KeyStore;
+  limiter: RateLimitStore;
+  content: ContentStore;
+  /** Register cleanup to run when the server closes (timers, upstream sockets, listeners). */
+  onClose(fn: () => void | Promise<void>): void;
+  /**
+   * Register a raw node:http handler tried before Koa (the fast path for immutable artifacts);
+   * it returns true when it answered the request.
+   */
+  addFastPath(handler: FastPathHandler): void;
+}
+
+export type FastPathHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/** A route group: registers its routes (and any services it owns) on the API. */
+export type RouteModule = (api: Api, services: Services) => void;
+
+export interface MuseumServer {
+  url: string;
+  port: number;
+  server: Server;
+  app: Koa;
+  services: Services;
+  close(): Promise<void>;
+}
+
+export interface ServerOptions {
+  log?: Logger;
+  limiter?: RateLimitStore;
+}
+
+export async function startServer(config: Config, options: ServerOptions = {}): Promise<MuseumServer> {
+  const log = options.log ?? pino({ level: config.logLevel, base: undefined }, pino.destination(2));
+  const closers: Array<() => void | Promise<void>> = [];
+  const fastPaths: FastPathHandler[] = [];
+  const db = openStateDb(config.stateDb);
+  const keys = new KeyStore(db);
+  const content = await ContentStore.open(config.dataDir, config.publicUrl, log);
+  content.watch();
+  const services: Services = {
+    config,
+    log,
+    db,
+    keys,
+    limiter: options.limiter ?? new MemoryRateLimitStore(),
+    content,
+    onClose: (fn) => closers.push(fn),
+    addFastPath: (handler) => fastPaths.push(handler),
+  };
+
+  const api = new Api({ keys, limiter: services.limiter });
+  for (const register of ROUTE_MODULES) register(api, services);
+
+  const app = new Koa();
+  app.silent = true;
+  app.on('error', (err: NodeJS.ErrnoException) => {
+    // Clients that hang up mid-stream are normal (SSE, aborted downloads).
+    if (err.code === 'ERR_STREAM_PREMATURE_CLOSE' || err.code === 'ECONNRESET' || err.code === 'EPIPE') return;
+    log.error({ err }, 'koa error');
+  });
+  app.use(requestContext({ trustProxy: config.trustProxy }));
+  app.use(accessLog(log));
+  app.use(cors());
+  app.use(errorEnvelope(log));
+  app.use(api.router.routes());
+  app.use(api.router.allowedMethods());
+
+  const koaHandler = app.callback();
+  const server = createServer((req, res) => {
+    for (const fast of fastPaths) if (fast(req, res)) return;
+    void koaHandler(req, res);
+  });
+  server.keepAliveTimeout = 65_000;
+  // Streams (SSE) may run for minutes: no overall request timeout.
+  server.requestTimeout = 0;
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+
+  let closing: Promise<void> | null = null;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    server,
+    app,
+    services,
+    close() {
+      closing ??= (async () => {
+        for (const fn of closers.reverse()) await fn();
+        content.close();
+        keys.flushUse();
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        db.close();
+      })();
+      return closing;
+    },
+  };
+}

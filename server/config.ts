@@ -1,0 +1,111 @@
+/**
+ * Server configuration from environment variables (names fixed in decisions.md), validated once.
+ * Tests build configs directly with `loadConfig({...})` and start real servers on ephemeral ports.
+ */
+import { resolve } from 'node:path';
+import { z } from 'zod';
+
+const url = z
+  .string()
+  .trim()
+  .url()
+  .transform((u) => u.replace(/\/+$/, ''));
+const optionalUrl = z.preprocess((v) => (v === '' ? undefined : v), url.optional());
+const optionalString = z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
+const flag = z.preprocess(
+  (v) => (typeof v === 'string' ? !['', '0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v),
+  z.boolean(),
+);
+const int = (def: number, min: number, max: number) =>
+  z.preprocess((v) => (v === '' || v === undefined ? def : Number(v)), z.number().int().min(min).max(max));
+
+const EnvSchema = z.object({
+  PORT: int(8080, 0, 65535),
+  HOST: z.string().default('0.0.0.0'),
+  DATA_DIR: z.string().default('data'),
+  STATE_DB: z.string().default('state/museum.db'),
+  PUBLIC_URL: optionalUrl,
+  TRUST_PROXY: flag.default(false),
+  REDIS_URL: optionalUrl,
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  CHARACTERS_UPSTREAM_URL: optionalUrl,
+  CONTENT_UPSTREAM_URL: optionalUrl,
+  CONTENT_UPSTREAM_TOKEN: optionalString,
+  LIBRARY_UPSTREAM_URL: optionalUrl,
+  LIBRARY_UPSTREAM_KEY: optionalString,
+  SOULS_UPSTREAM_URL: optionalUrl,
+  LLM_BASE_URL: optionalUrl,
+  LLM_API_KEY: optionalString,
+  LLM_MODEL: optionalString,
+  TTS_BASE_URL: optionalUrl,
+  TTS_API_KEY: optionalString,
+  TTS_ENGINE: z.preprocess((v) => (v === '' ? undefined : v), z.enum(['espeak', 'openai']).optional()),
+  IPFS_GATEWAY: url.default('https://ipfs.io'),
+  PRESENCE_CAPACITY: int(10_000, 1, 1_000_000),
+});
+
+export type Env = z.input<typeof EnvSchema>;
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  stateDb: string;
+  /** Base of absolute URLs we hand out (files, slot data). Defaults to http://localhost:PORT. */
+  publicUrl: string;
+  trustProxy: boolean;
+  redisUrl?: string;
+  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  ipfsGateway: string;
+  upstreams: {
+    characters?: { url: string; timeoutMs: number };
+    content?: { url: string; token?: string };
+    library?: { url: string; key?: string; timeoutMs: number };
+    souls?: { url: string; timeoutMs: number };
+    llm?: { baseUrl: string; apiKey?: string; model: string; timeoutMs: number };
+    tts?: { engine: 'espeak' } | { engine: 'openai'; baseUrl: string; apiKey?: string };
+  };
+  presenceCapacity: number;
+}
+
+export class ConfigError extends Error {}
+
+/** Validate an environment (process.env by default) into a Config; throws ConfigError with every problem. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    throw new ConfigError(`invalid configuration: ${problems}`);
+  }
+  const e = parsed.data;
+  const tts =
+    e.TTS_ENGINE === 'espeak'
+      ? ({ engine: 'espeak' } as const)
+      : e.TTS_BASE_URL
+        ? ({ engine: 'openai', baseUrl: e.TTS_BASE_URL, apiKey: e.TTS_API_KEY } as const)
+        : undefined;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    dataDir: resolve(e.DATA_DIR),
+    stateDb: e.STATE_DB === ':memory:' ? e.STATE_DB : resolve(e.STATE_DB),
+    publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
+    trustProxy: e.TRUST_PROXY,
+    redisUrl: e.REDIS_URL,
+    logLevel: e.LOG_LEVEL,
+    ipfsGateway: e.IPFS_GATEWAY,
+    upstreams: {
+      characters: e.CHARACTERS_UPSTREAM_URL ? { url: e.CHARACTERS_UPSTREAM_URL, timeoutMs: 20_000 } : undefined,
+      content: e.CONTENT_UPSTREAM_URL ? { url: e.CONTENT_UPSTREAM_URL, token: e.CONTENT_UPSTREAM_TOKEN } : undefined,
+      library: e.LIBRARY_UPSTREAM_URL
+        ? { url: e.LIBRARY_UPSTREAM_URL, key: e.LIBRARY_UPSTREAM_KEY, timeoutMs: 120_000 }
+        : undefined,
+      souls: e.SOULS_UPSTREAM_URL ? { url: e.SOULS_UPSTREAM_URL, timeoutMs: 20_000 } : undefined,
+      llm: e.LLM_BASE_URL
+        ? { baseUrl: e.LLM_BASE_URL, apiKey: e.LLM_API_KEY, model: e.LLM_MODEL ?? 'gpt-4o-mini', timeoutMs: 20_000 }
+        : undefined,
+      tts,
+    },
+    presenceCapacity: e.PRESENCE_CAPACITY,
+  };
+}

@@ -1,0 +1,191 @@
+/**
+ * The content snapshot: everything the server answers from the baked artifacts, loaded from one
+ * published manifest and indexed once. A new bake is picked up without a restart: the watcher
+ * builds the next snapshot completely, then swaps one reference, so a request sees the old
+ * snapshot or the new one, never a mix.
+ */
+import { createHash } from 'node:crypto';
+import { watch, type FSWatcher, promises as fs } from 'node:fs';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import {
+  artifactPaths,
+  type Artwork,
+  type Collection,
+  fileUrl,
+  filePath,
+  type Manifest,
+  type ManifestRoom,
+  RoomSlotData,
+} from '../artifacts/format.ts';
+import { emptyManifest, readManifest } from '../artifacts/store.ts';
+
+export const Room = z
+  .object({
+    id: z.number().int(),
+    title: z.string(),
+    architect: z.string(),
+    description: z.string(),
+    series: z.string(),
+    slots: z.number().int(),
+    token_id: z.union([z.string(), z.number()]).nullable(),
+    image_url: z.string().nullable(),
+    thumbnail_url: z.string().nullable(),
+    model_url: z.string().nullable(),
+    model_optimized_url: z.string().nullable(),
+    slot_data_url: z.string().nullable(),
+  })
+  .meta({ id: 'Room' });
+export type Room = z.infer<typeof Room>;
+
+/** A pre-serialized response body with its strong validator. */
+export interface FrozenBody {
+  body: Buffer;
+  etag: string;
+}
+
+export const freeze = (value: unknown): FrozenBody => {
+  const body = Buffer.from(JSON.stringify(value));
+  return { body, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"` };
+};
+
+export interface ContentSnapshot {
+  readonly manifest: Manifest;
+  readonly rooms: Room[];
+  readonly roomsById: ReadonlyMap<number, ManifestRoom>;
+  /** `{ data: RoomSlotData }` per room, serialized once per bake. */
+  readonly slotBodies: ReadonlyMap<number, FrozenBody>;
+  /** Published top-level collections (with child_collections). */
+  readonly topCollections: Collection[];
+  readonly collectionsBySlug: ReadonlyMap<string, Collection>;
+  readonly artworks: Artwork[];
+  readonly artworksById: ReadonlyMap<number, Artwork>;
+  /** Lower-cased `title \n artist` per artwork, aligned with `artworks`, for search. */
+  readonly artworkSearchText: string[];
+}
+
+export async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: string): Promise<ContentSnapshot> {
+  const rooms: Room[] = [];
+  const roomsById = new Map<number, ManifestRoom>();
+  const slotBodies = new Map<number, FrozenBody>();
+  const url = (ref: ManifestRoom['model']) => (ref ? fileUrl(publicUrl, ref) : null);
+  for (const room of manifest.rooms) {
+    roomsById.set(room.id, room);
+    if (room.slot_data) {
+      const data = RoomSlotData.parse(JSON.parse(await fs.readFile(filePath(dataDir, room.slot_data), 'utf8')));
+      slotBodies.set(room.id, freeze({ data }));
+    }
+    rooms.push({
+      id: room.id,
+      title: room.title,
+      architect: room.architect,
+      description: room.description,
+      series: room.series,
+      slots: room.slots,
+      token_id: room.token_id,
+      image_url: url(room.image),
+      thumbnail_url: url(room.thumbnail),
+      model_url: url(room.model),
+      model_optimized_url: url(room.model_optimized),
+      slot_data_url: room.slot_data ? `${publicUrl}/v1/rooms/${room.id}/slots` : null,
+    });
+  }
+  const collectionsBySlug = new Map(manifest.collections.map((c) => [c.slug, c]));
+  return {
+    manifest,
+    rooms,
+    roomsById,
+    slotBodies,
+    topCollections: manifest.collections.filter((c) => c.parent_collection === null),
+    collectionsBySlug,
+    artworks: manifest.artworks,
+    artworksById: new Map(manifest.artworks.map((a) => [a.id, a])),
+    artworkSearchText: manifest.artworks.map((a) => `${a.name}\n${a.artist_name}`.toLowerCase()),
+  };
+}
+
+/** Holds the current snapshot and replaces it when a new manifest is published. */
+export class ContentStore {
+  private current: ContentSnapshot;
+  private watcher: FSWatcher | null = null;
+  private poll: NodeJS.Timeout | null = null;
+  private loadedStamp = '';
+  private reloading: Promise<void> | null = null;
+  private readonly listeners = new Set<(s: ContentSnapshot) => void>();
+  private closed = false;
+
+  private constructor(
+    private readonly dataDir: string,
+    private readonly publicUrl: string,
+    private readonly log: Logger,
+    initial: ContentSnapshot,
+  ) {
+    this.current = initial;
+  }
+
+  static async open(dataDir: string, publicUrl: string, log: Logger): Promise<ContentStore> {
+    const store = new ContentStore(dataDir, publicUrl, log, await buildSnapshot(dataDir, emptyManifest(), publicUrl));
+    await store.reload();
+    return store;
+  }
+
+  get snapshot(): ContentSnapshot {
+    return this.current;
+  }
+
+  /** Called with each new snapshot after it is installed. */
+  onChange(listener: (s: ContentSnapshot) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Load the published manifest if it changed; a broken publish keeps the previous snapshot. */
+  reload(): Promise<void> {
+    this.reloading ??= this.doReload().finally(() => {
+      this.reloading = null;
+    });
+    return this.reloading;
+  }
+
+  private async doReload(): Promise<void> {
+    const path = artifactPaths(this.dataDir).manifest;
+    const stat = await fs.stat(path).catch(() => null);
+    const stamp = stat ? `${stat.ino}:${stat.size}:${stat.mtimeMs}` : 'none';
+    if (stamp === this.loadedStamp) return;
+    try {
+      const manifest = (await readManifest(this.dataDir)) ?? emptyManifest();
+      const next = await buildSnapshot(this.dataDir, manifest, this.publicUrl);
+      this.current = next;
+      this.loadedStamp = stamp;
+      this.log.info({ bakeId: manifest.bake_id, rooms: manifest.rooms.length }, 'content snapshot loaded');
+      for (const listener of this.listeners) listener(next);
+    } catch (err) {
+      this.loadedStamp = stamp;
+      this.log.error({ err }, 'could not load the published manifest; keeping the previous snapshot');
+    }
+  }
+
+  /** Watch DATA_DIR for a new manifest (fs events, with a slow poll as a fallback). */
+  watch(pollMs = 2_000): void {
+    if (this.poll) return;
+    void fs.mkdir(this.dataDir, { recursive: true }).then(() => {
+      if (this.closed) return;
+      try {
+        this.watcher = watch(this.dataDir, (_event, name) => {
+          if (name === 'manifest.json') void this.reload();
+        });
+        this.watcher.on('error', () => undefined);
+      } catch {
+        // fs.watch is unavailable on some filesystems; the poll still works.
+      }
+    });
+    this.poll = setInterval(() => void this.reload(), pollMs).unref();
+  }
+
+  close(): void {
+    this.closed = true;
+    this.watcher?.close();
+    if (this.poll) clearInterval(this.poll);
+    this.poll = null;
+  }
+}

@@ -1,0 +1,52 @@
+/**
+ * HTTP errors and the error envelope (spec: `{ errors: [ { message, extensions: { code } } ] }`).
+ * Route code throws HttpError; the errors middleware turns anything else into a generic 500.
+ */
+export type ErrorCode =
+  | 'BAD_REQUEST'
+  | 'UNAUTHORIZED'
+  | 'NOT_FOUND'
+  | 'METHOD_NOT_ALLOWED'
+  | 'CONFLICT'
+  | 'PAYLOAD_TOO_LARGE'
+  | 'RATE_LIMITED'
+  | 'INTERNAL'
+  | 'UPSTREAM'
+  | 'UNCONFIGURED'
+  | 'BUSY';
+
+const DEFAULT_CODE: Record<number, ErrorCode> = {
+  400: 'BAD_REQUEST',
+  401: 'UNAUTHORIZED',
+  404: 'NOT_FOUND',
+  405: 'METHOD_NOT_ALLOWED',
+  409: 'CONFLICT',
+  413: 'PAYLOAD_TOO_LARGE',
+  429: 'RATE_LIMITED',
+  500: 'INTERNAL',
+  502: 'UPSTREAM',
+  503: 'UNCONFIGURED',
+};
+
+export class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: ErrorCode,
+    message: string,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+  }
+}
+
+export const codeForStatus = (status: number): ErrorCode =>
+  DEFAULT_CODE[status] ?? (status >= 500 ? 'INTERNAL' : 'BAD_REQUEST');
+
+export const envelope = (message: string, code: ErrorCode) => ({ errors: [{ message, extensions: { code } }] });
+
+export const badRequest = (message: string) => new HttpError(400, 'BAD_REQUEST', message);
+export const notFound = (message = 'Not found') => new HttpError(404, 'NOT_FOUND', message);
+export const upstreamFailed = (service: string) =>
+  new HttpError(502, 'UPSTREAM', `The ${service} is temporarily unavailable`);
+export const unconfigured = (service: string) =>
+  new HttpError(503, 'UNCONFIGURED', `The ${service} is not configured on this deployment`);

@@ -1,0 +1,85 @@
+/**
+ * Sliding-window rate limiting (decisions: 120 per 60 s per key; per-IP budgets for public write
+ * routes). The window is exact — a log of hit times per subject — behind a small store interface
+ * so a Redis store can share one budget across instances.
+ */
+import type { Context, Next } from 'koa';
+import { HttpError } from '../errors.ts';
+
+export interface RateDecision {
+  allowed: boolean;
+  remaining: number;
+}
+
+export interface RateLimitStore {
+  /** Record a hit for `subject` if the window has room; say whether it was allowed. */
+  hit(subject: string, limit: number, windowMs: number, now: number): RateDecision | Promise<RateDecision>;
+}
+
+/**
+ * In-process store: per subject, a ring of the last `limit` hit times. A hit is allowed when the
+ * oldest of those is outside the window. Bounded: at most `maxSubjects` subjects, least recently
+ * used evicted first (an evicted subject can only have been idle, so it loses nothing that matters
+ * unless the table is flooded — which is what the bound is for).
+ */
+export class MemoryRateLimitStore implements RateLimitStore {
+  private readonly subjects = new Map<string, { times: Float64Array; next: number; count: number }>();
+
+  constructor(private readonly maxSubjects = 100_000) {}
+
+  hit(subject: string, limit: number, windowMs: number, now: number): RateDecision {
+    let entry = this.subjects.get(subject);
+    if (entry) {
+      // Refresh LRU position.
+      this.subjects.delete(subject);
+    } else {
+      entry = { times: new Float64Array(limit), next: 0, count: 0 };
+      if (this.subjects.size >= this.maxSubjects) {
+        const oldest = this.subjects.keys().next().value;
+        if (oldest !== undefined) this.subjects.delete(oldest);
+      }
+    }
+    this.subjects.set(subject, entry);
+    const cutoff = now - windowMs;
+    // Hits still inside the window, counted from the oldest remembered one.
+    let inWindow = 0;
+    for (let i = 0; i < entry.count; i++) if (entry.times[i]! > cutoff) inWindow++;
+    if (inWindow >= limit) return { allowed: false, remaining: 0 };
+    entry.times[entry.next] = now;
+    entry.next = (entry.next + 1) % limit;
+    entry.count = Math.min(entry.count + 1, limit);
+    return { allowed: true, remaining: limit - inWindow - 1 };
+  }
+
+  get size(): number {
+    return this.subjects.size;
+  }
+}
+
+export const KEY_LIMIT = { limit: 120, windowMs: 60_000 } as const;
+
+/** Per-key limit for keyed routes; expects `ctx.state.keyId` set by auth. Headers on every response. */
+export function keyRateLimit(store: RateLimitStore) {
+  return async function keyRateLimitMiddleware(ctx: Context, next: Next) {
+    const decision = await store.hit(`key:${ctx.state.keyId}`, KEY_LIMIT.limit, KEY_LIMIT.windowMs, Date.now());
+    ctx.set('X-RateLimit-Limit', String(KEY_LIMIT.limit));
+    ctx.set('X-RateLimit-Remaining', String(decision.remaining));
+    if (!decision.allowed) {
+      throw new HttpError(429, 'RATE_LIMITED', 'Rate limit exceeded: 120 requests per minute per key', { 'Retry-After': '60' });
+    }
+    await next();
+  };
+}
+
+/** Per-client-IP limit for a public route (`name` separates the budgets of different routes). */
+export function ipRateLimit(store: RateLimitStore, name: string, limit: number, windowMs = 60_000) {
+  return async function ipRateLimitMiddleware(ctx: Context, next: Next) {
+    const decision = await store.hit(`ip:${name}:${ctx.state.clientIp}`, limit, windowMs, Date.now());
+    ctx.set('X-RateLimit-Limit', String(limit));
+    ctx.set('X-RateLimit-Remaining', String(decision.remaining));
+    if (!decision.allowed) {
+      throw new HttpError(429, 'RATE_LIMITED', `Rate limit exceeded: ${limit} requests per minute`, { 'Retry-After': '60' });
+    }
+    await next();
+  };
+}

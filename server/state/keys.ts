@@ -1,0 +1,135 @@
+/**
+ * API keys (decisions: `museum_` + 48 lowercase hex, stored only as SHA-256 hashes, compared in
+ * constant time, shown once). Every request reads the key row from SQLite, so a revocation made
+ * by any process takes effect on the next request; `last_used_at` writes are batched.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { StateDb } from './db.ts';
+
+export const KEY_PATTERN = /^museum_[0-9a-f]{48}$/;
+const PREFIX_LENGTH = 'museum_'.length + 6;
+
+export interface ApiKeyInfo {
+  id: number;
+  name: string;
+  prefix: string;
+  status: 'active' | 'revoked';
+  created_at: string;
+  revoked_at: string | null;
+  last_used_at: string | null;
+}
+
+interface KeyRow {
+  id: number;
+  name: string;
+  prefix: string;
+  hash: Buffer;
+  created_at: number;
+  revoked_at: number | null;
+  last_used_at: number | null;
+}
+
+const hashKey = (key: string): Buffer => createHash('sha256').update(key).digest();
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+export class KeyStore {
+  private readonly byHash;
+  private readonly touch;
+  private pendingUse = new Map<number, number>();
+  private flushTimer: NodeJS.Timeout | null = null;
+
+  constructor(private readonly db: StateDb) {
+    this.byHash = db.prepare<[Buffer], KeyRow>('SELECT * FROM api_keys WHERE hash = ?');
+    this.touch = db.prepare<[{ id: number; at: number }]>(
+      'UPDATE api_keys SET last_used_at = @at WHERE id = @id AND (last_used_at IS NULL OR last_used_at < @at)',
+    );
+  }
+
+  create(name: string): { key: string; info: ApiKeyInfo } {
+    const clean = name.trim();
+    if (!clean || clean.length > 64) throw new Error('key name must be 1 to 64 characters');
+    if (/^\d+$/.test(clean)) throw new Error('key name must not be a number (numbers address key ids)');
+    const key = `museum_${randomBytes(24).toString('hex')}`;
+    try {
+      this.db
+        .prepare('INSERT INTO api_keys (name, prefix, hash, created_at) VALUES (?, ?, ?, ?)')
+        .run(clean, key.slice(0, PREFIX_LENGTH), hashKey(key), Date.now());
+    } catch (err) {
+      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw new Error(`a key named "${clean}" already exists`);
+      throw err;
+    }
+    return { key, info: this.find(clean)! };
+  }
+
+  /**
+   * Issue a fresh key under `name`, revoking (and renaming) any key that had it — how `make run`
+   * hands a newcomer a working development key without ever storing a key in clear.
+   */
+  replace(name: string): { key: string; info: ApiKeyInfo } {
+    return this.db.transaction(() => {
+      const old = this.find(name);
+      if (old) {
+        const now = Date.now();
+        this.db
+          .prepare('UPDATE api_keys SET name = ?, revoked_at = COALESCE(revoked_at, ?) WHERE id = ?')
+          .run(`${old.name}#${old.id}`, now, old.id);
+      }
+      return this.create(name);
+    })();
+  }
+
+  list(): ApiKeyInfo[] {
+    return this.db.prepare<[], KeyRow>('SELECT * FROM api_keys ORDER BY id').all().map(toInfo);
+  }
+
+  /** Find by name or numeric id. */
+  find(nameOrId: string): ApiKeyInfo | null {
+    const row = /^\d+$/.test(nameOrId)
+      ? this.db.prepare<[number], KeyRow>('SELECT * FROM api_keys WHERE id = ?').get(Number(nameOrId))
+      : this.db.prepare<[string], KeyRow>('SELECT * FROM api_keys WHERE name = ?').get(nameOrId);
+    return row ? toInfo(row) : null;
+  }
+
+  revoke(nameOrId: string): ApiKeyInfo {
+    const info = this.find(nameOrId);
+    if (!info) throw new Error(`no key named or numbered "${nameOrId}"`);
+    this.db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(Date.now(), info.id);
+    return this.find(String(info.id))!;
+  }
+
+  /** The id of the active key matching `presented`, or null. */
+  verify(presented: string): number | null {
+    if (!KEY_PATTERN.test(presented)) return null;
+    const hash = hashKey(presented);
+    const row = this.byHash.get(hash);
+    // The lookup is by hash, so timing reveals nothing about the key; compare anyway in constant time.
+    if (!row || !timingSafeEqual(row.hash, hash) || row.revoked_at !== null) return null;
+    this.pendingUse.set(row.id, Date.now());
+    this.flushTimer ??= setTimeout(() => this.flushUse(), 2_000).unref();
+    return row.id;
+  }
+
+  /** Write batched last-use times (one transaction instead of one write per request). */
+  flushUse(): void {
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    const pending = this.pendingUse;
+    if (pending.size === 0) return;
+    this.pendingUse = new Map();
+    this.db.transaction(() => {
+      for (const [id, at] of pending) this.touch.run({ id, at });
+    })();
+  }
+}
+
+function toInfo(row: KeyRow): ApiKeyInfo {
+  return {
+    id: row.id,
+    name: row.name,
+    prefix: row.prefix,
+    status: row.revoked_at === null ? 'active' : 'revoked',
+    created_at: iso(row.created_at)!,
+    revoked_at: iso(row.revoked_at),
+    last_used_at: iso(row.last_used_at),
+  };
+}
