@@ -1,0 +1,53 @@
+# Museum Art Data — the two front-door commands are `make run` and `make test`.
+SHELL := /bin/bash
+MUSEUM := node bin/museum.js
+export DATA_DIR ?= data
+export STATE_DB ?= state/museum.db
+CONTENT_DIR ?= content
+
+.PHONY: run test install deps sample bake serve typecheck bench bench-bake bench-slots bench-serve bench-upstreams bench-presence clean
+
+# Install npm packages (lockfile-exact) and the few Debian packages the project uses.
+install: node_modules/.install-stamp
+node_modules/.install-stamp: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	@touch $@
+deps: install
+	bash scripts/system-deps.sh
+
+# Generate the sample content (deterministic, no network) unless a content source exists.
+sample: install
+	@if [ ! -f $(CONTENT_DIR)/rooms.json ]; then $(MUSEUM) bake sample --out $(CONTENT_DIR); fi
+
+# Bake every room of the content source into DATA_DIR (incremental).
+bake: sample
+	$(MUSEUM) bake rooms --content $(CONTENT_DIR) --out $(DATA_DIR)
+
+serve: install
+	$(MUSEUM) serve --dev-key
+
+# Install, bake the sample rooms, serve, and print a development key.
+run: deps bake serve
+
+typecheck: install
+	npx tsc --noEmit -p .
+
+# Install and pass the tests.
+test: deps
+	npx tsc --noEmit -p .
+	npx vitest run
+
+bench: bench-bake bench-slots bench-serve bench-upstreams bench-presence
+bench-bake: install
+	npx tsx bench/bake.ts
+bench-slots: install
+	npx tsx bench/slots.ts
+bench-serve: install
+	npx tsx bench/serve.ts
+bench-upstreams: install
+	npx tsx bench/upstreams.ts
+bench-presence: install
+	npx tsx bench/presence.ts
+
+clean:
+	rm -rf $(DATA_DIR)/files $(DATA_DIR)/cache $(DATA_DIR)/manifest.json $(DATA_DIR)/report.html $(CONTENT_DIR)

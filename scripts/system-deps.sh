@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# System packages the project needs beyond Node and npm (installed from Debian's archive):
+#   espeak-ng + lame — the guide's local speech engine (TTS_ENGINE=espeak) and its tests.
+set -euo pipefail
+missing=()
+command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
+command -v lame >/dev/null 2>&1 || missing+=(lame)
+[ ${#missing[@]} -eq 0 ] && exit 0
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "installing system packages: ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get install -y -q "${missing[@]}" >/dev/null 2>&1 || {
+  $SUDO apt-get update -q >/dev/null
+  $SUDO apt-get install -y -q "${missing[@]}" >/dev/null
+}
