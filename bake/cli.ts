@@ -1,6 +1,179 @@
-/** `museum bake …` commands. */
-import { Command } from 'commander';
+/**
+ * `museum bake …` commands: `sample`, `rooms`, `room` (and `sync`, contributed separately).
+ * Results go to stdout (one JSON document with --json), progress and warnings to stderr.
+ * The heavy modules are imported when a command runs, so `--help` stays instant.
+ */
+import { resolve } from 'node:path';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import type { BakeEvent, BakeSummary, RoomOutcome } from './pipeline.ts';
+import { syncCommand } from './sync.ts';
+
+const positiveInt = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer`);
+  return n;
+};
+const nonNegativeInt = (name: string) => (value: string) => {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer`);
+  return n;
+};
+const idList = (value: string) => {
+  const ids = value.split(',').map((v) => v.trim()).filter(Boolean).map(Number);
+  if (!ids.length || ids.some((n) => !Number.isInteger(n) || n < 1)) throw new InvalidArgumentError('expected comma-separated room ids, e.g. 1,4,7');
+  return ids;
+};
+
+export const formatBytes = (n: number): string =>
+  n < 1024 ? `${n} B` : n < 1024 ** 2 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1024 ** 2).toFixed(1)} MB`;
+const formatMs = (ms: number) => (ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`);
+const out = (text: string) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+const err = (text: string) => process.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
+
+/** Progress on stderr: a bar redrawn in place on a terminal, one plain line per room otherwise. */
+function progressReporter(stream: NodeJS.WriteStream): (event: BakeEvent) => void {
+  const tty = Boolean(stream.isTTY);
+  return (event) => {
+    if (event.type === 'plan') {
+      stream.write(`bake: ${event.total} rooms, ${event.toBake} to bake\n`);
+      return;
+    }
+    const { outcome, done, total } = event;
+    const line = `${outcome.status.padEnd(7)} room ${outcome.id} ${outcome.title}${outcome.ms !== null ? ` (${formatMs(outcome.ms)})` : ''}${
+      outcome.status === 'failed' ? `: ${outcome.reason}` : ''
+    }`;
+    if (!tty) {
+      // Unchanged rooms are listed only for small runs; the summary counts them anyway.
+      if (outcome.status !== 'skipped' || total <= 50) stream.write(`[${done}/${total}] ${line}\n`);
+      return;
+    }
+    const width = 24;
+    const filled = Math.round((done / total) * width);
+    const bar = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${total} ${outcome.title}`;
+    stream.write(`\r\x1b[2K${outcome.status === 'failed' ? `${line}\n` : ''}${bar}${done === total ? '\n' : ''}`);
+  };
+}
+
+export function summaryTable(summary: BakeSummary): string {
+  const rows = summary.rooms.map((r: RoomOutcome) => [
+    String(r.id),
+    r.title,
+    r.status,
+    r.bytes_in !== null ? `${formatBytes(r.bytes_in)} → ${formatBytes(r.bytes_out ?? 0)}` : '',
+    r.ms !== null ? formatMs(r.ms) : '',
+    r.status === 'failed' ? r.reason : r.status === 'skipped' ? r.reason : r.warnings.join('; '),
+  ]);
+  const header = ['room', 'title', 'status', 'model in → out', 'time', 'notes'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const total =
+    `${summary.rooms.length} rooms: ${summary.baked} baked, ${summary.skipped} skipped, ${summary.failed} failed · ` +
+    `${formatBytes(summary.bytes_in)} → ${formatBytes(summary.bytes_out)} · ${formatMs(summary.ms)} · ` +
+    (summary.published ? `published ${summary.bake_id}` : 'nothing changed, manifest kept');
+  return [line(header), ...rows.map(line), total].join('\n') + '\n';
+}
+
+function sampleCommand(): Command {
+  return new Command('sample')
+    .description('Write the sample content (rooms, images, collections, artworks), identical on every run')
+    .option('--out <dir>', 'content directory to write', 'content')
+    .option('--json', 'print one JSON document on stdout')
+    .action(async (opts: { out: string; json?: boolean }) => {
+      const { writeSampleContent } = await import('./sample/generate.ts');
+      const dir = resolve(opts.out);
+      const summary = await writeSampleContent(dir);
+      if (opts.json) out(JSON.stringify({ dir, ...summary }));
+      else out(`sample content written to ${dir}: ${summary.rooms} rooms, ${summary.collections} collections, ${summary.artworks} artworks`);
+    });
+}
+
+function roomsCommand(): Command {
+  return new Command('rooms')
+    .description('Bake every room of the content source into DATA_DIR (incremental, parallel) and publish the manifest')
+    .option('--out <dir>', 'data directory (default: $DATA_DIR or ./data)')
+    .option('--content <dir>', 'content directory (default: $CONTENT_DIR or ./content)')
+    .option('--force', 'rebake every room even when nothing changed')
+    .option('--only <ids>', 'bake only these room ids (comma-separated)', idList)
+    .addOption(new Option('--concurrency <n>', 'rooms baked in parallel (default: number of cores)').argParser(positiveInt('--concurrency')))
+    .option('--json', 'print the summary as one JSON document on stdout')
+    .action(async (opts: { out?: string; content?: string; force?: boolean; only?: number[]; concurrency?: number; json?: boolean }) => {
+      const { bakeRooms } = await import('./pipeline.ts');
+      const summary = await bakeRooms({
+        contentDir: opts.content ?? process.env.CONTENT_DIR ?? 'content',
+        dataDir: opts.out ?? process.env.DATA_DIR ?? 'data',
+        force: opts.force,
+        only: opts.only,
+        concurrency: opts.concurrency,
+        onEvent: progressReporter(process.stderr),
+      });
+      if (opts.json) out(JSON.stringify(summary));
+      else out(summaryTable(summary));
+      if (summary.failed > 0) process.exitCode = 1;
+    });
+}
+
+function roomCommand(): Command {
+  return new Command('room')
+    .description('Bake one model by hand (no manifest is published) and print the files written')
+    .argument('<model>', 'model file (.glb or .gltf) or http(s) URL')
+    .requiredOption('--room <id>', 'room id the slot data is for', positiveInt('--room'))
+    .option('--slots <n>', 'onchain slot count (generated anchors when the model has no Slot_NNN nodes)', nonNegativeInt('--slots'), 0)
+    .option('--image <file>', 'preview image (file or URL) for image and thumbnail')
+    .addOption(new Option('--kind <kind>', 'room or sculpture (default: detected)').choices(['room', 'sculpture']))
+    .requiredOption('--out <dir>', 'data directory to write files into')
+    .option('--json', 'print one JSON document on stdout')
+    .action(async (model: string, opts: { room: number; slots: number; image?: string; kind?: 'room' | 'sculpture'; out: string; json?: boolean }) => {
+      const [{ SourceResolver }, { bakeRoom }, { artifactPaths, filePath }] = await Promise.all([
+        import('./fetch.ts'),
+        import('./room.ts'),
+        import('../artifacts/format.ts'),
+      ]);
+      const dataDir = resolve(opts.out);
+      const resolver = new SourceResolver({ baseDir: process.cwd(), cacheDir: artifactPaths(dataDir).cache });
+      const [source, image] = await Promise.all([resolver.resolveModel(model), opts.image ? resolver.resolveFile(opts.image) : null]);
+      const result = await bakeRoom({
+        roomId: opts.room,
+        onchainSlots: opts.slots,
+        kind: opts.kind,
+        model: { path: source.main.path, resources: Object.fromEntries(Object.entries(source.resources).map(([uri, f]) => [uri, f.path])) },
+        image: image ? { path: image.path } : null,
+        dataDir,
+      });
+      await resolver.save().catch(() => undefined);
+      const files = Object.fromEntries(
+        (['model', 'model_optimized', 'image', 'thumbnail', 'slot_data'] as const).map((k) => {
+          const ref = result[k];
+          return [k, ref ? { ...ref, path: filePath(dataDir, ref) } : null];
+        }),
+      );
+      const report = {
+        room: result.roomId,
+        kind: result.engine.kind,
+        files,
+        slot_summary: result.slot_summary,
+        warnings: result.warnings,
+        optimizer: { skipped: result.optimizer.skipped, steps: result.optimizer.steps.map((s) => ({ name: s.name, ms: Math.round(s.ms) })) },
+        bytes_in: result.bytesIn,
+        bytes_out: result.bytesOut,
+        ms: Math.round(result.ms),
+      };
+      if (opts.json) {
+        out(JSON.stringify(report));
+        return;
+      }
+      for (const [name, file] of Object.entries(files)) if (file) out(`${name.padEnd(16)} ${file.path} (${formatBytes(file.bytes)})`);
+      const s = result.slot_summary;
+      out(`slots            ${s.count} (${s.authored} authored, ${s.generated} generated, ${s.flipped} flipped, ${s.ambiguous} ambiguous)`);
+      out(`model            ${formatBytes(result.bytesIn)} → ${formatBytes(result.bytesOut)} in ${formatMs(result.ms)}`);
+      for (const w of result.warnings) err(`warning: ${w}`);
+    });
+}
 
 export function bakeCommand(): Command {
-  return new Command('bake').description('Bake room artifacts (optimized GLBs, slot anchors, thumbnails)');
+  return new Command('bake')
+    .description('Bake room artifacts (optimized GLBs, slot anchors, thumbnails)')
+    .addCommand(sampleCommand())
+    .addCommand(roomsCommand())
+    .addCommand(roomCommand())
+    .addCommand(syncCommand());
 }

@@ -17,7 +17,7 @@ type AnyObject = z.ZodObject<z.ZodRawShape>;
 export type RouteResponse =
   | { json: z.ZodType; status?: number }
   | { sse: string }
-  | { binary: string; description: string };
+  | { binary: string; description: string; /** also answers single `Range` requests with 206 */ ranges?: boolean };
 
 export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
   method: 'GET' | 'POST';
@@ -80,6 +80,7 @@ const STATUS_TEXT: Record<number, string> = {
   404: 'Not found',
   409: 'Conflict',
   413: 'Payload too large',
+  416: 'Range not satisfiable',
   429: 'Rate limit exceeded (Retry-After: 60)',
   502: 'Upstream temporarily unavailable',
   503: 'Not configured, or at capacity',
@@ -183,9 +184,14 @@ export class Api {
       const r = def.response;
       if ('json' in r) responses[String(r.status ?? 200)] = { description: 'OK', content: { 'application/json': { schema: schemaOf(r.json, 'output') } } };
       else if ('sse' in r) responses['200'] = { description: r.sse, content: { 'text/event-stream': { schema: { type: 'string' } } } };
-      else responses['200'] = { description: r.description, content: { [r.binary]: { schema: { type: 'string', format: 'binary' } } } };
+      else {
+        const content = { [r.binary]: { schema: { type: 'string', format: 'binary' } } };
+        responses['200'] = { description: r.description, content };
+        if (r.ranges) responses['206'] = { description: 'Partial content (one byte range)', content };
+      }
       const errors = new Set([...(def.errors ?? []), ...(def.access === 'key' ? [401, 429] : []), ...(def.ipLimit ? [429] : [])]);
       if (def.body) errors.add(400).add(413);
+      if (def.query && queryCanFail(def.query)) errors.add(400);
       for (const status of [...errors].sort()) {
         responses[String(status)] =
           status === 304
@@ -222,6 +228,16 @@ export class Api {
       },
     };
   }
+}
+
+/**
+ * Whether query validation can answer 400: a required parameter, or a value some parameter rejects.
+ * Lenient parameters (page/limit fall back and clamp) never do, and then no 400 is documented.
+ */
+function queryCanFail(query: AnyObject): boolean {
+  if (!query.safeParse({}).success) return true;
+  const probes = ['', 'x', '-1', '0', '1.5', '99999999999999999999', 'a'.repeat(300)];
+  return Object.keys(query.shape).some((name) => probes.some((value) => !query.safeParse({ [name]: value }).success));
 }
 
 /** Point zod's local `#/$defs/X` references at the document's components. */

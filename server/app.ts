@@ -14,7 +14,7 @@ import type { Config } from './config.ts';
 import { ContentStore } from './content.ts';
 import { accessLog } from './middleware/access-log.ts';
 import { cors } from './middleware/cors.ts';
-import { errorEnvelope } from './middleware/errors.ts';
+import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
 import { MemoryRateLimitStore, type RateLimitStore } from './middleware/rate-limit.ts';
 import { requestContext } from './middleware/request-id.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
@@ -97,6 +97,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     for (const fast of fastPaths) if (fast(req, res)) return;
     void koaHandler(req, res);
   });
+  server.on('clientError', clientErrorResponder());
   server.keepAliveTimeout = 65_000;
   // Streams (SSE) may run for minutes: no overall request timeout.
   server.requestTimeout = 0;

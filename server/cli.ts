@@ -1,4 +1,5 @@
 /** `museum serve`, `museum keys …`, `museum souls verify`. */
+import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
 import { startServer } from './app.ts';
 import { loadConfig } from './config.ts';
@@ -80,6 +81,50 @@ export function keysCommand(): Command {
   return keys;
 }
 
+/** Read a soul document from a file or an http(s) URL (a museum URL takes `--key`). */
+async function readSoulDocument(source: string, key?: string): Promise<unknown> {
+  let text: string;
+  if (/^https?:\/\//i.test(source)) {
+    let response: Response;
+    try {
+      response = await fetch(source, { headers: key ? { 'x-api-key': key } : {}, signal: AbortSignal.timeout(20_000) });
+    } catch (err) {
+      throw new Error(`could not fetch ${source}: ${(err as Error).name === 'TimeoutError' ? 'timed out' : ((err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message)}`);
+    }
+    if (!response.ok) throw new Error(`could not fetch ${source}: HTTP ${response.status}`);
+    text = await response.text();
+  } else {
+    text = await readFile(source, 'utf8').catch((err: NodeJS.ErrnoException) => {
+      throw new Error(`could not read ${source}: ${err.code === 'ENOENT' ? 'no such file' : err.message}`);
+    });
+  }
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(`${source} is not JSON`);
+  }
+}
+
 export function soulsCommand(): Command {
-  return new Command('souls').description('Soul (signed identity document) tools');
+  const souls = new Command('souls').description('Soul (signed identity document) tools');
+  souls
+    .command('verify')
+    .description('Check a soul document (a single-soul response or a bare Soul): content hash, signature, message binding')
+    .argument('<file|url>', 'a JSON file, or an http(s) URL such as <museum>/v1/souls/{chainId}/{contract}/{tokenId}')
+    .option('--key <key>', 'API key sent as X-API-Key when fetching a URL')
+    .option('--json', 'print one JSON document')
+    .action(async (source: string, options: { key?: string; json?: boolean }) => {
+      const { RULE_TITLES, verifySoul } = await import('./souls-verify.ts'); // viem loads only for this command
+      const result = await verifySoul(await readSoulDocument(source, options.key));
+      if (options.json) {
+        process.stdout.write(JSON.stringify({ source, ...result }) + '\n');
+      } else {
+        const who = result.tokenId === null ? 'soul' : `soul of token ${result.tokenId}`;
+        const lines = [`${who}: ${result.ok ? 'valid' : 'INVALID'}`];
+        for (const check of result.checks) lines.push(`  ${check.ok ? 'ok  ' : 'FAIL'}  ${RULE_TITLES[check.rule]} (${check.detail})`);
+        process.stdout.write(lines.join('\n') + '\n');
+      }
+      if (!result.ok) process.exitCode = 1;
+    });
+  return souls;
 }

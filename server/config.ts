@@ -40,8 +40,21 @@ const EnvSchema = z.object({
   TTS_BASE_URL: optionalUrl,
   TTS_API_KEY: optionalString,
   TTS_ENGINE: z.preprocess((v) => (v === '' ? undefined : v), z.enum(['espeak', 'openai']).optional()),
+  TTS_MODEL: z.preprocess((v) => (v === '' ? undefined : v), z.string().default('tts-1')),
+  TTS_VOICE: z.preprocess((v) => (v === '' ? undefined : v), z.string().default('alloy')),
+  // How long the guide's spoken answer chunks stay fetchable (then 404).
+  GUIDE_AUDIO_TTL_S: int(600, 1, 86_400),
   IPFS_GATEWAY: url.default('https://ipfs.io'),
   PRESENCE_CAPACITY: int(10_000, 1, 1_000_000),
+  // Above this many listeners arrived/left are coalesced (one event per PRESENCE_COALESCE_MS).
+  PRESENCE_COALESCE_ABOVE: int(300, 0, 1_000_000),
+  PRESENCE_COALESCE_MS: int(250, 10, 60_000),
+  PRESENCE_KEEPALIVE_MS: int(25_000, 50, 3_600_000),
+  // Operational overrides (tests, slow networks): one timeout for every request/response upstream
+  // call instead of the defaults (characters 20 s, Library 120 s, souls 20 s), and how long a
+  // Library stream may stay silent (no frame, no heartbeat) before we end it.
+  UPSTREAM_TIMEOUT_MS: z.preprocess((v) => (v === '' || v === undefined ? undefined : Number(v)), z.number().int().min(1).max(600_000).optional()),
+  LIBRARY_STREAM_IDLE_MS: int(60_000, 1, 3_600_000),
 });
 
 export type Env = z.input<typeof EnvSchema>;
@@ -60,12 +73,17 @@ export interface Config {
   upstreams: {
     characters?: { url: string; timeoutMs: number };
     content?: { url: string; token?: string };
-    library?: { url: string; key?: string; timeoutMs: number };
+    /** `streamIdleMs`: a stream that sends nothing (not even a heartbeat) for this long is ended. */
+    library?: { url: string; key?: string; timeoutMs: number; streamIdleMs: number };
     souls?: { url: string; timeoutMs: number };
     llm?: { baseUrl: string; apiKey?: string; model: string; timeoutMs: number };
-    tts?: { engine: 'espeak' } | { engine: 'openai'; baseUrl: string; apiKey?: string };
+    tts?: { engine: 'espeak'; timeoutMs: number } | { engine: 'openai'; baseUrl: string; apiKey?: string; model: string; voice: string; timeoutMs: number };
   };
   presenceCapacity: number;
+  presenceCoalesceAbove: number;
+  presenceCoalesceMs: number;
+  presenceKeepaliveMs: number;
+  guideAudioTtlMs: number;
 }
 
 export class ConfigError extends Error {}
@@ -80,9 +98,16 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   const e = parsed.data;
   const tts =
     e.TTS_ENGINE === 'espeak'
-      ? ({ engine: 'espeak' } as const)
+      ? ({ engine: 'espeak', timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 } as const)
       : e.TTS_BASE_URL
-        ? ({ engine: 'openai', baseUrl: e.TTS_BASE_URL, apiKey: e.TTS_API_KEY } as const)
+        ? ({
+            engine: 'openai',
+            baseUrl: e.TTS_BASE_URL,
+            apiKey: e.TTS_API_KEY,
+            model: e.TTS_MODEL,
+            voice: e.TTS_VOICE,
+            timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000,
+          } as const)
         : undefined;
   return {
     port: e.PORT,
@@ -95,17 +120,26 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     logLevel: e.LOG_LEVEL,
     ipfsGateway: e.IPFS_GATEWAY,
     upstreams: {
-      characters: e.CHARACTERS_UPSTREAM_URL ? { url: e.CHARACTERS_UPSTREAM_URL, timeoutMs: 20_000 } : undefined,
+      characters: e.CHARACTERS_UPSTREAM_URL ? { url: e.CHARACTERS_UPSTREAM_URL, timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 } : undefined,
       content: e.CONTENT_UPSTREAM_URL ? { url: e.CONTENT_UPSTREAM_URL, token: e.CONTENT_UPSTREAM_TOKEN } : undefined,
       library: e.LIBRARY_UPSTREAM_URL
-        ? { url: e.LIBRARY_UPSTREAM_URL, key: e.LIBRARY_UPSTREAM_KEY, timeoutMs: 120_000 }
+        ? {
+            url: e.LIBRARY_UPSTREAM_URL,
+            key: e.LIBRARY_UPSTREAM_KEY,
+            timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 120_000,
+            streamIdleMs: e.LIBRARY_STREAM_IDLE_MS,
+          }
         : undefined,
-      souls: e.SOULS_UPSTREAM_URL ? { url: e.SOULS_UPSTREAM_URL, timeoutMs: 20_000 } : undefined,
+      souls: e.SOULS_UPSTREAM_URL ? { url: e.SOULS_UPSTREAM_URL, timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 } : undefined,
       llm: e.LLM_BASE_URL
-        ? { baseUrl: e.LLM_BASE_URL, apiKey: e.LLM_API_KEY, model: e.LLM_MODEL ?? 'gpt-4o-mini', timeoutMs: 20_000 }
+        ? { baseUrl: e.LLM_BASE_URL, apiKey: e.LLM_API_KEY, model: e.LLM_MODEL ?? 'gpt-4o-mini', timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 }
         : undefined,
       tts,
     },
     presenceCapacity: e.PRESENCE_CAPACITY,
+    presenceCoalesceAbove: e.PRESENCE_COALESCE_ABOVE,
+    presenceCoalesceMs: e.PRESENCE_COALESCE_MS,
+    presenceKeepaliveMs: e.PRESENCE_KEEPALIVE_MS,
+    guideAudioTtlMs: e.GUIDE_AUDIO_TTL_S * 1000,
   };
 }

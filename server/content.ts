@@ -49,6 +49,22 @@ export const freeze = (value: unknown): FrozenBody => {
   return { body, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 32)}"` };
 };
 
+/**
+ * Memoize something derived from a snapshot (a pre-serialized list, a page cache): it is built once
+ * per bake and lives exactly as long as the snapshot, so a request never pairs data of two bakes.
+ */
+export function perSnapshot<T>(derive: (snapshot: ContentSnapshot) => T): (snapshot: ContentSnapshot) => T {
+  const memo = new WeakMap<ContentSnapshot, T>();
+  return (snapshot) => {
+    let value = memo.get(snapshot);
+    if (value === undefined) {
+      value = derive(snapshot);
+      memo.set(snapshot, value);
+    }
+    return value;
+  };
+}
+
 export interface ContentSnapshot {
   readonly manifest: Manifest;
   readonly rooms: Room[];

@@ -85,6 +85,54 @@ class MeshAccumulator {
     this.indices.push(base, base + 1, base + 2, base, base + 2, base + 3);
   }
 
+  /** A rectangle split into a du × dv grid of quads (dense geometry), facing rect.normal. */
+  grid(r: Rect, du: number, dv: number): void {
+    const n = norm(r.normal);
+    const up = norm(r.up);
+    const right = norm(cross(up, n));
+    const base = this.positions.length / 3;
+    for (let j = 0; j <= dv; j++) {
+      for (let i = 0; i <= du; i++) {
+        const u = i / du - 0.5;
+        const v = j / dv - 0.5;
+        this.positions.push(...add(add(r.center, scale(right, u * r.width)), scale(up, v * r.height)));
+        this.normals.push(...n);
+        this.uvs.push(i / du, 1 - j / dv);
+      }
+    }
+    for (let j = 0; j < dv; j++) {
+      for (let i = 0; i < du; i++) {
+        const a = base + j * (du + 1) + i;
+        const b = a + 1;
+        const c = a + du + 2;
+        const d = a + du + 1;
+        this.indices.push(a, b, c, a, c, d);
+      }
+    }
+  }
+
+  /** UV sphere with outward faces: 2 × segments × rings triangles. */
+  sphere(center: V3, radius: number, segments: number, rings: number): void {
+    const base = this.positions.length / 3;
+    for (let j = 0; j <= rings; j++) {
+      const theta = (j / rings) * Math.PI;
+      for (let i = 0; i <= segments; i++) {
+        const phi = (i / segments) * Math.PI * 2;
+        const n: V3 = [Math.sin(theta) * Math.cos(phi), Math.cos(theta), -Math.sin(theta) * Math.sin(phi)];
+        this.positions.push(...add(center, scale(n, radius)));
+        this.normals.push(...n);
+        this.uvs.push(i / segments, j / rings);
+      }
+    }
+    for (let j = 0; j < rings; j++) {
+      for (let i = 0; i < segments; i++) {
+        const a = base + j * (segments + 1) + i;
+        const b = a + segments + 1;
+        this.indices.push(a, b, a + 1, a + 1, b, b + 1);
+      }
+    }
+  }
+
   /** Axis-aligned box with outward faces; `skip` omits faces by axis name (e.g. '-y'). */
   box(min: V3, max: V3, skip: string[] = [], uvScale = 1): void {
     const c: V3 = scale(add(min, max), 0.5);
@@ -172,6 +220,24 @@ export class RoomBuilder {
   box(name: string, min: V3, max: V3, material: Material, skip: string[] = []): Node {
     const acc = new MeshAccumulator();
     acc.box(min, max, skip);
+    return this.addMesh(name, acc, material);
+  }
+
+  /**
+   * A single-sided rectangle, visible from the side rect.normal points to — how many exporters
+   * write walls (the back is culled). `divisions` splits it into a grid for dense test rooms.
+   */
+  panel(name: string, rect: Rect, material: Material, divisions: [number, number] = [1, 1]): Node {
+    const acc = new MeshAccumulator();
+    if (divisions[0] === 1 && divisions[1] === 1) acc.rect(rect);
+    else acc.grid(rect, divisions[0], divisions[1]);
+    return this.addMesh(name, acc, material);
+  }
+
+  /** A sphere (furniture, ornaments, sculpture parts); `segments` × `rings` sets its density. */
+  sphere(name: string, center: V3, radius: number, material: Material, segments = 24, rings = 12): Node {
+    const acc = new MeshAccumulator();
+    acc.sphere(center, radius, segments, rings);
     return this.addMesh(name, acc, material);
   }
 

@@ -58,15 +58,26 @@ export class MemoryRateLimitStore implements RateLimitStore {
 
 export const KEY_LIMIT = { limit: 120, windowMs: 60_000 } as const;
 
+/** Count a keyed request (shared with the fast path): the decision for key `keyId`. */
+export const hitKeyLimit = (store: RateLimitStore, keyId: number): RateDecision | Promise<RateDecision> =>
+  store.hit(`key:${keyId}`, KEY_LIMIT.limit, KEY_LIMIT.windowMs, Date.now());
+
+/** The headers every keyed response carries, and the 429 when the budget is spent. */
+export const keyLimitHeaders = (decision: RateDecision): Record<string, string> => ({
+  'X-RateLimit-Limit': String(KEY_LIMIT.limit),
+  'X-RateLimit-Remaining': String(decision.remaining),
+});
+// One instance for every refusal: a client hammering past its budget should cost little (an Error
+// captures a stack trace when created).
+const KEY_LIMIT_EXCEEDED = new HttpError(429, 'RATE_LIMITED', 'Rate limit exceeded: 120 requests per minute per key', { 'Retry-After': '60' });
+export const keyLimitExceeded = (): HttpError => KEY_LIMIT_EXCEEDED;
+
 /** Per-key limit for keyed routes; expects `ctx.state.keyId` set by auth. Headers on every response. */
 export function keyRateLimit(store: RateLimitStore) {
   return async function keyRateLimitMiddleware(ctx: Context, next: Next) {
-    const decision = await store.hit(`key:${ctx.state.keyId}`, KEY_LIMIT.limit, KEY_LIMIT.windowMs, Date.now());
-    ctx.set('X-RateLimit-Limit', String(KEY_LIMIT.limit));
-    ctx.set('X-RateLimit-Remaining', String(decision.remaining));
-    if (!decision.allowed) {
-      throw new HttpError(429, 'RATE_LIMITED', 'Rate limit exceeded: 120 requests per minute per key', { 'Retry-After': '60' });
-    }
+    const decision = await hitKeyLimit(store, ctx.state.keyId as number);
+    ctx.set(keyLimitHeaders(decision));
+    if (!decision.allowed) throw keyLimitExceeded();
     await next();
   };
 }

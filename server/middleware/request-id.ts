@@ -4,10 +4,13 @@ import type { Context, Next } from 'koa';
 
 const INCOMING_ID = /^[\w.:-]{1,64}$/;
 
+/** The caller's X-Request-Id when it is a sane token, else a fresh one (shared with the fast path). */
+export const requestIdOf = (incoming: string | string[] | undefined): string =>
+  typeof incoming === 'string' && INCOMING_ID.test(incoming) ? incoming : randomUUID();
+
 export function requestContext(options: { trustProxy: boolean }) {
   return async function requestContextMiddleware(ctx: Context, next: Next) {
-    const incoming = ctx.get('x-request-id');
-    const id = INCOMING_ID.test(incoming) ? incoming : randomUUID();
+    const id = requestIdOf(ctx.get('x-request-id'));
     ctx.state.requestId = id;
     ctx.set('X-Request-Id', id);
     ctx.state.clientIp = clientIp(ctx, options.trustProxy);

@@ -1,9 +1,12 @@
 /**
  * API keys (decisions: `museum_` + 48 lowercase hex, stored only as SHA-256 hashes, compared in
- * constant time, shown once). Every request reads the key row from SQLite, so a revocation made
- * by any process takes effect on the next request; `last_used_at` writes are batched.
+ * constant time, shown once). A revocation made by any process takes effect on the next request:
+ * verified keys are remembered for a few seconds at most, and only while STATE_DB is unchanged —
+ * every request checks SQLite's `data_version`, which moves whenever another connection (the CLI, a
+ * sibling server) commits, and this store's own revocations forget everything. `last_used_at` writes
+ * are batched.
  */
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { StateDb } from './db.ts';
 
 export const KEY_PATTERN = /^museum_[0-9a-f]{48}$/;
@@ -30,16 +33,26 @@ interface KeyRow {
 }
 
 const hashKey = (key: string): Buffer => createHash('sha256').update(key).digest();
+
+/** How long a verified key is trusted without a row lookup (if STATE_DB does not change meanwhile). */
+const RECENT_MS = 5_000;
+const MAX_RECENT = 10_000;
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 export class KeyStore {
   private readonly byHash;
   private readonly touch;
+  private readonly dataVersion;
   private pendingUse = new Map<number, number>();
   private flushTimer: NodeJS.Timeout | null = null;
+  /** base64 SHA-256 of recently verified active keys → key id and when it was verified. */
+  private readonly recent = new Map<string, { id: number; at: number }>();
+  private recentVersion: number;
 
   constructor(private readonly db: StateDb) {
-    this.byHash = db.prepare<[Buffer], KeyRow>('SELECT * FROM api_keys WHERE hash = ?');
+    this.byHash = db.prepare<[Buffer], Pick<KeyRow, 'id' | 'hash' | 'revoked_at'>>('SELECT id, hash, revoked_at FROM api_keys WHERE hash = ?');
+    this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
+    this.recentVersion = this.dataVersion.get()!;
     this.touch = db.prepare<[{ id: number; at: number }]>(
       'UPDATE api_keys SET last_used_at = @at WHERE id = @id AND (last_used_at IS NULL OR last_used_at < @at)',
     );
@@ -73,6 +86,7 @@ export class KeyStore {
         this.db
           .prepare('UPDATE api_keys SET name = ?, revoked_at = COALESCE(revoked_at, ?) WHERE id = ?')
           .run(`${old.name}#${old.id}`, now, old.id);
+        this.recent.clear();
       }
       return this.create(name);
     })();
@@ -94,19 +108,40 @@ export class KeyStore {
     const info = this.find(nameOrId);
     if (!info) throw new Error(`no key named or numbered "${nameOrId}"`);
     this.db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(Date.now(), info.id);
+    // Our own writes do not move data_version for this connection.
+    this.recent.clear();
     return this.find(String(info.id))!;
   }
 
   /** The id of the active key matching `presented`, or null. */
   verify(presented: string): number | null {
     if (!KEY_PATTERN.test(presented)) return null;
-    const hash = hashKey(presented);
-    const row = this.byHash.get(hash);
-    // The lookup is by hash, so timing reveals nothing about the key; compare anyway in constant time.
-    if (!row || !timingSafeEqual(row.hash, hash) || row.revoked_at !== null) return null;
-    this.pendingUse.set(row.id, Date.now());
+    const digest = hash('sha256', presented, 'base64');
+    const version = this.dataVersion.get()!;
+    if (version !== this.recentVersion) {
+      // Another connection wrote to STATE_DB (maybe a revocation): trust nothing remembered.
+      this.recent.clear();
+      this.recentVersion = version;
+    }
+    const now = Date.now();
+    const known = this.recent.get(digest);
+    let id: number;
+    if (known && now - known.at < RECENT_MS) id = known.id;
+    else {
+      const presentedHash = Buffer.from(digest, 'base64');
+      const row = this.byHash.get(presentedHash);
+      // The lookup is by hash, so timing reveals nothing about the key; compare anyway in constant time.
+      if (!row || !timingSafeEqual(row.hash, presentedHash) || row.revoked_at !== null) {
+        this.recent.delete(digest);
+        return null;
+      }
+      id = row.id;
+      if (this.recent.size >= MAX_RECENT) this.recent.clear();
+      this.recent.set(digest, { id, at: now });
+    }
+    this.pendingUse.set(id, now);
     this.flushTimer ??= setTimeout(() => this.flushUse(), 2_000).unref();
-    return row.id;
+    return id;
   }
 
   /** Write batched last-use times (one transaction instead of one write per request). */

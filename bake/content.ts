@@ -1,0 +1,184 @@
+/**
+ * The content source of a bake: a directory holding three JSON files (each a JSON array) and the
+ * model / image files they reference by relative path or http(s) URL. `museum bake sample`
+ * generates one; `museum bake sync` writes one from the content store.
+ *
+ *   rooms.json        [{ id, title, architect, description, series, slots, token_id, model, image, kind? }]
+ *                     slots = onchain slot count; model = .glb or .gltf; image = preview image or null;
+ *                     kind = 'room' | 'sculpture' (detected from the geometry when absent)
+ *   collections.json  [{ id, name, title, description, slug, status: 'published' | 'draft', parent }]
+ *                     parent = id of the parent collection or null
+ *   artworks.json     [{ id, name, artist_name, collection, marketplace_url, image_url, width, height,
+ *                        content_type, display_image_url, original_image_url, animation_url,
+ *                        display_animation_url, animation_content_type, animation_width, animation_height }]
+ *                     the marketplace record as stored; media normalization (bake/media.ts) turns it
+ *                     into the public Artwork. collection = marketplace collection slug.
+ */
+import { promises as fs } from 'node:fs';
+import { join } from 'node:path';
+import { z } from 'zod';
+import type { Artwork, Collection } from '../artifacts/format.ts';
+import { normalizeArtwork, type NormalizeOptions } from './media.ts';
+
+export const CONTENT_FILES = { rooms: 'rooms.json', collections: 'collections.json', artworks: 'artworks.json' } as const;
+
+const text = z.string();
+const optionalText = z.string().nullish().transform((v) => v ?? '');
+const nullableText = z.string().min(1).nullish().transform((v) => v ?? null);
+const dimension = z.number().int().positive().nullish().transform((v) => v ?? null);
+const ref = z
+  .string()
+  .min(1)
+  .refine((v) => !/^[a-z][a-z0-9+.-]*:/i.test(v) || /^https?:\/\//i.test(v), 'must be a relative path or an http(s) URL');
+
+export const ContentRoom = z.object({
+  id: z.number().int().positive(),
+  title: text,
+  architect: optionalText,
+  description: optionalText,
+  series: optionalText,
+  slots: z.number().int().min(0).max(10_000),
+  token_id: z.union([z.string(), z.number().int()]).nullish().transform((v) => v ?? null),
+  model: ref,
+  image: ref.nullish().transform((v) => v ?? null),
+  kind: z.enum(['room', 'sculpture']).optional(),
+});
+export type ContentRoom = z.infer<typeof ContentRoom>;
+
+export const ContentCollection = z.object({
+  id: z.number().int().positive(),
+  name: text,
+  title: optionalText,
+  description: optionalText,
+  slug: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'slug must be URL-safe'),
+  status: z.enum(['published', 'draft']),
+  parent: z.number().int().positive().nullish().transform((v) => v ?? null),
+});
+export type ContentCollection = z.infer<typeof ContentCollection>;
+
+export const ContentArtwork = z.object({
+  id: z.number().int().positive(),
+  name: optionalText,
+  artist_name: optionalText,
+  collection: text,
+  marketplace_url: optionalText,
+  /** The still image as the store holds it, with the dimensions and type reported for it. */
+  image_url: nullableText,
+  width: dimension,
+  height: dimension,
+  content_type: nullableText,
+  /** The rest of the marketplace record's media. */
+  display_image_url: nullableText,
+  original_image_url: nullableText,
+  animation_url: nullableText,
+  display_animation_url: nullableText,
+  animation_content_type: nullableText,
+  animation_width: dimension,
+  animation_height: dimension,
+});
+export type ContentArtwork = z.infer<typeof ContentArtwork>;
+
+export interface Content {
+  dir: string;
+  rooms: ContentRoom[];
+  collections: ContentCollection[];
+  artworks: ContentArtwork[];
+}
+
+/** Invalid content; one line naming the file, the record and the problem. */
+export class ContentError extends Error {
+  override name = 'ContentError';
+}
+
+function describeIssues(file: string, error: z.ZodError, items: unknown): string {
+  const [issue] = error.issues;
+  const [index, ...rest] = issue!.path;
+  const record = Array.isArray(items) && typeof index === 'number' ? (items[index] as { id?: unknown } | undefined) : undefined;
+  const where = typeof index === 'number' ? `record ${index}${record?.id !== undefined ? ` (id ${JSON.stringify(record.id)})` : ''}` : 'file';
+  const field = rest.length ? ` field ${rest.join('.')}` : '';
+  const more = error.issues.length > 1 ? ` (and ${error.issues.length - 1} more problem${error.issues.length > 2 ? 's' : ''})` : '';
+  return `${file}: ${where}${field}: ${issue!.message}${more}`;
+}
+
+async function readArray<S extends z.ZodType>(dir: string, file: string, schema: S, required: boolean): Promise<z.infer<S>[]> {
+  const path = join(dir, file);
+  const source = await fs.readFile(path, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT' && !required) return null;
+    throw new ContentError(`${path}: ${err.code === 'ENOENT' ? 'not found (is this a content directory? `museum bake sample` writes one)' : err.message}`);
+  });
+  if (source === null) return [];
+  let items: unknown;
+  try {
+    items = JSON.parse(source);
+  } catch (err) {
+    throw new ContentError(`${path}: not valid JSON (${(err as Error).message})`);
+  }
+  const parsed = z.array(schema).safeParse(items);
+  if (!parsed.success) throw new ContentError(describeIssues(path, parsed.error, items));
+  return parsed.data;
+}
+
+function assertUnique<T>(file: string, items: T[], key: (item: T) => string | number, what: string): void {
+  const seen = new Set<string | number>();
+  for (const item of items) {
+    const k = key(item);
+    if (seen.has(k)) throw new ContentError(`${file}: duplicate ${what} ${JSON.stringify(k)}`);
+    seen.add(k);
+  }
+}
+
+/** Load and validate a content directory; throws ContentError with one clear line. */
+export async function loadContent(dir: string): Promise<Content> {
+  const [rooms, collections, artworks] = await Promise.all([
+    readArray(dir, CONTENT_FILES.rooms, ContentRoom, true),
+    readArray(dir, CONTENT_FILES.collections, ContentCollection, false),
+    readArray(dir, CONTENT_FILES.artworks, ContentArtwork, false),
+  ]);
+  const at = (file: string) => join(dir, file);
+  assertUnique(at(CONTENT_FILES.rooms), rooms, (r) => r.id, 'room id');
+  assertUnique(at(CONTENT_FILES.collections), collections, (c) => c.id, 'collection id');
+  assertUnique(at(CONTENT_FILES.collections), collections, (c) => c.slug, 'collection slug');
+  assertUnique(at(CONTENT_FILES.artworks), artworks, (a) => a.id, 'artwork id');
+  const ids = new Set(collections.map((c) => c.id));
+  for (const c of collections) {
+    if (c.parent !== null && !ids.has(c.parent)) {
+      throw new ContentError(`${at(CONTENT_FILES.collections)}: collection ${c.id} has parent ${c.parent}, which does not exist`);
+    }
+    if (c.parent === c.id) throw new ContentError(`${at(CONTENT_FILES.collections)}: collection ${c.id} is its own parent`);
+  }
+  return { dir, rooms, collections, artworks };
+}
+
+/**
+ * What the API publishes from the content: collections that are published together with all their
+ * ancestors (a draft hides its subtree), with parent / child references, and the normalized
+ * artworks except those of hidden collections. Sorted by id, so the manifest is deterministic.
+ */
+export function publicCatalog(content: Pick<Content, 'collections' | 'artworks'>, options: NormalizeOptions): { collections: Collection[]; artworks: Artwork[] } {
+  const byId = new Map(content.collections.map((c) => [c.id, c]));
+  const visible = (c: ContentCollection): boolean => {
+    const seen = new Set<number>();
+    for (let at: ContentCollection | undefined = c; at; at = at.parent === null ? undefined : byId.get(at.parent)) {
+      if (at.status !== 'published' || seen.has(at.id)) return false; // a cycle is never published
+      seen.add(at.id);
+    }
+    return true;
+  };
+  const shown = content.collections.filter(visible).sort((a, b) => a.id - b.id);
+  const refOf = (c: ContentCollection) => ({ id: c.id, name: c.name, slug: c.slug });
+  const collections: Collection[] = shown.map((c) => ({
+    id: c.id,
+    name: c.name,
+    title: c.title,
+    description: c.description,
+    slug: c.slug,
+    parent_collection: c.parent === null ? null : refOf(byId.get(c.parent)!),
+    child_collections: shown.filter((child) => child.parent === c.id).map(refOf),
+  }));
+  const hiddenSlugs = new Set(content.collections.filter((c) => !visible(c)).map((c) => c.slug));
+  const artworks = content.artworks
+    .filter((a) => !hiddenSlugs.has(a.collection))
+    .sort((a, b) => a.id - b.id)
+    .map((a) => normalizeArtwork(a, options));
+  return { collections, artworks };
+}

@@ -1,0 +1,288 @@
+/**
+ * Reading and writing glTF models: ONE configured NodeIO (every extension; Draco and meshopt
+ * codecs) shared by the bake and the slot engine.
+ *
+ * Models come from untrusted places, so the container is checked before glTF-Transform sees it:
+ * GLB header and chunks, JSON, and every buffer / bufferView / accessor range against the bytes
+ * that really exist. A broken file fails with one clear line (ModelError) instead of a RangeError
+ * from deep inside a parser.
+ */
+import { promises as fs } from 'node:fs';
+import { dirname, isAbsolute, resolve as resolvePath } from 'node:path';
+import { GLB_BUFFER, Logger, NodeIO, type Document, type GLTF, type JSONDocument } from '@gltf-transform/core';
+
+/** A model that cannot be read; the message is one line meant for operators. */
+export class ModelError extends Error {
+  override name = 'ModelError';
+}
+
+/** Loads an external resource (buffer or image) referenced by a .gltf, by its URI as written. */
+export type ResourceLoader = (uri: string) => Promise<Uint8Array>;
+
+// The codecs are WebAssembly modules that take a while to instantiate: each is created once per
+// thread, the first time a model needs it (most rooms never need a Draco or meshopt decoder).
+type Codec = 'draco3d.decoder' | 'draco3d.encoder' | 'meshopt.decoder' | 'meshopt.encoder';
+const CODECS: Record<Codec, () => Promise<unknown>> = {
+  'draco3d.decoder': async () => (await import('draco3dgltf')).default.createDecoderModule(),
+  'draco3d.encoder': async () => (await import('draco3dgltf')).default.createEncoderModule(),
+  'meshopt.decoder': async () => {
+    const { MeshoptDecoder } = await import('meshoptimizer');
+    await MeshoptDecoder.ready;
+    return MeshoptDecoder;
+  },
+  'meshopt.encoder': async () => {
+    const { MeshoptEncoder } = await import('meshoptimizer');
+    await MeshoptEncoder.ready;
+    return MeshoptEncoder;
+  },
+};
+const codecs = new Map<Codec, Promise<unknown>>();
+let ioPromise: Promise<NodeIO> | null = null;
+
+async function ioWith(needed: Codec[]): Promise<NodeIO> {
+  ioPromise ??= (async () => {
+    const { ALL_EXTENSIONS } = await import('@gltf-transform/extensions');
+    // Warnings of the libraries would interleave with progress output; real problems throw.
+    return new NodeIO().setLogger(new Logger(Logger.Verbosity.ERROR)).registerExtensions(ALL_EXTENSIONS);
+  })();
+  const io = await ioPromise;
+  for (const name of needed) {
+    if (!codecs.has(name)) codecs.set(name, CODECS[name]());
+    io.registerDependencies({ [name]: await codecs.get(name)! });
+  }
+  return io;
+}
+
+/** The configured NodeIO of this thread, with every codec registered. */
+export function getIO(): Promise<NodeIO> {
+  return ioWith(Object.keys(CODECS) as Codec[]);
+}
+
+const codecsFor = (extensions: readonly string[], direction: 'decoder' | 'encoder'): Codec[] => [
+  ...(extensions.includes('KHR_draco_mesh_compression') ? [`draco3d.${direction}` as const] : []),
+  ...(extensions.includes('EXT_meshopt_compression') ? [`meshopt.${direction}` as const] : []),
+];
+
+const GLB_MAGIC = 0x46546c67; // 'glTF'
+const CHUNK_JSON = 0x4e4f534a; // 'JSON'
+const CHUNK_BIN = 0x004e4942; // 'BIN\0'
+
+export const isGlb = (bytes: Uint8Array): boolean =>
+  bytes.byteLength >= 4 && new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true) === GLB_MAGIC;
+
+const firstLine = (err: unknown): string => (err instanceof Error ? err.message : String(err)).split('\n')[0]!.trim();
+
+function parseJson(bytes: Uint8Array, what: string): GLTF.IGLTF {
+  let value: unknown;
+  try {
+    value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+  } catch (err) {
+    throw new ModelError(`${what} is not valid JSON (${firstLine(err)})`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ModelError(`${what} is not a JSON object`);
+  const json = value as GLTF.IGLTF;
+  if (typeof json.asset?.version !== 'string' || !json.asset.version.startsWith('2.')) {
+    throw new ModelError(`${what} is not glTF 2.0 (asset.version is ${JSON.stringify(json.asset?.version ?? null)})`);
+  }
+  return json;
+}
+
+const showMagic = (bytes: Uint8Array) => Buffer.from(bytes.subarray(0, 4)).toString('latin1').replace(/[^\x20-\x7e]/g, '?');
+
+/** Split a GLB (magic already checked) into its JSON and BIN chunk, checking every length against the real byte count. */
+function splitGlb(bytes: Uint8Array): { json: GLTF.IGLTF; bin: Uint8Array | null } {
+  const size = bytes.byteLength;
+  if (size < 12) throw new ModelError(`truncated GLB: ${size} bytes, shorter than the 12-byte header`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, size);
+  const version = view.getUint32(4, true);
+  if (version !== 2) throw new ModelError(`unsupported GLB version ${version} (only 2 is supported)`);
+  const declared = view.getUint32(8, true);
+  if (declared > size) throw new ModelError(`truncated GLB: header declares ${declared} bytes but the file has ${size}`);
+  if (size < 20) throw new ModelError('truncated GLB: no JSON chunk after the header');
+  const jsonLength = view.getUint32(12, true);
+  if (view.getUint32(16, true) !== CHUNK_JSON) throw new ModelError('invalid GLB: the first chunk is not JSON');
+  if (20 + jsonLength > declared) {
+    throw new ModelError(`truncated GLB: JSON chunk of ${jsonLength} bytes runs past the end of the file (${declared} bytes)`);
+  }
+  const json = parseJson(bytes.subarray(20, 20 + jsonLength), 'GLB JSON chunk');
+  let offset = 20 + jsonLength;
+  let bin: Uint8Array | null = null;
+  while (offset + 8 <= declared) {
+    const length = view.getUint32(offset, true);
+    const type = view.getUint32(offset + 4, true);
+    if (offset + 8 + length > declared) {
+      throw new ModelError(`truncated GLB: chunk at byte ${offset} declares ${length} bytes, past the end of the file`);
+    }
+    if (type === CHUNK_BIN && bin === null) bin = bytes.subarray(offset + 8, offset + 8 + length);
+    offset += 8 + length;
+  }
+  return { json, bin };
+}
+
+const COMPONENT_BYTES: Record<number, number> = { 5120: 1, 5121: 1, 5122: 2, 5123: 2, 5125: 4, 5126: 4 };
+const TYPE_COMPONENTS: Record<string, number> = { SCALAR: 1, VEC2: 2, VEC3: 3, VEC4: 4, MAT2: 4, MAT3: 9, MAT4: 16 };
+
+interface MeshoptViewExt {
+  buffer: number;
+  byteOffset?: number;
+  byteLength: number;
+}
+
+/** Check every declared range against the bytes that really exist, naming the first offender. */
+function checkRanges(json: GLTF.IGLTF, bufferBytes: Array<number | null>): void {
+  const buffers = json.buffers ?? [];
+  buffers.forEach((buffer, i) => {
+    const real = bufferBytes[i];
+    if (real === null || real === undefined) return; // meshopt fallback buffer: no data by design
+    if (buffer.byteLength > real) {
+      throw new ModelError(`buffer ${i} declares ${buffer.byteLength} bytes but only ${real} exist (buffer past the end of the file)`);
+    }
+  });
+  const bufferLength = (index: number, what: string): number => {
+    const buffer = buffers[index];
+    if (!buffer) throw new ModelError(`${what} refers to buffer ${index}, which does not exist`);
+    return buffer.byteLength;
+  };
+  const views = json.bufferViews ?? [];
+  views.forEach((view, i) => {
+    const meshopt = (view.extensions as Record<string, MeshoptViewExt> | undefined)?.EXT_meshopt_compression;
+    const ranges: Array<[number, number, number]> = [[view.buffer, view.byteOffset ?? 0, view.byteLength]];
+    if (meshopt) ranges.push([meshopt.buffer, meshopt.byteOffset ?? 0, meshopt.byteLength]);
+    for (const [buffer, start, length] of ranges) {
+      const available = bufferLength(buffer, `bufferView ${i}`);
+      const isFallback = bufferBytes[buffer] === null;
+      if (!isFallback && start + length > available) {
+        throw new ModelError(`bufferView ${i} ends at byte ${start + length}, past the end of buffer ${buffer} (${available} bytes)`);
+      }
+    }
+  });
+  const checkAccessorRange = (what: string, viewIndex: number, offset: number, count: number, elementBytes: number, stride?: number) => {
+    const view = views[viewIndex];
+    if (!view) throw new ModelError(`${what} refers to bufferView ${viewIndex}, which does not exist`);
+    if (count === 0) return;
+    const step = stride ?? view.byteStride ?? elementBytes;
+    const end = offset + (count - 1) * step + elementBytes;
+    if (end > view.byteLength) {
+      throw new ModelError(`${what} needs ${end} bytes but bufferView ${viewIndex} has ${view.byteLength}`);
+    }
+  };
+  (json.accessors ?? []).forEach((accessor, i) => {
+    const componentBytes = COMPONENT_BYTES[accessor.componentType];
+    const components = TYPE_COMPONENTS[accessor.type];
+    if (!componentBytes || !components) throw new ModelError(`accessor ${i} has an invalid type ${accessor.type}/${accessor.componentType}`);
+    if (accessor.bufferView !== undefined) {
+      checkAccessorRange(`accessor ${i}`, accessor.bufferView, accessor.byteOffset ?? 0, accessor.count, componentBytes * components);
+    }
+    const sparse = accessor.sparse;
+    if (sparse) {
+      const indexBytes = COMPONENT_BYTES[sparse.indices.componentType] ?? 4;
+      checkAccessorRange(`sparse indices of accessor ${i}`, sparse.indices.bufferView, sparse.indices.byteOffset ?? 0, sparse.count, indexBytes, indexBytes);
+      const valueBytes = componentBytes * components;
+      checkAccessorRange(`sparse values of accessor ${i}`, sparse.values.bufferView, sparse.values.byteOffset ?? 0, sparse.count, valueBytes, valueBytes);
+    }
+  });
+}
+
+const isDataUri = (uri: string) => uri.startsWith('data:');
+
+/** URIs of external buffers and images (not data URIs): the files a .gltf needs beside it. */
+export function externalUris(json: GLTF.IGLTF): string[] {
+  const uris = new Set<string>();
+  for (const item of [...(json.buffers ?? []), ...(json.images ?? [])]) {
+    if (item.uri && !isDataUri(item.uri)) uris.add(item.uri);
+  }
+  return [...uris];
+}
+
+function decodeDataUri(uri: string, what: string): Uint8Array {
+  const comma = uri.indexOf(',');
+  if (comma < 0) throw new ModelError(`${what} has a malformed data URI`);
+  const meta = uri.slice(5, comma);
+  const payload = uri.slice(comma + 1);
+  return meta.endsWith(';base64') ? Buffer.from(payload, 'base64') : Buffer.from(decodeURIComponent(payload), 'utf8');
+}
+
+/**
+ * Parse model bytes (GLB or .gltf JSON) into the JSON + resources glTF-Transform reads, after
+ * checking the container and every range. External resources come from `loadResource`.
+ */
+export async function parseModel(bytes: Uint8Array, loadResource?: ResourceLoader): Promise<JSONDocument> {
+  let json: GLTF.IGLTF;
+  const resources: Record<string, Uint8Array> = {};
+  let bin: Uint8Array | null = null;
+  const glb = isGlb(bytes);
+  if (glb) {
+    ({ json, bin } = splitGlb(bytes));
+    if (bin) resources[GLB_BUFFER] = bin;
+  } else {
+    const start = bytes.subarray(0, 64).findIndex((b) => b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09 && b !== 0xef && b !== 0xbb && b !== 0xbf);
+    if (start < 0 || bytes[start] !== 0x7b /* { */) {
+      throw new ModelError(`not a glTF model: wrong magic "${showMagic(bytes)}" (expected "glTF" or a JSON object)`);
+    }
+    json = parseJson(bytes, 'glTF JSON');
+  }
+
+  for (const uri of externalUris(json)) {
+    if (!loadResource) throw new ModelError(`external resource "${uri}" cannot be resolved for this model`);
+    try {
+      resources[uri] = await loadResource(uri);
+    } catch (err) {
+      if (err instanceof ModelError) throw err;
+      throw new ModelError(`external resource "${uri}" cannot be read (${firstLine(err)})`);
+    }
+  }
+
+  const bufferBytes = (json.buffers ?? []).map((buffer, i): number | null => {
+    const ext = buffer.extensions as Record<string, { fallback?: boolean }> | undefined;
+    if (ext?.EXT_meshopt_compression?.fallback && !buffer.uri) return null;
+    if (!buffer.uri) {
+      if (!glb || i !== 0) throw new ModelError(`buffer ${i} has no uri and is not the GLB binary chunk`);
+      if (!bin) throw new ModelError('buffer 0 expects a GLB binary chunk but the file has none (buffer past the end of the file)');
+      return bin.byteLength;
+    }
+    if (isDataUri(buffer.uri)) return decodeDataUri(buffer.uri, `buffer ${i}`).byteLength;
+    return resources[buffer.uri]!.byteLength;
+  });
+  checkRanges(json, bufferBytes);
+  (json.images ?? []).forEach((image, i) => {
+    if (image.bufferView === undefined && image.uri === undefined) throw new ModelError(`image ${i} has neither a uri nor a bufferView`);
+  });
+  return { json, resources: resources as JSONDocument['resources'] };
+}
+
+/** Read model bytes into a Document; every failure is a ModelError with one clear line. */
+export async function readModel(bytes: Uint8Array, loadResource?: ResourceLoader): Promise<Document> {
+  const jsonDoc = await parseModel(bytes, loadResource);
+  const io = await ioWith(codecsFor(jsonDoc.json.extensionsUsed ?? [], 'decoder'));
+  try {
+    return await io.readJSON(jsonDoc);
+  } catch (err) {
+    throw new ModelError(`invalid glTF: ${firstLine(err)}`);
+  }
+}
+
+/** Resolve .gltf resource URIs against a local directory (percent-decoded, relative only). */
+export function localResourceLoader(dir: string): ResourceLoader {
+  return async (uri) => {
+    if (/^[a-z][a-z0-9+.-]*:/i.test(uri) || isAbsolute(uri)) throw new ModelError(`external resource "${uri}" must be a relative path`);
+    return fs.readFile(resolvePath(dir, decodeURIComponent(uri)));
+  };
+}
+
+/** Read a local .glb or .gltf (with its external files) into a Document. */
+export async function readModelFile(path: string): Promise<Document> {
+  const bytes = await fs.readFile(path).catch((err: NodeJS.ErrnoException) => {
+    throw new ModelError(`cannot read ${path} (${err.code ?? firstLine(err)})`);
+  });
+  return readModel(bytes, localResourceLoader(dirname(path)));
+}
+
+/** Write a Document as one self-contained GLB (buffers merged into the single binary chunk). */
+export async function writeGlb(document: Document): Promise<Uint8Array> {
+  if (document.getRoot().listBuffers().length > 1) {
+    const { unpartition } = await import('@gltf-transform/functions');
+    await document.transform(unpartition());
+  }
+  const io = await ioWith(codecsFor(document.getRoot().listExtensionsUsed().map((e) => e.extensionName), 'encoder'));
+  return io.writeBinary(document);
+}

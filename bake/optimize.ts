@@ -1,0 +1,234 @@
+/**
+ * The optimizer: glTF-Transform's own functions composed as named steps
+ *   dedup → palette → join → weld → prune → textures (WebP) → draco
+ * configured so that slot placeholders survive: Slot_NNN / Auto_NNN nodes and anything using the
+ * `Slot Placeholder` material are never joined, renamed or pruned.
+ *
+ * Guarantees (checked, not hoped for): every authored slot node and its material survive, and the
+ * optimized GLB is never larger than the source GLB — when a step would make it larger, the
+ * optimizer retries without that step and says so.
+ */
+import { Document, ImageUtils, PropertyType, type Node, type Texture, type Transform } from '@gltf-transform/core';
+import { EXTTextureWebP } from '@gltf-transform/extensions';
+import { compressTexture, dedup, draco, join, listTextureSlots, palette, prune, weld } from '@gltf-transform/functions';
+import sharp from 'sharp';
+import { ModelError, writeGlb } from './gltf-io.ts';
+import { OPTIMIZER_SETTINGS, type OptimizerSettings } from './settings.ts';
+import { isSlotNode, isSlotPrimitive, SLOT_NAME_PATTERN } from './slots/scene.ts';
+
+export { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
+
+export const STEP_NAMES = ['dedup', 'palette', 'join', 'weld', 'prune', 'textures', 'draco'] as const;
+export type StepName = (typeof STEP_NAMES)[number];
+
+export interface OptimizeStep {
+  name: StepName;
+  transform: Transform;
+}
+
+/** Fail before decoding anything when an image declares more pixels than we are willing to hold. */
+export function assertTextureSizes(document: Document, maxPixels: number = OPTIMIZER_SETTINGS.maxTexturePixels): void {
+  document.getRoot().listTextures().forEach((texture, i) => {
+    const image = texture.getImage();
+    const mime = texture.getMimeType();
+    if (!image || !['image/png', 'image/jpeg', 'image/webp'].includes(mime)) return;
+    const label = texture.getURI() || texture.getName() || `#${i}`;
+    let size: [number, number] | null;
+    try {
+      size = ImageUtils.getSize(image, mime) as [number, number] | null;
+    } catch {
+      size = null;
+    }
+    if (!size) throw new ModelError(`texture ${label}: unreadable ${mime} header`);
+    const [w, h] = size;
+    if (w * h > maxPixels) {
+      throw new ModelError(`texture ${label} declares ${w}×${h} pixels, over the limit of ${maxPixels} pixels`);
+    }
+  });
+}
+
+/** WebP every texture (normal maps lossless), resized to the cap; keep the original when smaller. */
+function compressTextures(settings: OptimizerSettings): Transform {
+  const { maxSize, quality, normalMapsLossless } = settings.textures;
+  const compressOne = async (texture: Texture): Promise<void> => {
+    const image = texture.getImage();
+    const mime = texture.getMimeType();
+    if (!image || !['image/png', 'image/jpeg', 'image/webp'].includes(mime)) return;
+    const [w, h] = (ImageUtils.getSize(image, mime) ?? [0, 0]) as [number, number];
+    const mustResize = Math.max(w, h) > maxSize;
+    const original = { image, mime, uri: texture.getURI() };
+    const lossless = normalMapsLossless && listTextureSlots(texture).includes('normalTexture');
+    // A JPEG normal map is already lossy: lossless WebP only adds bytes, lossy WebP adds loss.
+    if (lossless && mime === 'image/jpeg' && !mustResize) return;
+    await compressTexture(texture, {
+      encoder: sharp,
+      targetFormat: 'webp',
+      resize: mustResize ? [maxSize, maxSize] : undefined,
+      quality: lossless ? null : quality,
+      lossless,
+      limitInputPixels: true,
+    });
+    // Re-encoding can grow an already well-compressed image; unless resizing was required, the
+    // smaller of the two is the better texture.
+    if (!mustResize && texture.getImage()!.byteLength >= original.image.byteLength) {
+      texture.setImage(original.image).setMimeType(original.mime).setURI(original.uri);
+    }
+  };
+  return async (document: Document) => {
+    const textures = document.getRoot().listTextures();
+    await Promise.all(textures.map(compressOne));
+    if (textures.some((t) => t.getMimeType() === 'image/webp')) document.createExtension(EXTTextureWebP).setRequired(true);
+  };
+}
+
+/**
+ * Run a transform with slot placeholder primitives detached from their material: glTF-Transform
+ * skips material-less primitives in palette and attribute pruning, so `Slot Placeholder` stays
+ * theirs and their UVs (which clients use to map the artwork) stay too.
+ */
+async function withSlotMaterialsDetached(document: Document, transform: Transform): Promise<void> {
+  const held = document
+    .getRoot()
+    .listMeshes()
+    .flatMap((mesh) => mesh.listPrimitives())
+    .filter(isSlotPrimitive)
+    .map((prim) => ({ prim, material: prim.getMaterial() }));
+  held.forEach(({ prim }) => prim.setMaterial(null));
+  try {
+    await document.transform(transform);
+  } finally {
+    held.forEach(({ prim, material }) => prim.setMaterial(material));
+  }
+}
+
+/** Materials that differ only in factors become one palette texture, so their meshes can be joined. */
+function paletteExceptSlots(): Transform {
+  const merge = palette({ min: 5 });
+  return (document: Document) => withSlotMaterialsDetached(document, merge);
+}
+
+/**
+ * Unused properties go; so do vertex attributes no material reads — except on slot placeholders.
+ * keepSolidTextures: finding solid textures decodes every image in JS, a cost rooms rarely repay.
+ */
+function pruneExceptSlotAttributes(): Transform {
+  const properties = prune({ keepLeaves: true, keepSolidTextures: true, keepAttributes: true });
+  const attributes = prune({ propertyTypes: [PropertyType.ACCESSOR], keepAttributes: false });
+  return async (document: Document) => {
+    await document.transform(properties);
+    await withSlotMaterialsDetached(document, attributes);
+  };
+}
+
+/** Draco replaces any meshopt compression the source had (one geometry codec per file). */
+function dracoCompress(settings: OptimizerSettings): Transform {
+  const compress = draco(settings.draco);
+  return async (document: Document) => {
+    document.getRoot().listExtensionsUsed().find((e) => e.extensionName === 'EXT_meshopt_compression')?.dispose();
+    await document.transform(compress);
+  };
+}
+
+/** The named steps, in order, minus the skipped ones. */
+export function optimizeSteps(settings: OptimizerSettings = OPTIMIZER_SETTINGS, skip: ReadonlySet<StepName> = new Set()): OptimizeStep[] {
+  // What a slot placeholder is (names, material) is the slot engine's definition.
+  const keepSlots = (node: Node) => !isSlotNode(node);
+  const steps: OptimizeStep[] = [
+    { name: 'dedup', transform: dedup({ keepUniqueNames: true }) },
+    { name: 'palette', transform: paletteExceptSlots() },
+    { name: 'join', transform: join({ filter: keepSlots }) },
+    { name: 'weld', transform: weld() },
+    { name: 'prune', transform: pruneExceptSlotAttributes() },
+    { name: 'textures', transform: compressTextures(settings) },
+    { name: 'draco', transform: dracoCompress(settings) },
+  ];
+  return steps.filter((s) => !skip.has(s.name));
+}
+
+interface SlotNodeFact {
+  name: string;
+  material: string | null;
+}
+
+const slotNodeFacts = (document: Document): SlotNodeFact[] =>
+  document
+    .getRoot()
+    .listNodes()
+    .filter((n) => SLOT_NAME_PATTERN.test(n.getName().trim()))
+    .map((n) => ({ name: n.getName(), material: n.getMesh()?.listPrimitives()[0]?.getMaterial()?.getName() ?? null }));
+
+export interface OptimizeInput {
+  /** The source model as GLB (what model_url serves): the size to stay under. */
+  source: Uint8Array;
+  /** A fresh Document of the source; called once per attempt (optimizing is destructive). */
+  read: () => Promise<Document>;
+  /** Runs after the steps and before writing (embeds generated slots); true when it changed the model. */
+  finish?: (document: Document) => boolean;
+  settings?: OptimizerSettings;
+  /** A Document already read (and used for slots) for the first attempt, to save a parse. */
+  first?: Document;
+}
+
+export interface OptimizeResult {
+  glb: Uint8Array;
+  /** Steps that ran, with their time in ms. */
+  steps: Array<{ name: StepName | 'write' | 'finish'; ms: number }>;
+  /** Steps left out because the output would otherwise have been larger than the source. */
+  skipped: StepName[];
+  /** True when the optimized model is the source file itself (nothing could make it smaller). */
+  isSource: boolean;
+  warnings: string[];
+}
+
+async function runAttempt(document: Document, settings: OptimizerSettings, skip: Set<StepName>, finish: OptimizeInput['finish']) {
+  const steps: OptimizeResult['steps'] = [];
+  const before = slotNodeFacts(document);
+  for (const step of optimizeSteps(settings, skip)) {
+    const t0 = performance.now();
+    await document.transform(step.transform);
+    steps.push({ name: step.name, ms: performance.now() - t0 });
+  }
+  const after = new Map(slotNodeFacts(document).map((f) => [f.name, f.material]));
+  for (const fact of before) {
+    if (!after.has(fact.name)) throw new Error(`optimizer lost slot node ${fact.name}`);
+    if (after.get(fact.name) !== fact.material) throw new Error(`optimizer changed the material of slot node ${fact.name}`);
+  }
+  let t0 = performance.now();
+  const embedded = finish ? finish(document) : false;
+  if (finish) steps.push({ name: 'finish', ms: performance.now() - t0 });
+  t0 = performance.now();
+  const glb = await writeGlb(document);
+  steps.push({ name: 'write', ms: performance.now() - t0 });
+  return { glb, steps, embedded };
+}
+
+/**
+ * Optimize a model, never returning something larger than the source: first with every step,
+ * then without Draco (tiny or already-compressed geometry), then without re-encoding textures
+ * too, and finally — when nothing has to be embedded — the source itself.
+ */
+export async function optimizeModel(input: OptimizeInput): Promise<OptimizeResult> {
+  const settings = input.settings ?? OPTIMIZER_SETTINGS;
+  const limit = input.source.byteLength;
+  const plans: StepName[][] = [[], ['draco'], ['draco', 'textures']];
+  let best: { glb: Uint8Array; steps: OptimizeResult['steps']; skipped: StepName[] } | null = null;
+  let embedded = false;
+  for (const [i, skipped] of plans.entries()) {
+    const document = i === 0 && input.first ? input.first : await input.read();
+    const attempt = await runAttempt(document, settings, new Set(skipped), input.finish);
+    embedded = attempt.embedded;
+    if (!best || attempt.glb.byteLength < best.glb.byteLength) best = { glb: attempt.glb, steps: attempt.steps, skipped };
+    if (attempt.glb.byteLength <= limit) break;
+  }
+  const result = best!;
+  const warnings: string[] = [];
+  if (result.glb.byteLength > limit && !embedded) {
+    warnings.push(`no optimization made the model smaller than its ${limit}-byte source; the optimized model is the source`);
+    return { glb: input.source, steps: result.steps, skipped: [...STEP_NAMES], isSource: true, warnings };
+  }
+  if (result.glb.byteLength > limit) {
+    warnings.push(`optimized model is ${result.glb.byteLength - limit} bytes larger than its source because generated slot placeholders were embedded`);
+  }
+  if (result.skipped.length) warnings.push(`optimizer skipped ${result.skipped.join(' and ')}: the output was larger than the source with it`);
+  return { glb: result.glb, steps: result.steps, skipped: result.skipped, isSource: false, warnings };
+}

@@ -1,0 +1,379 @@
+/**
+ * The whole bake run (`museum bake rooms`): load the content, decide per room whether it must be
+ * rebuilt (incremental key), bake those rooms in parallel on a worker pool, then publish — every
+ * file first, then one atomic rename of manifest.json.
+ *
+ * A room that fails keeps its previous manifest entry (its previous artifacts stay served) and is
+ * reported; the others are published anyway. Files are never deleted.
+ */
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join, resolve as resolvePath } from 'node:path';
+import { artifactPaths, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom, type RoomSlotData } from '../artifacts/format.ts';
+import { publishManifest, putContentFile, readManifest, sha256, writeFileAtomic } from '../artifacts/store.ts';
+import { type ContentRoom, loadContent, publicCatalog } from './content.ts';
+import { type FetchOptions, SourceResolver } from './fetch.ts';
+import type { QaRoom } from './report.ts';
+import type { RoomBakeResult, RoomJob } from './room.ts';
+import { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
+import { type RoomKind, type RoomPlan, SLOT_ALGORITHM } from './slots/index.ts';
+import { WorkerPool } from './workers.ts';
+
+export type RoomStatus = 'baked' | 'skipped' | 'failed';
+
+export interface RoomOutcome {
+  id: number;
+  title: string;
+  status: RoomStatus;
+  /** Why a room was skipped or rebuilt, or why it failed (one line). */
+  reason: string;
+  warnings: string[];
+  /** Source model GLB bytes → optimized GLB bytes (baked rooms). */
+  bytes_in: number | null;
+  bytes_out: number | null;
+  ms: number | null;
+}
+
+export interface BakeSummary {
+  bake_id: string | null;
+  /** False when nothing changed (the previous manifest stays as it is). */
+  published: boolean;
+  data_dir: string;
+  manifest: string;
+  report: string | null;
+  baked: number;
+  skipped: number;
+  failed: number;
+  bytes_in: number;
+  bytes_out: number;
+  ms: number;
+  rooms: RoomOutcome[];
+}
+
+export type BakeEvent =
+  | { type: 'plan'; total: number; toBake: number }
+  | { type: 'room'; outcome: RoomOutcome; done: number; total: number };
+
+export interface BakeRunOptions {
+  contentDir: string;
+  dataDir: string;
+  force?: boolean;
+  /** Bake only these room ids; the others keep their published entries. */
+  only?: number[];
+  /** Rooms baked in parallel (worker threads). Default: the number of cores. */
+  concurrency?: number;
+  ipfsGateway?: string;
+  fetch?: Partial<FetchOptions>;
+  settings?: OptimizerSettings;
+  onEvent?: (event: BakeEvent) => void;
+}
+
+/** Invalid options or an unusable data directory; one line. */
+export class BakeRunError extends Error {
+  override name = 'BakeRunError';
+}
+
+/** The incremental key: everything whose change can change a room's artifacts (decisions). */
+export function roomBakeKey(parts: { model: string; onchainSlots: number; image: string | null; kind: string | null; optimizer: string }): string {
+  return sha256(JSON.stringify({ ...parts, algorithm: SLOT_ALGORITHM }));
+}
+
+const fileRefs = (room: ManifestRoom): FileRef[] =>
+  [room.model, room.model_optimized, room.image, room.thumbnail, room.slot_data].filter((r): r is FileRef => r !== null);
+
+async function filesExist(dataDir: string, room: ManifestRoom): Promise<boolean> {
+  const checks = await Promise.all(
+    fileRefs(room).map((ref) => fs.stat(filePath(dataDir, ref)).then((s) => s.size === ref.bytes, () => false)),
+  );
+  return checks.every(Boolean);
+}
+
+async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]!);
+    }
+  });
+  await Promise.all(lanes);
+  return results;
+}
+
+const withMetadata = (entry: ManifestRoom, room: ContentRoom): ManifestRoom => ({
+  ...entry,
+  title: room.title,
+  architect: room.architect,
+  description: room.description,
+  series: room.series,
+  token_id: room.token_id,
+});
+
+/** Everything of a manifest except what changes on every publish. */
+const manifestBody = (m: Manifest) => JSON.stringify({ rooms: m.rooms, collections: m.collections, artworks: m.artworks });
+
+const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
+
+interface Planned {
+  room: ContentRoom;
+  previous: ManifestRoom | null;
+  action: 'bake' | 'keep' | 'fail' | 'unselected';
+  reason: string;
+  key?: string;
+  job?: RoomJob;
+  /** Source bytes: a proxy for how long the room takes. */
+  weight?: number;
+}
+
+/** Run a bake. Throws BakeRunError / ContentError for unusable input; room failures are in the summary. */
+export async function bakeRooms(options: BakeRunOptions): Promise<BakeSummary> {
+  const started = performance.now();
+  const contentDir = resolvePath(options.contentDir);
+  const dataDir = resolvePath(options.dataDir);
+  const paths = artifactPaths(dataDir);
+  const settings = options.settings ?? OPTIMIZER_SETTINGS;
+  const concurrency = options.concurrency ?? availableParallelism();
+  if (!Number.isInteger(concurrency) || concurrency < 1) throw new BakeRunError(`concurrency must be a positive integer (got ${concurrency})`);
+
+  const content = await loadContent(contentDir);
+  const only = options.only ? new Set(options.only) : null;
+  if (only) {
+    const unknown = [...only].filter((id) => !content.rooms.some((r) => r.id === id));
+    if (unknown.length) throw new BakeRunError(`--only names rooms that are not in the content: ${unknown.join(', ')}`);
+  }
+  let previous: Manifest | null;
+  try {
+    previous = await readManifest(dataDir);
+  } catch (err) {
+    if (!options.force) throw new BakeRunError(`${paths.manifest} is unreadable (${oneLine(err)}); run with --force to rebuild it`);
+    previous = null;
+  }
+  const previousRooms = new Map((previous?.rooms ?? []).map((r) => [r.id, r]));
+
+  // 1. Plan: resolve sources (hash / fetch) and compare incremental keys.
+  const resolver = new SourceResolver({ baseDir: contentDir, cacheDir: paths.cache, fetch: options.fetch });
+  const optimizerId = optimizerSettingsId(settings);
+  const plans = await mapLimit(content.rooms, 8, async (room): Promise<Planned> => {
+    const prev = previousRooms.get(room.id) ?? null;
+    if (only && !only.has(room.id)) return { room, previous: prev, action: 'unselected', reason: 'not selected by --only' };
+    try {
+      const [model, image] = await Promise.all([resolver.resolveModel(room.model), room.image ? resolver.resolveFile(room.image) : null]);
+      const key = roomBakeKey({ model: model.fingerprint, onchainSlots: room.slots, image: image?.sha256 ?? null, kind: room.kind ?? null, optimizer: optimizerId });
+      const job: RoomJob = {
+        roomId: room.id,
+        onchainSlots: room.slots,
+        kind: room.kind,
+        model: { path: model.main.path, resources: Object.fromEntries(Object.entries(model.resources).map(([uri, f]) => [uri, f.path])) },
+        image: image ? { path: image.path } : null,
+        dataDir,
+        settings,
+      };
+      const weight = model.main.bytes + Object.values(model.resources).reduce((sum, f) => sum + f.bytes, 0);
+      const bake = (reason: string): Planned => ({ room, previous: prev, action: 'bake', reason, key, job, weight });
+      if (options.force) return bake('forced');
+      if (!prev?.bake) return bake('new room');
+      if (prev.bake.key !== key) return bake('sources or settings changed');
+      if (!(await filesExist(dataDir, prev))) return bake('published files missing');
+      return { room, previous: prev, action: 'keep', reason: 'unchanged', key };
+    } catch (err) {
+      return { room, previous: prev, action: 'fail', reason: oneLine(err) };
+    }
+  });
+  const toBake = plans.filter((p) => p.action === 'bake');
+  options.onEvent?.({ type: 'plan', total: plans.length, toBake: toBake.length });
+
+  // 2. Bake on the pool; report every room as it settles.
+  const outcomes = new Map<number, RoomOutcome>();
+  const results = new Map<number, RoomBakeResult>();
+  let done = 0;
+  const settle = (outcome: RoomOutcome) => {
+    outcomes.set(outcome.id, outcome);
+    options.onEvent?.({ type: 'room', outcome, done: ++done, total: plans.length });
+  };
+  for (const plan of plans) {
+    if (plan.action === 'keep' || plan.action === 'unselected') {
+      settle({ id: plan.room.id, title: plan.room.title, status: 'skipped', reason: plan.reason, warnings: [], bytes_in: null, bytes_out: null, ms: null });
+    } else if (plan.action === 'fail') {
+      settle({ id: plan.room.id, title: plan.room.title, status: 'failed', reason: plan.reason, warnings: [], bytes_in: null, bytes_out: null, ms: null });
+    }
+  }
+  if (toBake.length) {
+    const lanes = Math.min(concurrency, toBake.length);
+    const imageThreads = Math.max(1, Math.floor(availableParallelism() / lanes));
+    // The main thread is one lane itself (it would only wait otherwise): a worker's start-up costs
+    // as much as a small room, so with N lanes only N - 1 workers are started, and none for one.
+    const pool =
+      lanes > 1
+        ? new WorkerPool<RoomJob, RoomBakeResult>({
+            entry: new URL('./room.ts', import.meta.url),
+            start: 'startRoomWorker',
+            size: lanes - 1,
+            workerData: { imageThreads },
+          })
+        : null;
+    const local = await import('./room.ts');
+    local.useImageThreads(imageThreads);
+    try {
+      // Biggest rooms first, so a long room does not start last and leave the other lanes idle.
+      const queue = [...toBake].sort((a, b) => (b.weight ?? 0) - (a.weight ?? 0));
+      const bakeOne = async (plan: Planned, bake: (job: RoomJob) => Promise<RoomBakeResult>) => {
+        try {
+          const result = await bake(plan.job!);
+          results.set(plan.room.id, result);
+          settle({ id: plan.room.id, title: plan.room.title, status: 'baked', reason: plan.reason, warnings: result.warnings, bytes_in: result.bytesIn, bytes_out: result.bytesOut, ms: result.ms });
+        } catch (err) {
+          settle({ id: plan.room.id, title: plan.room.title, status: 'failed', reason: oneLine(err), warnings: [], bytes_in: null, bytes_out: null, ms: null });
+        }
+      };
+      const lane = async (bake: (job: RoomJob) => Promise<RoomBakeResult>) => {
+        for (let plan = queue.shift(); plan; plan = queue.shift()) await bakeOne(plan, bake);
+      };
+      await Promise.all([lane(local.bakeRoom), ...Array.from({ length: lanes - 1 }, () => lane((job) => pool!.run(job)))]);
+    } finally {
+      await pool?.close();
+    }
+  }
+
+  // 3. The new manifest: content order; failed and unselected rooms keep their previous entries.
+  const bakedAt = new Date().toISOString();
+  const rooms: ManifestRoom[] = [];
+  for (const plan of plans) {
+    const result = results.get(plan.room.id);
+    if (result) {
+      rooms.push({
+        id: plan.room.id,
+        title: plan.room.title,
+        architect: plan.room.architect,
+        description: plan.room.description,
+        series: plan.room.series,
+        slots: plan.room.slots,
+        token_id: plan.room.token_id,
+        model: result.model,
+        model_optimized: result.model_optimized,
+        image: result.image,
+        thumbnail: result.thumbnail,
+        slot_data: result.slot_data,
+        slot_summary: result.slot_summary,
+        bake: { key: plan.key!, baked_at: bakedAt, warnings: result.warnings },
+      });
+    } else if (plan.action === 'keep') {
+      rooms.push(withMetadata(plan.previous!, plan.room));
+    } else if (plan.previous) {
+      rooms.push(plan.previous);
+    }
+  }
+  const catalog = publicCatalog(content, { ipfsGateway: options.ipfsGateway ?? process.env.IPFS_GATEWAY ?? 'https://ipfs.io' });
+  const manifest: Manifest = {
+    format: MANIFEST_FORMAT,
+    bake_id: `${bakedAt.replace(/[-:.]/g, '')}-${randomBytes(3).toString('hex')}`,
+    published_at: bakedAt,
+    rooms,
+    collections: catalog.collections,
+    artworks: catalog.artworks,
+    report: previous?.report ?? null,
+  };
+
+  // 4. Publish unless nothing changed: files (the QA report among them) first, then the manifest rename.
+  for (const [id, result] of results) await writeQaFacts(dataDir, id, plans.find((p) => p.room.id === id)!.key!, result);
+  const changed = !previous || results.size > 0 || manifestBody(previous) !== manifestBody(manifest);
+  let reportHtml: string | null = null;
+  if (changed) {
+    const [qaRooms, { renderQaReport }] = await Promise.all([reportRooms(dataDir, plans, results, outcomes, rooms), import('./report.ts')]);
+    reportHtml = await renderQaReport(qaRooms, { bakeId: manifest.bake_id, generatedAt: bakedAt });
+    manifest.report = await putContentFile(dataDir, reportHtml, 'html');
+    await publishManifest(dataDir, manifest);
+    await writeFileAtomic(paths.report, reportHtml);
+  }
+  await resolver.save().catch(() => undefined); // a cache that cannot be saved only costs re-hashing
+
+  const all = plans.map((p) => outcomes.get(p.room.id)!);
+  const baked = all.filter((o) => o.status === 'baked');
+  return {
+    bake_id: changed ? manifest.bake_id : (previous?.bake_id ?? null),
+    published: changed,
+    data_dir: dataDir,
+    manifest: paths.manifest,
+    report: reportHtml === null ? null : paths.report,
+    baked: baked.length,
+    skipped: all.filter((o) => o.status === 'skipped').length,
+    failed: all.filter((o) => o.status === 'failed').length,
+    bytes_in: baked.reduce((s, o) => s + (o.bytes_in ?? 0), 0),
+    bytes_out: baked.reduce((s, o) => s + (o.bytes_out ?? 0), 0),
+    ms: performance.now() - started,
+    rooms: all,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// QA report: every room of the manifest. What the report shows beyond the slot JSON (kind, plan
+// view, optimizer notes) is kept per room in DATA_DIR/cache/qa, so unchanged rooms keep their
+// pictures without being re-baked.
+
+interface QaFacts {
+  key: string;
+  kind: RoomKind;
+  kindEvidence?: string;
+  plan?: RoomPlan;
+  optimizerWarnings: string[];
+}
+
+const qaFactsPath = (dataDir: string, id: number) => join(artifactPaths(dataDir).cache, 'qa', `${id}.json`);
+
+async function writeQaFacts(dataDir: string, id: number, key: string, result: RoomBakeResult): Promise<void> {
+  const facts: QaFacts = { key, ...result.engine, optimizerWarnings: result.optimizerWarnings };
+  await writeFileAtomic(qaFactsPath(dataDir, id), JSON.stringify(facts));
+}
+
+async function readQaFacts(dataDir: string, id: number, key: string | undefined): Promise<QaFacts | null> {
+  const facts = await fs
+    .readFile(qaFactsPath(dataDir, id), 'utf8')
+    .then((t) => JSON.parse(t) as QaFacts)
+    .catch(() => null);
+  return facts && facts.key === key ? facts : null;
+}
+
+const readFileRef = (dataDir: string, ref: FileRef | null) => (ref ? fs.readFile(filePath(dataDir, ref)).catch(() => undefined) : Promise.resolve(undefined));
+
+async function reportRooms(dataDir: string, plans: Planned[], results: Map<number, RoomBakeResult>, outcomes: Map<number, RoomOutcome>, rooms: ManifestRoom[]): Promise<QaRoom[]> {
+  const entries = new Map(rooms.map((r) => [r.id, r]));
+  // Rooms neither published nor attempted in this run (new rooms left out by --only) are not shown.
+  const shown = plans.filter((p) => entries.has(p.room.id) || outcomes.get(p.room.id)!.status === 'failed');
+  return mapLimit(shown, 8, async ({ room }): Promise<QaRoom> => {
+    const base = { id: room.id, title: room.title, onchainSlots: room.slots };
+    const result = results.get(room.id);
+    const entry = entries.get(room.id);
+    if (result) {
+      const { slotData, engine } = result;
+      return {
+        ...base,
+        result: { slots: slotData.slots, warnings: slotData.warnings ?? [], shortfall: slotData.shortfall ?? null, ...engine },
+        thumbnail: await readFileRef(dataDir, result.thumbnail),
+        warnings: result.optimizerWarnings,
+      };
+    }
+    const outcome = outcomes.get(room.id)!;
+    if (outcome.status === 'failed') {
+      return { ...base, error: outcome.reason, warnings: entry ? [`the previous bake of this room (${entry.bake?.baked_at ?? 'unknown'}) stays published`] : [] };
+    }
+    const slotBytes = await readFileRef(dataDir, entry!.slot_data);
+    if (!slotBytes) return { ...base, error: 'its published slot data is missing', warnings: [] };
+    const slotData = JSON.parse(slotBytes.toString('utf8')) as RoomSlotData;
+    const facts = await readQaFacts(dataDir, room.id, entry!.bake?.key);
+    return {
+      ...base,
+      onchainSlots: entry!.slots,
+      result: {
+        slots: slotData.slots,
+        warnings: slotData.warnings ?? [],
+        shortfall: slotData.shortfall ?? null,
+        kind: facts?.kind ?? room.kind ?? 'room',
+        kindEvidence: facts?.kindEvidence ?? 'recorded by an earlier bake',
+        plan: facts?.plan,
+      },
+      thumbnail: await readFileRef(dataDir, entry!.thumbnail),
+      warnings: [...(facts?.optimizerWarnings ?? []), `unchanged since ${entry!.bake?.baked_at ?? 'an earlier bake'}`],
+    };
+  });
+}

@@ -1,0 +1,164 @@
+/**
+ * Baking one room: source model → model GLB (model_url), slots (from the SOURCE document),
+ * optimized GLB (with generated Auto_NNN placeholders embedded), slot JSON, preview image and
+ * thumbnail — every file content-addressed under DATA_DIR/files. Runs inside a pool worker for
+ * `bake rooms` and in-process for `bake room`; it only reads local files (the main thread has
+ * already fetched and hashed the sources).
+ */
+import { promises as fs } from 'node:fs';
+import { workerData } from 'node:worker_threads';
+import type { Document } from '@gltf-transform/core';
+import sharp from 'sharp';
+import { type FileRef, type RoomSlotData, SLOT_DATA_VERSION, type SlotSummary } from '../artifacts/format.ts';
+import { putContentFile, sha256 } from '../artifacts/store.ts';
+import { isGlb, ModelError, readModel, writeGlb, type ResourceLoader } from './gltf-io.ts';
+import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, type OptimizerSettings, type StepName } from './optimize.ts';
+import { computeSlots, embedGeneratedSlots, SLOT_ALGORITHM, type RoomKind, type RoomPlan } from './slots/index.ts';
+import { inspectPreview, makeThumbnail } from './thumbnail.ts';
+import { serveJobs } from './workers.ts';
+
+export interface RoomJob {
+  roomId: number;
+  /** Onchain slot count. */
+  onchainSlots: number;
+  kind?: RoomKind;
+  /** Local copies of the sources (main thread resolved them). */
+  model: { path: string; resources: Record<string, string> };
+  image: { path: string } | null;
+  dataDir: string;
+  settings?: OptimizerSettings;
+}
+
+export interface RoomBakeResult {
+  roomId: number;
+  model: FileRef;
+  model_optimized: FileRef;
+  image: FileRef | null;
+  thumbnail: FileRef | null;
+  slot_data: FileRef;
+  slot_summary: SlotSummary;
+  /** The slot data as written (for the QA report). */
+  slotData: RoomSlotData;
+  /** What else the QA report shows about the slots. */
+  engine: { kind: RoomKind; kindEvidence?: string; plan?: RoomPlan };
+  /** Everything operators should know: the engine's warnings, a shortfall, the optimizer's notes. */
+  warnings: string[];
+  /** The optimizer's notes alone (the report lists the engine's separately). */
+  optimizerWarnings: string[];
+  optimizer: { skipped: StepName[]; isSource: boolean; steps: Array<{ name: string; ms: number }> };
+  /** Source model GLB bytes → optimized GLB bytes. */
+  bytesIn: number;
+  bytesOut: number;
+  ms: number;
+}
+
+const readSource = (path: string, what: string) =>
+  fs.readFile(path).catch((err: NodeJS.ErrnoException) => {
+    throw new ModelError(`cannot read the ${what} (${err.code ?? err.message})`);
+  });
+
+export function summarizeSlots(data: RoomSlotData): SlotSummary {
+  return {
+    count: data.slots.length,
+    authored: data.slots.filter((s) => s.source === 'authored').length,
+    generated: data.slots.filter((s) => s.source === 'generated').length,
+    flipped: data.slots.filter((s) => s.flipped).length,
+    ambiguous: data.slots.filter((s) => s.ambiguous).length,
+    shortfall: data.shortfall ?? null,
+  };
+}
+
+/** Bake one room. Throws (one line) when the room cannot be baked; nothing is published here. */
+export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
+  const started = performance.now();
+  const settings = job.settings ?? OPTIMIZER_SETTINGS;
+  const bytes = await readSource(job.model.path, 'model');
+  const loadResource: ResourceLoader = async (uri) => {
+    const path = job.model.resources[uri];
+    if (!path) throw new ModelError(`external resource "${uri}" was not resolved`);
+    return readSource(path, `resource "${uri}"`);
+  };
+  const read = () => readModel(bytes, loadResource);
+  const source: Document = await read();
+  assertTextureSizes(source, settings.maxTexturePixels);
+
+  // model_url: a self-contained .glb is stored byte for byte; anything else is packed into one.
+  const selfContained = isGlb(bytes) && Object.keys(job.model.resources).length === 0;
+  const modelGlb = selfContained ? bytes : await writeGlb(source);
+  const modelSha = sha256(modelGlb);
+
+  const slots = computeSlots(source, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: modelSha, kind: job.kind });
+  const generated = slots.slots.filter((s) => s.source === 'generated');
+  const optimized = await optimizeModel({
+    source: modelGlb,
+    read,
+    first: source,
+    settings,
+    finish: (document) => {
+      if (!generated.length) return false;
+      embedGeneratedSlots(document, generated);
+      return true;
+    },
+  });
+  if (optimized.isSource && generated.length) {
+    // Cannot happen (embedding forces a written model); guards the Auto_NNN contract.
+    throw new Error('optimized model lost its generated slot placeholders');
+  }
+
+  const slotData: RoomSlotData = {
+    version: SLOT_DATA_VERSION,
+    room: job.roomId,
+    model: modelSha,
+    generated_at: new Date().toISOString(),
+    algorithm: SLOT_ALGORITHM,
+    slots: slots.slots,
+    onchain_slots: job.onchainSlots,
+    shortfall: slots.shortfall,
+    warnings: slots.warnings,
+  };
+
+  let image: FileRef | null = null;
+  let thumbnail: FileRef | null = null;
+  if (job.image) {
+    const preview = await readSource(job.image.path, 'preview image');
+    const { ext } = await inspectPreview(preview, settings.maxTexturePixels);
+    const thumb = await makeThumbnail(preview, settings.maxTexturePixels);
+    image = await putContentFile(job.dataDir, preview, ext);
+    thumbnail = await putContentFile(job.dataDir, thumb, 'webp');
+  }
+  const model = await putContentFile(job.dataDir, modelGlb, 'glb');
+  const modelOptimized = await putContentFile(job.dataDir, optimized.glb, 'glb');
+  const slotFile = await putContentFile(job.dataDir, JSON.stringify(slotData), 'json');
+
+  const warnings = [...slots.warnings, ...optimized.warnings];
+  if (slots.shortfall) warnings.push(`only ${slots.shortfall.placed} of ${slots.shortfall.expected} slots placed: ${slots.shortfall.reason}`);
+  return {
+    roomId: job.roomId,
+    model,
+    model_optimized: modelOptimized,
+    image,
+    thumbnail,
+    slot_data: slotFile,
+    slot_summary: summarizeSlots(slotData),
+    slotData,
+    engine: { kind: slots.kind, kindEvidence: slots.kindEvidence, plan: slots.plan },
+    warnings: [...new Set(warnings)],
+    optimizerWarnings: optimized.warnings,
+    optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },
+    bytesIn: modelGlb.byteLength,
+    bytesOut: optimized.glb.byteLength,
+    ms: performance.now() - started,
+  };
+}
+
+/** Entry of a pool worker (see workers.ts): bake the rooms it is sent. */
+export function startRoomWorker(): void {
+  const threads = (workerData as { imageThreads?: number } | null)?.imageThreads;
+  if (threads) useImageThreads(threads);
+  serveJobs(bakeRoom);
+}
+
+/** libvips threads are per process: a run with N lanes gives each its share of the cores. */
+export function useImageThreads(threads: number): void {
+  sharp.concurrency(threads);
+}

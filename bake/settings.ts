@@ -1,0 +1,53 @@
+/**
+ * The bake's output-shaping settings and their id. Kept apart from the optimizer itself so that
+ * deciding what to rebuild (the incremental key) does not load the image and geometry libraries.
+ */
+import { readFileSync } from 'node:fs';
+import { sha256 } from '../artifacts/store.ts';
+
+export const OPTIMIZER_SETTINGS = {
+  /** Bump when the step code changes in a way that changes output. */
+  revision: 1,
+  textures: {
+    format: 'webp' as const,
+    /** Longest side after resizing, in pixels. */
+    maxSize: 2048,
+    quality: 80,
+    /** Normal maps carry directions, not colours: lossy chroma subsampling bends them. */
+    normalMapsLossless: true,
+  },
+  /** Images declaring more pixels than this fail their room before anything is decoded. */
+  maxTexturePixels: 8192 * 8192,
+  /** glTF-Transform's DRACO_DEFAULTS (what `gltf-transform optimize --compress draco` uses). */
+  draco: {
+    method: 'edgebreaker' as const,
+    encodeSpeed: 5,
+    decodeSpeed: 5,
+    quantizePosition: 14,
+    quantizeNormal: 10,
+    quantizeColor: 8,
+    quantizeTexcoord: 12,
+    quantizeGeneric: 12,
+    quantizationVolume: 'mesh' as const,
+  },
+};
+export type OptimizerSettings = typeof OPTIMIZER_SETTINGS;
+
+/** The libraries whose output the settings control, at the versions package.json pins. */
+const OUTPUT_LIBRARIES = ['@gltf-transform/core', '@gltf-transform/functions', 'sharp', 'draco3dgltf', 'meshoptimizer'];
+let pinned: Record<string, string> | null = null;
+function pinnedVersions(): Record<string, string> {
+  if (!pinned) {
+    const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { dependencies: Record<string, string> };
+    pinned = Object.fromEntries(OUTPUT_LIBRARIES.map((name) => [name, pkg.dependencies[name] ?? 'unknown']));
+  }
+  return pinned;
+}
+
+/**
+ * Names the optimizer configuration for the incremental key: the settings plus the versions of the
+ * libraries whose output they control, so an upgrade re-bakes what it could change.
+ */
+export function optimizerSettingsId(settings: OptimizerSettings = OPTIMIZER_SETTINGS): string {
+  return `opt${settings.revision}-${sha256(JSON.stringify({ settings, libraries: pinnedVersions() })).slice(0, 12)}`;
+}

@@ -1,0 +1,538 @@
+/**
+ * `museum bake sync`: pull the museum's content from its content store (a Directus instance with
+ * the collections `collections`, `nfts` and `rooms`, files at `/assets/<id>`) into a content
+ * directory in the bake's format (bake/content.ts), so `museum bake rooms` runs on real data.
+ *
+ * - Every collection is read page by page (`limit`/`offset`, sorted by id); requests are retried
+ *   with exponential backoff on timeouts, network errors, 408/429 and 5xx. Other refusals (401,
+ *   403) fail at once with one clear line.
+ * - Room model and preview files are downloaded next to the JSON (`files/<file id>.<ext>`); a file
+ *   unchanged since the previous sync (same id, ETag answered 304) is reused, not downloaded again.
+ * - Records that cannot be used (no model file, fields the bake cannot read) are skipped with a
+ *   warning in the summary; the rest of the museum still syncs.
+ * - The new content is assembled in a sibling temp directory, validated with the bake's own loader,
+ *   and only then swapped in. A failed sync leaves the previous content untouched.
+ * Artworks are stored as the marketplace records the store holds; the bake normalizes their media
+ * (bake/media.ts) when it publishes, and the summary reports records normalization leaves without
+ * a still image.
+ */
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, promises as fs } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { Command } from 'commander';
+import { z } from 'zod';
+import { writeFileAtomic } from '../artifacts/store.ts';
+import {
+  CONTENT_FILES,
+  ContentArtwork,
+  ContentCollection,
+  ContentRoom,
+  loadContent,
+} from './content.ts';
+import { normalizeArtwork } from './media.ts';
+
+export interface SyncOptions {
+  /** Base URL of the content store (CONTENT_UPSTREAM_URL). */
+  upstreamUrl: string;
+  /** Static token (CONTENT_UPSTREAM_TOKEN), sent as `Authorization: Bearer`. */
+  token?: string;
+  /** The content directory to (re)write. */
+  contentDir: string;
+  /** Records per page (default 100). */
+  pageSize?: number;
+  /** Attempts after the first, per request (default 3). */
+  retries?: number;
+  /** First backoff delay; doubles per retry (default 500 ms). */
+  backoffMs?: number;
+  /** Per attempt of one page (default 30 s). */
+  timeoutMs?: number;
+  /** Per attempt of one file download (default 10 min). */
+  fileTimeoutMs?: number;
+  /** Parallel file downloads (default 4). */
+  concurrency?: number;
+  /** Progress lines (stderr in the CLI). */
+  log?: (line: string) => void;
+}
+
+export interface SyncSummary {
+  dir: string;
+  upstream: string;
+  collections: number;
+  artworks: number;
+  rooms: number;
+  files: { downloaded: number; reused: number; bytes: number };
+  warnings: string[];
+  ms: number;
+}
+
+/** The sync failed; one line for operators. The previous content is untouched. */
+export class SyncError extends Error {
+  override name = 'SyncError';
+}
+
+/** What a sync remembers about the files it wrote, to reuse them next time. */
+const SYNC_STATE = '.sync.json';
+const FILES_DIR = 'files';
+const SyncState = z.object({
+  upstream: z.string(),
+  files: z.record(z.string(), z.object({ name: z.string(), etag: z.string().nullable(), bytes: z.number() })),
+});
+type SyncState = z.infer<typeof SyncState>;
+
+const DirectusPage = z.object({ data: z.array(z.record(z.string(), z.unknown())) });
+type StoreRecord = Record<string, unknown>;
+
+const IMAGE_EXTENSIONS: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/webp': 'webp',
+  'image/avif': 'avif',
+  'image/gif': 'gif',
+  'image/svg+xml': 'svg',
+};
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const firstLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
+const causeOf = (err: unknown) => {
+  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+  return cause?.code ?? cause?.message ?? firstLine(err);
+};
+
+/** A retryable failure of one attempt. */
+class Transient extends Error {}
+
+class StoreClient {
+  readonly base: string;
+  constructor(private readonly o: Required<Pick<SyncOptions, 'retries' | 'backoffMs' | 'timeoutMs' | 'fileTimeoutMs'>> & SyncOptions) {
+    this.base = o.upstreamUrl.replace(/\/+$/, '');
+  }
+
+  private headers(extra: Record<string, string> = {}): Record<string, string> {
+    return { ...(this.o.token ? { authorization: `Bearer ${this.o.token}` } : {}), ...extra };
+  }
+
+  /** Run `attempt` with retries on Transient failures. */
+  private async retrying<T>(what: string, attempt: () => Promise<T>): Promise<T> {
+    let last = '';
+    for (let i = 0; i <= this.o.retries; i++) {
+      if (i > 0) {
+        await sleep(this.o.backoffMs * 2 ** (i - 1));
+        this.o.log?.(`sync: retrying ${what} (${last})`);
+      }
+      try {
+        return await attempt();
+      } catch (err) {
+        if (!(err instanceof Transient)) throw err;
+        last = err.message;
+      }
+    }
+    throw new SyncError(`content store at ${this.base}: ${what} failed after ${this.o.retries + 1} attempts: ${last}`);
+  }
+
+  private refusal(what: string, status: number): SyncError {
+    const hint = status === 401 ? 'the token was refused (check CONTENT_UPSTREAM_TOKEN)' : status === 403 ? 'access denied (check CONTENT_UPSTREAM_TOKEN and its role)' : `HTTP ${status}`;
+    return new SyncError(`content store at ${this.base}: ${what}: ${hint}`);
+  }
+
+  private async send(url: string, init: RequestInit, timeoutMs: number): Promise<Response> {
+    try {
+      return await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs), redirect: 'follow' });
+    } catch (err) {
+      throw new Transient((err as Error).name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `unreachable (${causeOf(err)})`);
+    }
+  }
+
+  /** Every record of a collection, page by page. */
+  async readAll(collection: string): Promise<StoreRecord[]> {
+    const pageSize = this.o.pageSize ?? 100;
+    const out: StoreRecord[] = [];
+    const seen = new Set<string>();
+    for (let offset = 0; ; offset += pageSize) {
+      const url = `${this.base}/items/${collection}?${new URLSearchParams({ fields: '*', sort: 'id', limit: String(pageSize), offset: String(offset) })}`;
+      const what = `reading ${collection} (offset ${offset})`;
+      const page = await this.retrying(what, async () => {
+        const res = await this.send(url, { headers: this.headers({ accept: 'application/json' }) }, this.o.timeoutMs);
+        if (res.status >= 500 || res.status === 408 || res.status === 429) {
+          await res.body?.cancel().catch(() => undefined);
+          throw new Transient(`HTTP ${res.status}`);
+        }
+        if (!res.ok) {
+          await res.body?.cancel().catch(() => undefined);
+          throw this.refusal(what, res.status);
+        }
+        let text: string;
+        try {
+          text = await res.text();
+        } catch (err) {
+          throw new Transient(`interrupted (${causeOf(err)})`);
+        }
+        let json: unknown;
+        try {
+          json = JSON.parse(text);
+        } catch {
+          throw new Transient('the answer is not JSON');
+        }
+        const parsed = DirectusPage.safeParse(json);
+        if (!parsed.success) throw new Transient('the answer is not a Directus item list');
+        return parsed.data.data;
+      });
+      let fresh = 0;
+      for (const record of page) {
+        const key = String(record.id);
+        if (seen.has(key)) continue;
+        seen.add(key);
+        out.push(record);
+        fresh++;
+      }
+      if (page.length < pageSize) return out;
+      if (fresh === 0) throw new SyncError(`content store at ${this.base}: ${collection} repeats the same records page after page (offset ignored?)`);
+    }
+  }
+
+  /**
+   * Download one file to `dest`, or answer 'not-modified' when `etag` still matches. Refusals of
+   * a single file (403/404: deleted or private) answer 'missing' so the record can be skipped.
+   */
+  async download(id: string, dest: string, etag: string | null): Promise<{ status: 'downloaded'; type: string; etag: string | null; bytes: number } | { status: 'not-modified' } | { status: 'missing'; http: number }> {
+    const url = `${this.base}/assets/${encodeURIComponent(id)}`;
+    const what = `downloading file ${id}`;
+    return this.retrying(what, async () => {
+      const res = await this.send(url, { headers: this.headers(etag ? { 'if-none-match': etag } : {}) }, this.o.fileTimeoutMs);
+      if (res.status === 304 && etag) return { status: 'not-modified' as const };
+      if (res.status >= 500 || res.status === 408 || res.status === 429) {
+        await res.body?.cancel().catch(() => undefined);
+        throw new Transient(`HTTP ${res.status}`);
+      }
+      if (res.status === 401) throw this.refusal(what, res.status);
+      if (!res.ok || !res.body) {
+        await res.body?.cancel().catch(() => undefined);
+        return { status: 'missing' as const, http: res.status };
+      }
+      try {
+        await pipeline(Readable.fromWeb(res.body as import('node:stream/web').ReadableStream), createWriteStream(dest));
+        const written = await fs.open(dest, 'r+');
+        try {
+          await written.sync(); // on disk before the directory is swapped in
+        } finally {
+          await written.close();
+        }
+      } catch (err) {
+        await fs.rm(dest, { force: true });
+        throw new Transient(`download interrupted (${causeOf(err)})`);
+      }
+      const bytes = (await fs.stat(dest)).size;
+      return { status: 'downloaded' as const, type: (res.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase(), etag: res.headers.get('etag'), bytes };
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Store records → content records
+
+const fileId = (v: unknown): string | null => {
+  const id = typeof v === 'object' && v !== null ? (v as { id?: unknown }).id : v;
+  return typeof id === 'string' && /^[\w-]+$/.test(id) ? id : null;
+};
+const refId = (v: unknown): number | null => {
+  const id = typeof v === 'object' && v !== null ? (v as { id?: unknown }).id : v;
+  return id === null || id === undefined || id === '' ? null : Number(id);
+};
+/** Records with a `status` field are used only when published (drafts and archived ones are not). */
+const isPublished = (r: StoreRecord) => !('status' in r) || r.status === 'published';
+const describeIssue = (error: z.ZodError) => {
+  const issue = error.issues[0]!;
+  return `${issue.path.join('.') || 'record'}: ${issue.message}`;
+};
+
+function mapCollections(records: StoreRecord[], warnings: string[]): ContentCollection[] {
+  const out: ContentCollection[] = [];
+  const slugs = new Set<string>();
+  for (const r of records) {
+    const parsed = ContentCollection.safeParse({
+      id: Number(r.id),
+      name: r.name,
+      title: r.title,
+      description: r.description,
+      slug: r.slug,
+      status: r.status === 'published' ? 'published' : 'draft',
+      parent: refId(r.parent_collection ?? r.parent),
+    });
+    if (!parsed.success) {
+      warnings.push(`collection ${String(r.id)} skipped: ${describeIssue(parsed.error)}`);
+      continue;
+    }
+    if (slugs.has(parsed.data.slug)) {
+      warnings.push(`collection ${parsed.data.id} skipped: slug "${parsed.data.slug}" is already used`);
+      continue;
+    }
+    slugs.add(parsed.data.slug);
+    out.push(parsed.data);
+  }
+  const ids = new Set(out.map((c) => c.id));
+  for (const c of out) {
+    if (c.parent !== null && (!ids.has(c.parent) || c.parent === c.id)) {
+      warnings.push(`collection ${c.id}: parent ${c.parent} is not in the store; kept unpublished`);
+      c.parent = null;
+      c.status = 'draft';
+    }
+  }
+  return out;
+}
+
+function mapArtworks(records: StoreRecord[], warnings: string[]): ContentArtwork[] {
+  const out: ContentArtwork[] = [];
+  for (const r of records.filter(isPublished)) {
+    const parsed = ContentArtwork.safeParse({ ...r, id: Number(r.id) });
+    if (parsed.success) out.push(parsed.data);
+    else warnings.push(`artwork ${String(r.id)} skipped: ${describeIssue(parsed.error)}`);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sync
+
+export async function syncContent(options: SyncOptions): Promise<SyncSummary> {
+  const started = performance.now();
+  const contentDir = resolve(options.contentDir);
+  const client = new StoreClient({ retries: 3, backoffMs: 500, timeoutMs: 30_000, fileTimeoutMs: 600_000, ...options });
+  const log = options.log ?? (() => undefined);
+  const warnings: string[] = [];
+
+  const previous = await readSyncState(contentDir, client.base);
+  const staging = join(dirname(contentDir), `.${basename(contentDir)}.sync-${randomBytes(6).toString('hex')}`);
+  await fs.mkdir(join(staging, FILES_DIR), { recursive: true });
+  try {
+    log(`sync: reading ${client.base}`);
+    // One collection after the other: a failure names the first thing that broke, and nothing
+    // keeps retrying in the background after it.
+    const storeCollections = await client.readAll('collections');
+    const storeNfts = await client.readAll('nfts');
+    const storeRooms = await client.readAll('rooms');
+    log(`sync: ${storeCollections.length} collections, ${storeNfts.length} artworks, ${storeRooms.length} rooms in the store`);
+    const collections = mapCollections(storeCollections, warnings);
+    const artworks = mapArtworks(storeNfts, warnings);
+
+    // Files: each distinct file id once, a few at a time.
+    const state: SyncState = { upstream: client.base, files: {} };
+    const stats = { downloaded: 0, reused: 0, bytes: 0 };
+    const fileNames = new Map<string, Promise<string | null>>();
+    let failed: unknown = null;
+    const fetchFile = (id: string, kind: 'model' | 'image'): Promise<string | null> => {
+      let pending = fileNames.get(id);
+      if (!pending) {
+        pending = limit(async () => {
+          if (failed) throw failed; // after one failure, queued downloads are not started
+          return syncFile(client, id, kind, staging, contentDir, previous, state, stats, warnings).catch((err: unknown) => {
+            failed ??= err;
+            throw err;
+          });
+        });
+        fileNames.set(id, pending);
+      }
+      return pending;
+    };
+    const limit = concurrencyLimit(options.concurrency ?? 4);
+
+    // allSettled: the staging directory is removed only after every download in flight has stopped.
+    const roomResults = await Promise.allSettled(
+      storeRooms.filter(isPublished).map(async (r): Promise<ContentRoom | null> => {
+        const modelId = fileId(r.model);
+        if (!modelId) {
+          warnings.push(`room ${String(r.id)} skipped: it has no model file`);
+          return null;
+        }
+        const imageId = fileId(r.image);
+        const [model, image] = await Promise.all([fetchFile(modelId, 'model'), imageId ? fetchFile(imageId, 'image') : null]);
+        if (!model) {
+          warnings.push(`room ${String(r.id)} skipped: its model file ${modelId} could not be used`);
+          return null;
+        }
+        const parsed = ContentRoom.safeParse({
+          id: Number(r.id),
+          title: r.title,
+          architect: r.architect,
+          description: r.description,
+          series: r.series,
+          slots: typeof r.slots === 'string' && r.slots.trim() !== '' ? Number(r.slots) : r.slots,
+          token_id: r.token_id,
+          model: `${FILES_DIR}/${model}`,
+          image: image ? `${FILES_DIR}/${image}` : null,
+          ...(r.kind === 'room' || r.kind === 'sculpture' ? { kind: r.kind } : {}),
+        });
+        if (!parsed.success) {
+          warnings.push(`room ${String(r.id)} skipped: ${describeIssue(parsed.error)}`);
+          return null;
+        }
+        return parsed.data;
+      }),
+    );
+    const rejected = roomResults.find((r) => r.status === 'rejected');
+    if (rejected) throw failed ?? rejected.reason;
+    const rooms = roomResults.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []));
+    warnings.sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
+
+    const byId = <T extends { id: number }>(list: T[]) => [...list].sort((a, b) => a.id - b.id);
+    const write = (file: string, value: unknown) => writeFileAtomic(join(staging, file), JSON.stringify(value, null, 1) + '\n');
+    await Promise.all([
+      write(CONTENT_FILES.collections, byId(collections)),
+      write(CONTENT_FILES.artworks, byId(artworks)),
+      write(CONTENT_FILES.rooms, byId(rooms)),
+      write(SYNC_STATE, { upstream: state.upstream, files: Object.fromEntries(Object.entries(state.files).sort(([a], [b]) => a.localeCompare(b))) }),
+    ]);
+
+    // The bake's own loader is the judge of what was written.
+    const loaded = await loadContent(staging).catch((err: unknown) => {
+      throw new SyncError(`the synced content is not valid: ${firstLine(err)}`);
+    });
+    const withoutImage = loaded.artworks.filter((a) => normalizeArtwork(a, { ipfsGateway: 'https://ipfs.io' }).media === null).length;
+    if (withoutImage > 0) warnings.push(`${withoutImage} artworks have no usable still image after media normalization`);
+
+    await swapInto(staging, contentDir);
+    const summary: SyncSummary = {
+      dir: contentDir,
+      upstream: client.base,
+      collections: loaded.collections.length,
+      artworks: loaded.artworks.length,
+      rooms: loaded.rooms.length,
+      files: stats,
+      warnings,
+      ms: Math.round(performance.now() - started),
+    };
+    return summary;
+  } catch (err) {
+    await fs.rm(staging, { recursive: true, force: true });
+    if (err instanceof SyncError) throw err;
+    throw new SyncError(`sync failed: ${firstLine(err)}`);
+  }
+}
+
+async function readSyncState(contentDir: string, upstream: string): Promise<SyncState | null> {
+  const text = await fs.readFile(join(contentDir, SYNC_STATE), 'utf8').catch(() => null);
+  if (!text) return null;
+  try {
+    const state = SyncState.parse(JSON.parse(text));
+    return state.upstream === upstream ? state : null; // files of another store are not reused
+  } catch {
+    return null;
+  }
+}
+
+/** Download (or reuse) one file into the staging directory; its file name, or null when unusable. */
+async function syncFile(
+  client: StoreClient,
+  id: string,
+  kind: 'model' | 'image',
+  staging: string,
+  contentDir: string,
+  previous: SyncState | null,
+  state: SyncState,
+  stats: SyncSummary['files'],
+  warnings: string[],
+): Promise<string | null> {
+  const known = previous?.files[id];
+  const knownPath = known ? join(contentDir, FILES_DIR, known.name) : null;
+  const usable = knownPath && known ? await fs.stat(knownPath).then((s) => s.size === known.bytes, () => false) : false;
+  const temp = join(staging, FILES_DIR, `${id}.part`);
+  const result = await client.download(id, temp, usable ? known!.etag : null);
+  if (result.status === 'not-modified') {
+    const dest = join(staging, FILES_DIR, known!.name);
+    await fs.link(knownPath!, dest).catch(() => fs.copyFile(knownPath!, dest));
+    state.files[id] = known!;
+    stats.reused++;
+    return known!.name;
+  }
+  if (result.status === 'missing') {
+    warnings.push(`file ${id} is not readable in the store (HTTP ${result.http})`);
+    return null;
+  }
+  const ext = kind === 'model' ? await modelExtension(temp) : IMAGE_EXTENSIONS[result.type];
+  if (!ext) {
+    await fs.rm(temp, { force: true });
+    warnings.push(kind === 'model' ? `file ${id} is not a GLB or glTF model` : `file ${id} has an unsupported image type "${result.type}"`);
+    return null;
+  }
+  const name = `${id}.${ext}`;
+  await fs.rename(temp, join(staging, FILES_DIR, name));
+  state.files[id] = { name, etag: result.etag, bytes: result.bytes };
+  stats.downloaded++;
+  stats.bytes += result.bytes;
+  return name;
+}
+
+/** `glb` for binary glTF, `gltf` for JSON glTF, null otherwise (from the bytes, not the name). */
+async function modelExtension(path: string): Promise<'glb' | 'gltf' | null> {
+  const handle = await fs.open(path, 'r');
+  try {
+    const head = Buffer.alloc(64);
+    const { bytesRead } = await handle.read(head, 0, 64, 0);
+    const start = head.subarray(0, bytesRead);
+    if (start.subarray(0, 4).toString('latin1') === 'glTF') return 'glb';
+    return /^\s*\{/.test(start.toString('utf8')) ? 'gltf' : null;
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Replace `target` with `staging` by renames: the old directory is moved aside, the new one moved
+ * in, and the old one removed. If moving the new one in fails, the old one is moved back.
+ */
+async function swapInto(staging: string, target: string): Promise<void> {
+  const aside = `${target}.old-${randomBytes(6).toString('hex')}`;
+  const hadPrevious = await fs.stat(target).then(() => true, () => false);
+  if (hadPrevious) await fs.rename(target, aside);
+  try {
+    await fs.rename(staging, target);
+  } catch (err) {
+    if (hadPrevious) await fs.rename(aside, target);
+    throw err;
+  }
+  if (hadPrevious) await fs.rm(aside, { recursive: true, force: true });
+}
+
+function concurrencyLimit(n: number): <T>(task: () => Promise<T>) => Promise<T> {
+  let active = 0;
+  const queue: Array<() => void> = [];
+  return async <T>(task: () => Promise<T>): Promise<T> => {
+    if (active >= n) await new Promise<void>((r) => queue.push(r));
+    active++;
+    try {
+      return await task();
+    } finally {
+      active--;
+      queue.shift()?.();
+    }
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// CLI
+
+export function syncCommand(): Command {
+  return new Command('sync')
+    .description('Pull collections, artworks and rooms (with model and preview files) from the content store (CONTENT_UPSTREAM_URL, CONTENT_UPSTREAM_TOKEN) into the content directory')
+    .option('--content <dir>', 'content directory to write (default: $CONTENT_DIR or ./content)')
+    .option('--json', 'print the summary as one JSON document on stdout')
+    .action(async (opts: { content?: string; json?: boolean }) => {
+      const { loadConfig } = await import('../server/config.ts');
+      const store = loadConfig(process.env).upstreams.content;
+      if (!store) throw new SyncError('CONTENT_UPSTREAM_URL is not set: nothing to sync from');
+      const summary = await syncContent({
+        upstreamUrl: store.url,
+        token: store.token,
+        contentDir: opts.content ?? process.env.CONTENT_DIR ?? 'content',
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      for (const w of summary.warnings) process.stderr.write(`warning: ${w}\n`);
+      if (opts.json) process.stdout.write(JSON.stringify(summary) + '\n');
+      else {
+        process.stdout.write(
+          `synced ${summary.dir} from ${summary.upstream}: ${summary.collections} collections, ${summary.artworks} artworks, ${summary.rooms} rooms; ` +
+            `files ${summary.files.downloaded} downloaded, ${summary.files.reused} unchanged (${summary.ms} ms)\n`,
+        );
+      }
+    });
+}

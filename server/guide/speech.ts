@@ -1,0 +1,169 @@
+/**
+ * Spoken answers. An answer is split into short sentence-aligned chunks; each chunk gets an
+ * unguessable clip id and URL (`/v1/guide/tts/{id}.mp3`) at once, and its audio is synthesized
+ * on first request (the first chunk is started right away so playback can begin quickly). Clips
+ * expire after a TTL (404 afterwards). Bounded: clip count, cached audio bytes, and concurrent
+ * syntheses.
+ */
+import { randomBytes } from 'node:crypto';
+import type { SpeechEngine } from '../upstream/tts.ts';
+
+export const CHUNK_CHARS = 220;
+
+/**
+ * Sentence-aligned chunks of at most `max` characters: whole sentences are packed together; a
+ * sentence longer than `max` is cut at a clause boundary (, ; :) or a space.
+ */
+export function speechChunks(text: string, max = CHUNK_CHARS): string[] {
+  const normalized = text.replace(/\s+/g, ' ').trim();
+  // A sentence ends at . ! ? … (and closing quotes or brackets) followed by a space.
+  const sentences = normalized ? normalized.split(/(?<=[.!?…]["'”’)\]]*) /u) : [];
+  const pieces: string[] = [];
+  for (const raw of sentences) {
+    let sentence = raw.trim();
+    while (sentence.length > max) {
+      const window = sentence.slice(0, max);
+      let cut = Math.max(window.lastIndexOf(', '), window.lastIndexOf('; '), window.lastIndexOf(': '));
+      if (cut < max / 3) cut = window.lastIndexOf(' ');
+      if (cut < max / 3) cut = max - 1;
+      pieces.push(sentence.slice(0, cut + 1).trim());
+      sentence = sentence.slice(cut + 1).trim();
+    }
+    if (sentence) pieces.push(sentence);
+  }
+  const chunks: string[] = [];
+  for (const piece of pieces) {
+    const last = chunks[chunks.length - 1];
+    if (last !== undefined && last.length + 1 + piece.length <= max) chunks[chunks.length - 1] = `${last} ${piece}`;
+    else chunks.push(piece);
+  }
+  return chunks;
+}
+
+interface Clip {
+  text: string;
+  voice?: string;
+  expiresAt: number;
+  audio?: Promise<Buffer>;
+  bytes: number;
+}
+
+export interface SpeechOptions {
+  engine: SpeechEngine;
+  publicUrl: string;
+  ttlMs: number;
+  maxClips?: number;
+  maxAudioBytes?: number;
+  concurrency?: number;
+  now?: () => number;
+}
+
+export const CLIP_ID = /^[A-Za-z0-9_-]{22}$/;
+
+export class SpeechClips {
+  private readonly clips = new Map<string, Clip>();
+  private audioBytes = 0;
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
+  private readonly maxClips: number;
+  private readonly maxAudioBytes: number;
+  private readonly concurrency: number;
+  private readonly now: () => number;
+
+  constructor(private readonly options: SpeechOptions) {
+    this.maxClips = options.maxClips ?? 20_000;
+    this.maxAudioBytes = options.maxAudioBytes ?? 64 * 1024 * 1024;
+    this.concurrency = options.concurrency ?? 2;
+    this.now = options.now ?? Date.now;
+  }
+
+  /** Register the chunks of an answer; returns their URLs in order. */
+  prepare(text: string, voice?: string): string[] {
+    const urls: string[] = [];
+    this.expire();
+    for (const chunk of speechChunks(text)) {
+      const id = randomBytes(16).toString('base64url');
+      this.clips.set(id, { text: chunk, voice, expiresAt: this.now() + this.options.ttlMs, bytes: 0 });
+      urls.push(`${this.options.publicUrl}/v1/guide/tts/${id}.mp3`);
+      // Start the first chunk now so playback can begin sooner (unless synthesis is backed up).
+      if (urls.length === 1 && this.waiting.length < 8) this.audioOf(id, this.clips.get(id)!).catch(() => undefined);
+    }
+    while (this.clips.size > this.maxClips) this.forget(this.clips.keys().next().value!);
+    return urls;
+  }
+
+  /** mp3 of a clip; null when unknown or expired. Engine failures reject (an UpstreamError). */
+  async audio(id: string): Promise<Buffer | null> {
+    const clip = this.clips.get(id);
+    if (!clip) return null;
+    if (clip.expiresAt <= this.now()) {
+      this.forget(id);
+      return null;
+    }
+    return this.audioOf(id, clip);
+  }
+
+  get size(): number {
+    return this.clips.size;
+  }
+
+  private audioOf(id: string, clip: Clip): Promise<Buffer> {
+    if (!clip.audio) {
+      const audio = this.limited(() => this.options.engine.synthesize(clip.text, { voice: clip.voice }));
+      clip.audio = audio;
+      audio.then(
+        (bytes) => {
+          if (this.clips.get(id) !== clip) return;
+          clip.bytes = bytes.length;
+          this.audioBytes += bytes.length;
+          this.trimAudio(id);
+        },
+        () => {
+          // A failed synthesis is retried on the next request.
+          if (clip.audio === audio) clip.audio = undefined;
+        },
+      );
+    }
+    return clip.audio;
+  }
+
+  /** Keep cached audio under its byte budget by dropping the oldest audio (its text stays). */
+  private trimAudio(keep: string): void {
+    for (const [id, clip] of this.clips) {
+      if (this.audioBytes <= this.maxAudioBytes) break;
+      if (id === keep || clip.bytes === 0) continue;
+      this.audioBytes -= clip.bytes;
+      clip.bytes = 0;
+      clip.audio = undefined;
+    }
+  }
+
+  private forget(id: string): void {
+    const clip = this.clips.get(id);
+    if (!clip) return;
+    this.audioBytes -= clip.bytes;
+    this.clips.delete(id);
+  }
+
+  /** Clips are inserted in expiry order (same TTL), so expired ones are at the front. */
+  private expire(): void {
+    const now = this.now();
+    for (const [id, clip] of this.clips) {
+      if (clip.expiresAt > now) break;
+      this.forget(id);
+    }
+  }
+
+  private async limited<T>(task: () => Promise<T>): Promise<T> {
+    // A finishing task hands its slot straight to the next waiter.
+    if (this.running >= this.concurrency) await new Promise<void>((resolve) => this.waiting.push(resolve));
+    else this.running++;
+    try {
+      return await task();
+    } finally {
+      const next = this.waiting.shift();
+      if (next) next();
+      else this.running--;
+    }
+  }
+}

@@ -1,0 +1,61 @@
+/** Text helpers shared by the guide: cleaning, clamping, matching keys and a seeded PRNG. */
+import { createHash } from 'node:crypto';
+
+/** Control characters and bidi overrides: never useful in names or answers, sometimes hostile. */
+export const CONTROL_CHARS = /[\p{Cc}\u202A-\u202E\u2066-\u2069]/u;
+const CONTROL_CHARS_G = /[\p{Cc}\u202A-\u202E\u2066-\u2069]/gu;
+/** The start of an HTML/XML tag, comment or declaration (a lone `<3` is not markup). */
+export const MARKUP = /<\s*[a-zA-Z!/?]/;
+
+/** At most `max` code points (never half a surrogate pair), with an ellipsis when cut. */
+export function clamp(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const points = Array.from(text);
+  if (points.length <= max) return text;
+  return `${points.slice(0, max - 1).join('').trimEnd()}…`;
+}
+
+/** Visitor or upstream text made safe to store and show: no control characters, single spaces, clamped. */
+export function cleanText(text: string, max: number): string {
+  return clamp(text.replace(CONTROL_CHARS_G, ' ').replace(/\s+/g, ' ').trim(), max);
+}
+
+/** Lower-case, accent-free words joined by single spaces: the key names are matched on. */
+export function matchKey(text: string): string {
+  return text
+    .normalize('NFKD')
+    .replace(/\p{M}/gu, '')
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}]+/gu, ' ')
+    .trim();
+}
+
+/** `a`, `a and b`, `a, b and c`. */
+export function listing(items: string[]): string {
+  if (items.length <= 1) return items[0] ?? '';
+  return `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
+}
+
+/** Deterministic PRNG (sfc32) seeded from any string: same seed, same sequence, on every machine. */
+export function seededRandom(seed: string): () => number {
+  const h = createHash('sha256').update(seed).digest();
+  let a = h.readUInt32LE(0);
+  let b = h.readUInt32LE(4);
+  let c = h.readUInt32LE(8);
+  let d = h.readUInt32LE(12);
+  return () => {
+    a >>>= 0;
+    b >>>= 0;
+    c >>>= 0;
+    d >>>= 0;
+    const t = (((a + b) | 0) + d) | 0;
+    d = (d + 1) | 0;
+    a = b ^ (b >>> 9);
+    b = (c + (c << 3)) | 0;
+    c = (c << 21) | (c >>> 11);
+    c = (c + t) | 0;
+    return (t >>> 0) / 4294967296;
+  };
+}
+
+export const sha256Hex = (text: string): string => createHash('sha256').update(text).digest('hex');

@@ -1,0 +1,40 @@
+/**
+ * The presence fan-out seam. A hub publishes every presence event here and receives every event
+ * (its own included) from here; in one process that is a synchronous call, and a Redis-backed
+ * implementation (PUBLISH/SUBSCRIBE on one channel) can replace it for several instances without
+ * touching the hub. Events are plain JSON values so they can cross a process boundary; each
+ * receiving hub encodes an event once for all of its listeners.
+ *
+ * `here` is the count of the instance that published the event. A multi-instance fan-out keeps a
+ * shared counter (e.g. Redis INCR/DECR per instance) and fills `here` from it.
+ */
+
+export type PresenceEvent =
+  | { type: 'hello' | 'arrived' | 'left'; here: number; at: number }
+  | { type: 'library-search'; handle: string; at: number };
+
+export interface Broadcaster {
+  /** Send an event to every subscriber of every instance. */
+  publish(event: PresenceEvent): void;
+  /** Receive every published event; returns the unsubscribe function. */
+  subscribe(deliver: (event: PresenceEvent) => void): () => void;
+  close(): void | Promise<void>;
+}
+
+/** Single-process fan-out: delivery is synchronous, in publish order. */
+export class InProcessBroadcaster implements Broadcaster {
+  private readonly subscribers = new Set<(event: PresenceEvent) => void>();
+
+  publish(event: PresenceEvent): void {
+    for (const deliver of this.subscribers) deliver(event);
+  }
+
+  subscribe(deliver: (event: PresenceEvent) => void): () => void {
+    this.subscribers.add(deliver);
+    return () => this.subscribers.delete(deliver);
+  }
+
+  close(): void {
+    this.subscribers.clear();
+  }
+}

@@ -1,0 +1,194 @@
+/**
+ * The presence hub: holds the open SSE listeners of this instance and writes presence events to
+ * them. Design points, each for a reason:
+ * - Every event is encoded once (one shared Buffer per framing) and written to each listener's
+ *   socket directly: no per-listener JSON, no per-listener chunk-header allocations.
+ * - A listener is a socket with a bounded userland buffer: a listener that does not read is
+ *   dropped once more than `maxBufferedBytes` wait for it, so it never holds memory or delays the
+ *   others (writes never wait for a slow peer).
+ * - Connection churn is N² writes (every arrival to every listener). Above `coalesceAbove`
+ *   listeners, arrived/left are folded into at most one event per `coalesceMs` carrying the
+ *   current `here`; at or below it, one event per change.
+ * - Events go through a Broadcaster so a multi-instance fan-out can replace the in-process one.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Writable } from 'node:stream';
+import type { Broadcaster, PresenceEvent } from './broadcaster.ts';
+
+export interface PresenceHubOptions {
+  broadcaster: Broadcaster;
+  capacity: number;
+  coalesceAbove: number;
+  coalesceMs: number;
+  keepaliveMs?: number;
+  maxBufferedBytes?: number;
+}
+
+/** One event, framed for both kinds of sink. */
+interface Frame {
+  /** HTTP/1.1 chunk: `<hex length>\r\n<payload>\r\n`, written straight to the socket. */
+  chunked: Buffer;
+  /** The bare payload, for sinks that frame it themselves or need no framing (HTTP/1.0). */
+  raw: Buffer;
+}
+
+interface Listener {
+  sink: Writable;
+  /** true when we write pre-framed chunks to the socket ourselves. */
+  chunked: boolean;
+  /** Position in `listeners` (swap-remove keeps removal O(1)). */
+  index: number;
+}
+
+export const SSE_HEADERS = {
+  'Content-Type': 'text/event-stream; charset=utf-8',
+  'Cache-Control': 'no-cache, no-transform',
+  'X-Accel-Buffering': 'no',
+} as const;
+
+const encodeText = (text: string): Frame => {
+  const raw = Buffer.from(text);
+  const head = Buffer.from(`${raw.length.toString(16)}\r\n`);
+  return { raw, chunked: Buffer.concat([head, raw, Buffer.from('\r\n')]) };
+};
+
+export const encodeEvent = (event: PresenceEvent): Frame => encodeText(`data: ${JSON.stringify(event)}\n\n`);
+
+const KEEPALIVE = encodeText(': keepalive\n\n');
+const CHUNKED_END = Buffer.from('0\r\n\r\n');
+
+export class PresenceHub {
+  private readonly listeners: Listener[] = [];
+  private readonly broadcaster: Broadcaster;
+  private readonly unsubscribe: () => void;
+  private readonly keepalive: NodeJS.Timeout;
+  private coalesceTimer: NodeJS.Timeout | null = null;
+  /** The `here` listeners were last told (by hello, arrived or left). */
+  private lastAnnounced = 0;
+  private closed = false;
+  readonly capacity: number;
+  private readonly coalesceAbove: number;
+  private readonly coalesceMs: number;
+  private readonly maxBufferedBytes: number;
+
+  constructor(options: PresenceHubOptions) {
+    this.broadcaster = options.broadcaster;
+    this.capacity = options.capacity;
+    this.coalesceAbove = options.coalesceAbove;
+    this.coalesceMs = options.coalesceMs;
+    this.maxBufferedBytes = options.maxBufferedBytes ?? 64 * 1024;
+    this.unsubscribe = this.broadcaster.subscribe((event) => this.deliver(encodeEvent(event)));
+    this.keepalive = setInterval(() => this.deliver(KEEPALIVE), options.keepaliveMs ?? 25_000);
+    this.keepalive.unref();
+  }
+
+  get size(): number {
+    return this.listeners.length;
+  }
+
+  get full(): boolean {
+    return this.listeners.length >= this.capacity;
+  }
+
+  /**
+   * Take over a response whose status and SSE headers are set: send the headers and `hello`, then
+   * keep the connection as a listener until it closes. The caller checked `full` first.
+   */
+  attach(req: IncomingMessage, res: ServerResponse): void {
+    const socket = req.socket;
+    // A client that hung up while the request was routed: its 'close' has fired already.
+    if (socket.destroyed || res.closed) return;
+    socket.setTimeout(0);
+    socket.setNoDelay(true);
+    // Peers that vanish without a FIN are found by TCP keepalive probes even when nothing is sent.
+    socket.setKeepAlive(true, 60_000);
+    const here = this.listeners.length + 1;
+    // Announce before adding: the newcomer learns the count from its own hello.
+    this.changed('arrived', here);
+    socket.cork();
+    res.flushHeaders();
+    // Write to the socket ourselves when the response owns it (the normal case); a response
+    // still queued behind a pipelined one writes through `res`, which frames chunks itself.
+    const direct = res.socket === socket;
+    const listener: Listener = {
+      sink: direct ? socket : res,
+      chunked: direct && res.chunkedEncoding,
+      index: this.listeners.length,
+    };
+    this.listeners.push(listener);
+    const hello = encodeEvent({ type: 'hello', here, at: Date.now() });
+    listener.sink.write(listener.chunked ? hello.chunked : hello.raw);
+    socket.uncork();
+    res.once('close', () => this.remove(listener));
+  }
+
+  /** Broadcast the fact of a Library search; returns the current count. */
+  librarySearch(handle: string): number {
+    this.broadcaster.publish({ type: 'library-search', handle, at: Date.now() });
+    return this.listeners.length;
+  }
+
+  private remove(listener: Listener): void {
+    const { index } = listener;
+    if (this.listeners[index] !== listener) return;
+    const last = this.listeners.pop()!;
+    if (last !== listener) {
+      this.listeners[index] = last;
+      last.index = index;
+    }
+    listener.index = -1;
+    if (!this.closed) this.changed('left', this.listeners.length);
+  }
+
+  private changed(type: 'arrived' | 'left', here: number): void {
+    if (here > this.coalesceAbove) {
+      this.coalesceTimer ??= setTimeout(() => this.flushCoalesced(), this.coalesceMs);
+      return;
+    }
+    if (this.coalesceTimer) {
+      clearTimeout(this.coalesceTimer);
+      this.coalesceTimer = null;
+    }
+    this.lastAnnounced = here;
+    this.broadcaster.publish({ type, here, at: Date.now() });
+  }
+
+  private flushCoalesced(): void {
+    this.coalesceTimer = null;
+    const here = this.listeners.length;
+    if (here === this.lastAnnounced) return;
+    const type = here > this.lastAnnounced ? 'arrived' : 'left';
+    this.lastAnnounced = here;
+    this.broadcaster.publish({ type, here, at: Date.now() });
+  }
+
+  /** Write one frame to every listener; drop those whose unread backlog exceeds the bound. */
+  private deliver(frame: Frame): void {
+    const list = this.listeners;
+    let slow: Listener[] | null = null;
+    for (let i = 0; i < list.length; i++) {
+      const listener = list[i]!;
+      const sink = listener.sink;
+      if (sink.writableEnded || sink.destroyed) continue;
+      sink.write(listener.chunked ? frame.chunked : frame.raw);
+      if (sink.writableLength > this.maxBufferedBytes) (slow ??= []).push(listener);
+    }
+    // Destroying closes the connection; its 'close' handler removes it and announces `left`.
+    if (slow) for (const listener of slow) listener.sink.destroy();
+  }
+
+  /** End every stream cleanly and stop the timers (server shutdown). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.keepalive);
+    if (this.coalesceTimer) clearTimeout(this.coalesceTimer);
+    this.unsubscribe();
+    for (const listener of this.listeners.splice(0)) {
+      const { sink } = listener;
+      if (sink.destroyed) continue;
+      if (listener.chunked) sink.end(CHUNKED_END);
+      else sink.end();
+    }
+  }
+}

@@ -1,0 +1,198 @@
+/**
+ * Artworks (keyed): the list with `collection`, `search`, `page`, `limit` and `meta {total, page,
+ * limit}`, and one artwork by id. Media come normalized from the bake. Page bodies are serialized once
+ * per bake and query (bounded LRU per snapshot), so a repeated page costs a map lookup; the fast path
+ * (fastpath.ts, keyed snapshot reads) serves them without Koa, with the same body functions.
+ */
+import { z } from 'zod';
+import { Artwork } from '../../artifacts/format.ts';
+import { idParam, limitParam, pageParam } from '../api.ts';
+import type { RouteModule } from '../app.ts';
+import { type ContentSnapshot, freeze, perSnapshot } from '../content.ts';
+import { notFound } from '../errors.ts';
+import { firstQueryValues, JSON_TYPE, keyedReadsFastPath, type SnapshotRead } from '../fastpath.ts';
+
+export const ARTWORKS_DEFAULT_LIMIT = 25;
+const CACHED_PAGES = 512;
+const CACHED_MATCHES = 256;
+/** Longer query keys are answered without caching (they are rare and would bloat the cache). */
+const MAX_CACHE_KEY = 512;
+
+/** A bounded least-recently-used map. */
+class Lru<V> {
+  private readonly map = new Map<string, V>();
+  constructor(private readonly capacity: number) {}
+  get(key: string): V | undefined {
+    const value = this.map.get(key);
+    if (value !== undefined) {
+      this.map.delete(key);
+      this.map.set(key, value);
+    }
+    return value;
+  }
+  set(key: string, value: V): void {
+    this.map.delete(key);
+    this.map.set(key, value);
+    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value!);
+  }
+}
+
+/** The slugs a `collection` filter matches: each named slug plus its published descendants. */
+export function expandCollectionFilter(snapshot: ContentSnapshot, filter: string): Set<string> {
+  const slugs = new Set<string>();
+  const visit = (slug: string) => {
+    if (slugs.has(slug)) return;
+    slugs.add(slug);
+    for (const child of snapshot.collectionsBySlug.get(slug)?.child_collections ?? []) visit(child.slug);
+  };
+  for (const part of filter.split(',')) {
+    const slug = part.trim();
+    if (slug) visit(slug);
+  }
+  return slugs;
+}
+
+interface ArtworkQueries {
+  pages: Lru<Buffer>;
+  matches: Lru<number[]>;
+  byId: Map<number, Buffer>;
+}
+
+const queriesOf = perSnapshot(
+  (snapshot): ArtworkQueries => ({
+    pages: new Lru(CACHED_PAGES),
+    matches: new Lru(CACHED_MATCHES),
+    byId: new Map(snapshot.artworks.map((a) => [a.id, freeze({ data: a }).body])),
+  }),
+);
+
+/** Indexes (into snapshot.artworks) of the artworks matching a filter; null: every artwork. */
+function matching(snapshot: ContentSnapshot, collection: string, search: string): number[] | null {
+  const slugs = collection ? expandCollectionFilter(snapshot, collection) : null;
+  if ((!slugs || slugs.size === 0) && !search) return null;
+  const out: number[] = [];
+  const { artworks, artworkSearchText } = snapshot;
+  for (let i = 0; i < artworks.length; i++) {
+    if (slugs && slugs.size > 0 && !slugs.has(artworks[i]!.collection)) continue;
+    if (search && !artworkSearchText[i]!.includes(search)) continue;
+    out.push(i);
+  }
+  return out;
+}
+
+function pageBody(snapshot: ContentSnapshot, collection: string, search: string, page: number, limit: number): Buffer {
+  const queries = queriesOf(snapshot);
+  const filterKey = `${collection}\u0000${search}`;
+  const pageKey = `${filterKey}\u0000${page}\u0000${limit}`;
+  const cacheable = pageKey.length <= MAX_CACHE_KEY;
+  const cached = cacheable ? queries.pages.get(pageKey) : undefined;
+  if (cached) return cached;
+  let indexes = cacheable ? queries.matches.get(filterKey) : undefined;
+  if (indexes === undefined) {
+    indexes = matching(snapshot, collection, search) ?? undefined;
+    if (indexes && cacheable) queries.matches.set(filterKey, indexes);
+  }
+  const total = indexes ? indexes.length : snapshot.artworks.length;
+  const start = (page - 1) * limit;
+  const data =
+    start >= total
+      ? []
+      : indexes
+        ? indexes.slice(start, start + limit).map((i) => snapshot.artworks[i]!)
+        : snapshot.artworks.slice(start, start + limit);
+  const body = freeze({ data, meta: { total, page, limit } }).body;
+  if (cacheable) queries.pages.set(pageKey, body);
+  return body;
+}
+
+const ListQuery = z.object({
+  collection: z
+    .string()
+    .optional()
+    .describe(
+      "comma-separated collection slugs; an artwork matches when its collection is one of them or a (published) descendant of one of them — a parent collection's slug also matches its child collections' artworks",
+    ),
+  search: z.string().optional().describe('case-insensitive substring of the artwork title or the artist name'),
+  page: pageParam(),
+  limit: limitParam(ARTWORKS_DEFAULT_LIMIT),
+});
+const ArtworkId = idParam().describe('artwork id');
+
+/** The list body for a query (the Koa route and the fast path both answer with it). */
+function listBody(snapshot: ContentSnapshot, query: z.output<typeof ListQuery>): Buffer {
+  const search = (query.search ?? '').trim().toLowerCase();
+  // The search text joins title and artist with a newline: a needle with one matches neither field.
+  if (search.includes('\n')) return freeze({ data: [], meta: { total: 0, page: query.page, limit: query.limit } }).body;
+  return pageBody(snapshot, (query.collection ?? '').trim(), search, query.page, query.limit);
+}
+
+function artworkBody(snapshot: ContentSnapshot, id: number): Buffer {
+  const body = queriesOf(snapshot).byId.get(id);
+  if (!body) throw notFound('No artwork with this id');
+  return body;
+}
+
+const ITEM_PREFIX = '/v1/artworks/';
+/**
+ * The fast path's view of the artworks routes. Parsed list queries are remembered by their raw query
+ * string (bounded), so a repeated page costs two map lookups and no parsing.
+ */
+function artworkReads(): SnapshotRead {
+  const parsed = new Lru<z.output<typeof ListQuery>>(CACHED_PAGES);
+  return (pathname, search) => {
+    if (pathname === '/v1/artworks') {
+      let query = parsed.get(search);
+      if (!query) {
+        const result = ListQuery.safeParse(firstQueryValues(search));
+        if (!result.success) return undefined;
+        query = result.data;
+        if (search.length <= MAX_CACHE_KEY) parsed.set(search, query);
+      }
+      const list = query;
+      return (snapshot) => listBody(snapshot, list);
+    }
+    if (!pathname.startsWith(ITEM_PREFIX)) return undefined;
+    const id = ArtworkId.safeParse(pathname.slice(ITEM_PREFIX.length));
+    return id.success ? (snapshot) => artworkBody(snapshot, id.data) : undefined;
+  };
+}
+
+export const artworkRoutes: RouteModule = (api, services) => {
+  const { content } = services;
+  services.addFastPath(keyedReadsFastPath(services, '/v1/artworks', artworkReads()));
+
+  api.route({
+    method: 'GET',
+    path: '/v1/artworks',
+    summary: 'Artworks with normalized media, filtered by collection and/or search, paged',
+    tag: 'artworks',
+    access: 'key',
+    query: ListQuery,
+    response: {
+      json: z.object({
+        data: z.array(Artwork),
+        meta: z.object({ total: z.number().int(), page: z.number().int(), limit: z.number().int() }),
+      }),
+    },
+    handler(ctx, { query }) {
+      ctx.type = JSON_TYPE;
+      ctx.body = listBody(content.snapshot, query);
+    },
+  });
+
+  api.route({
+    method: 'GET',
+    path: '/v1/artworks/{id}',
+    summary: 'One artwork by id',
+    tag: 'artworks',
+    access: 'key',
+    params: z.object({ id: ArtworkId }),
+    response: { json: z.object({ data: Artwork }) },
+    errors: [404],
+    handler(ctx, { params }) {
+      const body = artworkBody(content.snapshot, params.id);
+      ctx.type = JSON_TYPE;
+      ctx.body = body;
+    },
+  });
+};

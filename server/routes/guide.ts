@@ -1,0 +1,282 @@
+/**
+ * The exhibition guide (public, no key; paths per decisions.md "Guide"):
+ *   POST /v1/guide/exhibitions                     register / refresh (6/min per IP)
+ *   GET  /v1/guide/exhibitions/{id}                GuideContext
+ *   GET  /v1/guide/exhibitions/{id}/suggestions    seeded visitor questions
+ *   POST /v1/guide/ask                             GuideAnswer (20/min per IP)
+ *   GET  /v1/guide/followup                        the real answer after `consulting: true` (40/min per IP)
+ *   GET  /v1/guide/tts/{id}.mp3                    a spoken chunk (404 once expired)
+ */
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import type { RouteModule } from '../app.ts';
+import { limitParam } from '../api.ts';
+import type { Config } from '../config.ts';
+import { badRequest, notFound } from '../errors.ts';
+import {
+  buildContext,
+  depthOf,
+  EXHIBITION_ID,
+  ExhibitionDocument,
+  ExhibitionStore,
+  GuideContext,
+  LIMITS,
+} from '../guide/exhibitions.ts';
+import { Guide, QUESTION_CHARS } from '../guide/guide.ts';
+import { MemorySessionStore } from '../guide/sessions.ts';
+import { CLIP_ID, SpeechClips } from '../guide/speech.ts';
+import { StarterJobs, suggest } from '../guide/suggestions.ts';
+import { cleanText } from '../guide/text.ts';
+import { charactersClientOf } from '../upstream/characters.ts';
+import { libraryClientOf } from '../upstream/library.ts';
+import { LlmClient } from '../upstream/llm.ts';
+import { commandAvailable, EspeakSpeech, OpenAiSpeech, type SpeechEngine } from '../upstream/tts.ts';
+
+const SESSION_ID = /^[\w.:-]{1,64}$/;
+
+const Registration = z
+  .object({
+    data: z.object({
+      id: z.string(),
+      name: z.string(),
+      counts: z.object({ rooms: z.number().int(), artworks: z.number().int(), artists: z.number().int() }),
+      architects: z.array(z.string()),
+      artists: z.array(z.string()),
+      suggestions: z.array(z.string()).describe('three visitor questions'),
+      owner_token: z
+        .string()
+        .optional()
+        .describe('first registration only, shown once: send it as X-Exhibition-Token to change the content later'),
+    }),
+  })
+  .meta({ id: 'ExhibitionRegistration' });
+
+const AskRequest = z
+  .object({
+    exhibition: z.string().regex(EXHIBITION_ID, 'an exhibition id (1-64 word characters, dots, colons or hyphens)'),
+    question: z
+      .string()
+      .max(QUESTION_CHARS * 4, `question is longer than ${QUESTION_CHARS * 4} characters`)
+      .refine((q) => cleanText(q, QUESTION_CHARS) !== '', 'question must not be empty'),
+    session: z.string().regex(SESSION_ID, '1-64 word characters, dots, colons or hyphens').optional(),
+    roomUid: z.string().max(128).optional().describe('placement uid of the room the visitor is in'),
+    focus: z
+      .object({ title: z.string().max(1_000).nullable().optional(), artist: z.string().max(1_000).nullable().optional() })
+      .optional()
+      .describe('the artwork the visitor is looking at'),
+    persona: z
+      .object({
+        character: z.number().int().min(1).max(10_000).optional().describe('answer as this character (knowledge base id)'),
+        soul: z.string().max(20_000).optional().describe('answer as the identity this soul document describes'),
+      })
+      .optional(),
+    history: z
+      .array(z.object({ role: z.enum(['user', 'assistant']), content: z.string().max(QUESTION_CHARS * 4) }))
+      .max(100)
+      .optional()
+      .describe('earlier turns, used when the session has none'),
+    speak: z.boolean().optional().describe('false: no audio for this answer'),
+  })
+  .meta({ id: 'GuideAskRequest' });
+
+const GuideAnswer = z
+  .object({
+    answer: z.string(),
+    persona: z.string().describe('name of the persona that answered'),
+    suggestions: z.array(z.string()),
+    sources: z.array(z.string()).describe('Library document titles the answer drew on'),
+    fallback: z.boolean().describe('built from the exhibition context alone'),
+    mode: z.enum(['fast', 'cortex']).optional().describe('absent on a context-only fallback'),
+    consulting: z.boolean().describe('a holding line: the real answer comes from GET /v1/guide/followup'),
+    audioUrl: z.string().optional(),
+    audioUrls: z.array(z.string()).optional(),
+    session: z.string().describe('send it back with the next question and to GET /v1/guide/followup'),
+  })
+  .meta({ id: 'GuideAnswer' });
+
+const FollowupResponse = z
+  .object({
+    data: z
+      .object({
+        text: z.string(),
+        sources: z.array(z.string()),
+        fallback: z.boolean(),
+        audioUrls: z.array(z.string()).optional(),
+      })
+      .nullable(),
+    meta: z.object({ pending: z.boolean().describe('another answer is still being prepared') }),
+  })
+  .meta({ id: 'GuideFollowup' });
+
+const exhibitionParam = z.object({ id: z.string().regex(EXHIBITION_ID) });
+
+function speechEngine(config: Config, log: Logger): SpeechEngine | null {
+  const tts = config.upstreams.tts;
+  if (!tts) return null;
+  if (tts.engine === 'espeak') {
+    const missing = ['espeak-ng', 'lame'].filter((c) => !commandAvailable(c));
+    if (missing.length) {
+      log.error(`TTS_ENGINE=espeak but ${missing.join(' and ')} is not installed (Debian packages espeak-ng, lame); guide speech is off`);
+      return null;
+    }
+    return new EspeakSpeech({ timeoutMs: tts.timeoutMs, log });
+  }
+  return new OpenAiSpeech({ baseUrl: tts.baseUrl, apiKey: tts.apiKey, model: tts.model, voice: tts.voice, timeoutMs: tts.timeoutMs, log });
+}
+
+export const guideRoutes: RouteModule = (api, services) => {
+  const { config, log, content } = services;
+  const store = new ExhibitionStore(services.db);
+  const sessions = new MemorySessionStore();
+  const llmConfig = config.upstreams.llm;
+  const llm = llmConfig ? new LlmClient({ ...llmConfig, log }) : null;
+  const engine = speechEngine(config, log);
+  const speech = engine ? new SpeechClips({ engine, publicUrl: config.publicUrl, ttlMs: config.guideAudioTtlMs }) : null;
+  const guide = new Guide({
+    store,
+    sessions,
+    llm,
+    library: libraryClientOf(services),
+    characters: charactersClientOf(services),
+    speech,
+    log,
+  });
+  const starters = new StarterJobs({ store, llm, log });
+  services.onClose(async () => {
+    await starters.close();
+    await guide.close();
+    sessions.close();
+  });
+
+  api.route({
+    method: 'POST',
+    path: '/v1/guide/exhibitions',
+    summary: 'Register or refresh an exhibition for the guide (museum-exhibition@1)',
+    tag: 'guide',
+    access: 'public',
+    ipLimit: { name: 'guide-register', perMinute: 6 },
+    body: ExhibitionDocument,
+    response: { json: Registration },
+    errors: [409],
+    async handler(ctx, { body }) {
+      if (depthOf(ctx.state.body, LIMITS.depth) > LIMITS.depth) throw badRequest(`Invalid body: nested deeper than ${LIMITS.depth} levels`);
+      const token = ctx.get('x-exhibition-token').trim() || undefined;
+      const result = store.register(body, token, (times, kept) => buildContext(body, content.snapshot, times, kept));
+      const { context } = result;
+      if (result.outcome !== 'unchanged' || context.starters.length === 0) {
+        // Starters are generated once the response has gone out.
+        ctx.res.once('close', () => starters.schedule(context.id, result.contentHash));
+      }
+      ctx.set('Cache-Control', 'no-store');
+      ctx.body = {
+        data: {
+          id: context.id,
+          name: context.name,
+          counts: { rooms: context.rooms.length, artworks: context.artworks.length, artists: context.artists.length },
+          architects: context.architects,
+          artists: context.artists,
+          suggestions: suggest(context, 'registration', 3),
+          ...(result.ownerToken ? { owner_token: result.ownerToken } : {}),
+        },
+      };
+    },
+  });
+
+  api.route({
+    method: 'GET',
+    path: '/v1/guide/exhibitions/{id}',
+    summary: 'The guide context of an exhibition (starters appear shortly after registration)',
+    tag: 'guide',
+    access: 'public',
+    params: exhibitionParam,
+    response: { json: z.object({ data: GuideContext }) },
+    errors: [404],
+    handler(ctx, { params }) {
+      const found = store.get(params.id);
+      if (!found) throw notFound('No exhibition with this id is registered');
+      ctx.set('Cache-Control', 'no-cache');
+      ctx.body = { data: found.context };
+    },
+  });
+
+  api.route({
+    method: 'GET',
+    path: '/v1/guide/exhibitions/{id}/suggestions',
+    summary: 'Visitor question suggestions (the same seed gives the same questions)',
+    tag: 'guide',
+    access: 'public',
+    params: exhibitionParam,
+    query: z.object({
+      seed: z.string().max(200).optional().describe('any string; the same seed gives the same suggestions for the same context'),
+      limit: limitParam(3, 10),
+    }),
+    response: { json: z.object({ data: z.object({ seed: z.string(), suggestions: z.array(z.string()) }) }) },
+    errors: [404],
+    handler(ctx, { params, query }) {
+      const found = store.get(params.id);
+      if (!found) throw notFound('No exhibition with this id is registered');
+      const seed = query.seed ?? '';
+      ctx.body = { data: { seed, suggestions: suggest(found.context, seed, query.limit) } };
+    },
+  });
+
+  api.route({
+    method: 'POST',
+    path: '/v1/guide/ask',
+    summary: "Ask the guide a visitor's question (answered in persona; never an error page)",
+    tag: 'guide',
+    access: 'public',
+    ipLimit: { name: 'guide-ask', perMinute: 20 },
+    body: AskRequest,
+    response: { json: z.object({ data: GuideAnswer }) },
+    errors: [404],
+    async handler(ctx, { body }) {
+      // The visitor hanging up cancels upstream work done for this answer.
+      const abort = new AbortController();
+      ctx.res.once('close', () => {
+        if (!ctx.res.writableEnded) abort.abort();
+      });
+      const answer = await guide.ask(body, abort.signal);
+      if (!answer) throw notFound('No exhibition with this id is registered');
+      ctx.set('Cache-Control', 'no-store');
+      ctx.body = { data: answer };
+    },
+  });
+
+  api.route({
+    method: 'GET',
+    path: '/v1/guide/followup',
+    summary: 'The real answer after a `consulting: true` reply (data null until it is ready)',
+    tag: 'guide',
+    access: 'public',
+    ipLimit: { name: 'guide-followup', perMinute: 40 },
+    query: z.object({
+      exhibition: z.string().regex(EXHIBITION_ID),
+      session: z.string().regex(SESSION_ID),
+    }),
+    response: { json: FollowupResponse },
+    async handler(ctx, { query }) {
+      const { followup, pending } = await guide.followup(query.exhibition, query.session);
+      ctx.set('Cache-Control', 'no-store');
+      ctx.body = { data: followup, meta: { pending } };
+    },
+  });
+
+  api.route({
+    method: 'GET',
+    path: '/v1/guide/tts/{id}.mp3',
+    summary: 'A spoken chunk of a guide answer (mp3; 404 once expired)',
+    tag: 'guide',
+    access: 'public',
+    params: z.object({ id: z.string().regex(CLIP_ID) }),
+    response: { binary: 'audio/mpeg', description: 'mp3 audio' },
+    errors: [404, 502],
+    async handler(ctx, { params }) {
+      const audio = speech ? await speech.audio(params.id) : null;
+      if (!audio) throw notFound('This audio has expired or never existed');
+      ctx.set('Cache-Control', 'private, max-age=300');
+      ctx.type = 'audio/mpeg';
+      ctx.body = audio;
+    },
+  });
+};

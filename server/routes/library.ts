@@ -1,0 +1,152 @@
+/**
+ * The Library routes: ask, ask/stream, search, collections (spec + decisions: upstream services).
+ *
+ * The stream is a pass-through: frames are written to the socket as they arrive from the
+ * upstream (heartbeat comments included), with the head flushed before the first one and every
+ * buffering hint off. A failure before the first frame is an ordinary 502 envelope; after it the
+ * response has started, so the stream just ends cleanly. A visitor who hangs up cancels the
+ * upstream request.
+ */
+import { once } from 'node:events';
+import type { Context } from 'koa';
+import { z } from 'zod';
+import type { RouteModule } from '../app.ts';
+import { unconfigured } from '../errors.ts';
+import { UpstreamError } from '../upstream/http.ts';
+import {
+  LIBRARY_SERVICE,
+  LibraryAnswer,
+  LibraryAskRequest,
+  LibraryCollection,
+  libraryClientOf,
+  LibrarySearchRequest,
+  LibrarySearchResult,
+} from '../upstream/library.ts';
+
+export const SSE_HEADERS = {
+  'Content-Type': 'text/event-stream',
+  'Cache-Control': 'no-cache, no-transform',
+  'X-Accel-Buffering': 'no',
+} as const;
+
+/** A signal that fires when the client goes away before its response was completely sent. */
+export function clientGone(ctx: Context): AbortSignal {
+  const controller = new AbortController();
+  ctx.res.once('close', () => {
+    if (!ctx.res.writableFinished) controller.abort();
+  });
+  return controller.signal;
+}
+
+/** Wait until a slow client drained the socket buffer (or went away). */
+async function drained(res: NodeJS.WritableStream): Promise<void> {
+  const stop = new AbortController();
+  try {
+    await Promise.race([once(res, 'drain', { signal: stop.signal }), once(res, 'close', { signal: stop.signal })]);
+  } finally {
+    stop.abort();
+  }
+}
+
+export const libraryRoutes: RouteModule = (api, services) => {
+  const client = () => {
+    const configured = libraryClientOf(services);
+    if (!configured) throw unconfigured(LIBRARY_SERVICE);
+    return configured;
+  };
+
+  api.route({
+    method: 'POST',
+    path: '/v1/library/ask',
+    summary: 'Ask the Library (retrieval Q&A with cited sources); use_agentic runs the deep mode',
+    tag: 'library',
+    access: 'key',
+    body: LibraryAskRequest,
+    response: { json: z.object({ data: LibraryAnswer }) },
+    errors: [502, 503],
+    async handler(ctx, { body }) {
+      const library = client();
+      ctx.body = { data: await library.ask(body, { signal: clientGone(ctx) }) };
+    },
+  });
+
+  api.route({
+    method: 'POST',
+    path: '/v1/library/ask/stream',
+    summary: 'Ask the Library and stream the answer (Server-Sent Events)',
+    tag: 'library',
+    access: 'key',
+    body: LibraryAskRequest,
+    response: {
+      sse: 'Frames `data: <JSON>`: {content} token chunks, {sources}, {graph_context}, {thinking} and {sub_questions} (use_agentic), then {done: true}. Comment lines (`: ping`) are heartbeats.',
+    },
+    errors: [502, 503],
+    async handler(ctx, { body }) {
+      const library = client();
+      const gone = clientGone(ctx);
+      const stream = await library.askStream(body, { signal: gone });
+      const frames = stream[Symbol.asyncIterator]();
+      let first: IteratorResult<string>;
+      try {
+        first = await frames.next();
+      } catch (err) {
+        stream.close();
+        throw err;
+      }
+      if (gone.aborted) {
+        ctx.respond = false; // nobody is listening any more
+        return;
+      }
+      if (first.done) throw new UpstreamError(LIBRARY_SERVICE, 'body', '/api/ask/stream: the stream ended without a frame');
+
+      const res = ctx.res;
+      ctx.status = 200;
+      ctx.set(SSE_HEADERS);
+      ctx.flushHeaders();
+      ctx.respond = false; // we own the socket from here on
+      try {
+        let next: IteratorResult<string> = first;
+        while (!next.done) {
+          if (!res.write(next.value)) await drained(res);
+          if (res.destroyed) break;
+          next = await frames.next();
+        }
+      } catch (err) {
+        // Mid-stream failure (stall, reset, garbage): the head is sent, so end cleanly; logged by the client.
+        if (!(err instanceof UpstreamError)) services.log.error({ err, requestId: ctx.state.requestId }, 'library stream failed');
+      } finally {
+        stream.close();
+        if (!res.destroyed) res.end();
+      }
+    },
+  });
+
+  api.route({
+    method: 'POST',
+    path: '/v1/library/search',
+    summary: 'Hybrid retrieval (vector, keyword, graph) without answer generation',
+    tag: 'library',
+    access: 'key',
+    body: LibrarySearchRequest,
+    response: { json: z.object({ data: LibrarySearchResult }) },
+    errors: [502, 503],
+    async handler(ctx, { body }) {
+      const library = client();
+      ctx.body = { data: await library.search(body, { signal: clientGone(ctx) }) };
+    },
+  });
+
+  api.route({
+    method: 'GET',
+    path: '/v1/library/collections',
+    summary: 'Library collections (their id is the collection_id of ask and search)',
+    tag: 'library',
+    access: 'key',
+    response: { json: z.object({ data: z.array(LibraryCollection) }) },
+    errors: [502, 503],
+    async handler(ctx) {
+      const library = client();
+      ctx.body = { data: await library.collections({ signal: clientGone(ctx) }) };
+    },
+  });
+};

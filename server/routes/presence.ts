@@ -1,0 +1,91 @@
+/**
+ * Presence (public): `GET /v1/presence/stream` (SSE: hello, arrived, left, library-search,
+ * `: keepalive` every 25 s) and `POST /v1/presence/ping` (broadcasts that someone searched the
+ * Library: the handle only, never a question). Nothing is persisted.
+ */
+import { z } from 'zod';
+import type { RouteModule } from '../app.ts';
+import { HttpError } from '../errors.ts';
+import { InProcessBroadcaster } from '../presence/broadcaster.ts';
+import { PresenceHub, SSE_HEADERS } from '../presence/hub.ts';
+
+export const HANDLE_MAX = 48;
+
+/**
+ * A handle as listeners see it: control characters, bidi overrides and angle brackets removed,
+ * trimmed, at most 48 characters (code points, so no half emoji), `anon` when nothing is left.
+ */
+export function cleanHandle(handle: string | null | undefined): string {
+  const cleaned = (handle ?? '').replace(/[\p{Cc}\u202A-\u202E\u2066-\u2069<>]/gu, '').trim();
+  const clamped = Array.from(cleaned).slice(0, HANDLE_MAX).join('').trim();
+  return clamped === '' ? 'anon' : clamped;
+}
+
+const PingBody = z.object({
+  handle: z
+    .string()
+    .nullable()
+    .optional()
+    .describe('shown to listeners; control characters and angle brackets removed, clamped to 48 characters; empty → anon'),
+});
+
+const PingResponse = z
+  .object({ data: z.object({ ok: z.boolean(), here: z.number().int().min(0) }) })
+  .meta({ id: 'PresencePing' });
+
+export const presenceRoutes: RouteModule = (api, { config, onClose }) => {
+  const broadcaster = new InProcessBroadcaster();
+  const hub = new PresenceHub({
+    broadcaster,
+    capacity: config.presenceCapacity,
+    coalesceAbove: config.presenceCoalesceAbove,
+    coalesceMs: config.presenceCoalesceMs,
+    keepaliveMs: config.presenceKeepaliveMs,
+  });
+  onClose(() => {
+    hub.close();
+    return broadcaster.close();
+  });
+
+  api.route({
+    method: 'GET',
+    path: '/v1/presence/stream',
+    summary: 'Presence feed (Server-Sent Events)',
+    tag: 'presence',
+    access: 'public',
+    response: {
+      sse:
+        'Frames `data: <JSON>` + blank line: `{type:"hello",here,at}` on connect, `{type:"arrived"|"left",here,at}` ' +
+        '(above a few hundred listeners coalesced to at most one per short interval carrying the current `here`), ' +
+        '`{type:"library-search",handle,at}`, and a `: keepalive` comment every 25 s. `at` is milliseconds since the epoch.',
+    },
+    errors: [503],
+    handler(ctx) {
+      if (hub.full) {
+        throw new HttpError(503, 'BUSY', 'Presence is at capacity; try again shortly', { 'Retry-After': '30' });
+      }
+      ctx.status = 200;
+      ctx.set(SSE_HEADERS);
+      if (ctx.method === 'HEAD') return;
+      // The hub owns the connection from here on; Koa must not end it.
+      ctx.respond = false;
+      hub.attach(ctx.req, ctx.res);
+    },
+  });
+
+  api.route({
+    method: 'POST',
+    path: '/v1/presence/ping',
+    summary: 'Announce a Library search to presence listeners (handle only)',
+    tag: 'presence',
+    access: 'public',
+    ipLimit: { name: 'presence-ping', perMinute: 12 },
+    body: PingBody,
+    bodyOptional: true,
+    response: { json: PingResponse },
+    handler(ctx, { body }) {
+      const here = hub.librarySearch(cleanHandle(body?.handle));
+      ctx.body = { data: { ok: true, here } };
+    },
+  });
+};

@@ -1,0 +1,285 @@
+/**
+ * The Library: a Cortex-style retrieval Q&A service (decisions: upstream services).
+ *   POST /api/ask          → { question?, answer, sources, graph_context? }
+ *   POST /api/ask/stream   → SSE `data: {json}` frames, `: ping` comments, `{done:true}` possibly
+ *                            followed by `memory_update` (internal to the Library; not passed on)
+ *   POST /api/search       → { query?, results, total_results }
+ *   GET  /api/collections  → [collection] or { collections: [collection] }
+ * Auth: `X-API-Key`. The request bodies use the API's own field names.
+ */
+import type { Logger } from 'pino';
+import type { Config } from '../config.ts';
+import { z } from 'zod';
+import { parseSseFrame, type SseStream, UpstreamError, UpstreamHttp } from './http.ts';
+
+export const LIBRARY_SERVICE = 'Library';
+/** Spec: the last 20 turns of conversation_history are kept. */
+export const HISTORY_TURNS = 20;
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies (spec table) — shared by the routes and by other callers (the guide)
+
+const nonEmpty = (what: string) => z.string().trim().min(1, `${what} must not be empty`);
+
+export const LibraryAskRequest = z
+  .object({
+    question: nonEmpty('question').max(8_000),
+    collection_id: z.string().min(1).max(200).optional().describe('scope to one Library collection'),
+    top_k: z.number().int().min(1).max(20).default(5),
+    use_graph: z.boolean().default(true).describe('include knowledge-graph context'),
+    use_agentic: z.boolean().default(false).describe('deep-research mode, multi-step, slower'),
+    conversation_history: z
+      .array(z.object({ role: z.enum(['user', 'assistant']), content: z.string() }))
+      .optional()
+      .transform((h) => h?.slice(-HISTORY_TURNS))
+      .describe(`earlier turns; only the last ${HISTORY_TURNS} are kept`),
+  })
+  .meta({ id: 'LibraryAskRequest' });
+export type LibraryAskRequest = z.output<typeof LibraryAskRequest>;
+
+export const LibrarySearchRequest = z
+  .object({
+    query: nonEmpty('query').max(8_000),
+    top_k: z.number().int().min(1).max(25).default(5),
+    collection_id: z.string().min(1).max(200).optional(),
+  })
+  .meta({ id: 'LibrarySearchRequest' });
+export type LibrarySearchRequest = z.output<typeof LibrarySearchRequest>;
+
+// ---------------------------------------------------------------------------------------------
+// Public shapes (spec)
+
+export const LibrarySource = z
+  .object({
+    document_id: z.union([z.string(), z.number()]),
+    content: z.string().describe('excerpt text'),
+    score: z.number(),
+    metadata: z.record(z.string(), z.unknown()).describe('carries filename'),
+  })
+  .meta({ id: 'LibrarySource' });
+export type LibrarySource = z.infer<typeof LibrarySource>;
+
+export const LibraryAnswer = z
+  .object({
+    question: z.string(),
+    answer: z.string(),
+    sources: z.array(LibrarySource),
+    graph_context: z.record(z.string(), z.unknown()).optional().describe('entities/relationships used (use_graph)'),
+  })
+  .meta({ id: 'LibraryAnswer' });
+export type LibraryAnswer = z.infer<typeof LibraryAnswer>;
+
+export const LibraryCollection = z
+  .object({
+    id: z.string().describe('use as collection_id'),
+    name: z.string(),
+    description: z.string().nullable(),
+    document_count: z.number().int(),
+    entity_count: z.number().int(),
+  })
+  .meta({ id: 'LibraryCollection' });
+export type LibraryCollection = z.infer<typeof LibraryCollection>;
+
+export const LibrarySearchResult = z
+  .object({ query: z.string(), results: z.array(LibrarySource), total_results: z.number().int() })
+  .meta({ id: 'LibrarySearchResult' });
+export type LibrarySearchResult = z.infer<typeof LibrarySearchResult>;
+
+// ---------------------------------------------------------------------------------------------
+// Upstream shapes (lenient where the Library may add fields, strict where we need values)
+
+const UpstreamSource = z.looseObject({
+  document_id: z.union([z.string(), z.number()]),
+  content: z.string(),
+  score: z.coerce.number(),
+  metadata: z.record(z.string(), z.unknown()).nullish(),
+});
+const UpstreamAnswer = z.looseObject({
+  question: z.string().optional(),
+  answer: z.string(),
+  sources: z.array(UpstreamSource).nullish(),
+  graph_context: z.record(z.string(), z.unknown()).nullish(),
+});
+const UpstreamSearch = z.looseObject({
+  query: z.string().optional(),
+  results: z.array(UpstreamSource),
+  total_results: z.coerce.number().int().optional(),
+});
+const UpstreamCollection = z.looseObject({
+  id: z.union([z.string(), z.number()]),
+  name: z.string(),
+  description: z.string().nullish(),
+  document_count: z.coerce.number().int().nullish(),
+  entity_count: z.coerce.number().int().nullish(),
+});
+const UpstreamCollections = z.union([
+  z.array(UpstreamCollection),
+  z.looseObject({ collections: z.array(UpstreamCollection) }),
+]);
+
+const toSource = (s: z.infer<typeof UpstreamSource>): LibrarySource => ({
+  document_id: s.document_id,
+  content: s.content,
+  score: s.score,
+  metadata: s.metadata ?? {},
+});
+
+// ---------------------------------------------------------------------------------------------
+// The client
+
+export interface LibraryClientOptions {
+  url: string;
+  key?: string;
+  /** Deadline of a request/response call, and of the response head of a stream. */
+  timeoutMs: number;
+  /** A stream silent (no frame, no heartbeat) for this long is ended. */
+  streamIdleMs: number;
+  log?: Logger;
+}
+
+export interface LibraryCall {
+  signal?: AbortSignal;
+}
+
+/** Frames of an answer as they arrive, up to and including `{done:true}`. */
+export type LibraryStream = SseStream;
+
+export class LibraryClient {
+  private readonly http: UpstreamHttp;
+
+  constructor(private readonly options: LibraryClientOptions) {
+    this.http = new UpstreamHttp({
+      service: LIBRARY_SERVICE,
+      baseUrl: options.url,
+      timeoutMs: options.timeoutMs,
+      headers: options.key ? { 'x-api-key': options.key } : {},
+      log: options.log,
+    });
+  }
+
+  /** Ask a question. Agentic asks go over the upstream stream (the Library's deep mode streams only). */
+  async ask(request: LibraryAskRequest, call: LibraryCall = {}): Promise<LibraryAnswer> {
+    if (request.use_agentic) return this.collect(request, call);
+    const result = await this.http.json('/api/ask', { method: 'POST', body: request, signal: call.signal });
+    const parsed = UpstreamAnswer.safeParse(result.body);
+    if (!parsed.success) throw this.garbage('/api/ask');
+    const a = parsed.data;
+    return {
+      question: a.question ?? request.question,
+      answer: a.answer,
+      sources: (a.sources ?? []).map(toSource),
+      ...(a.graph_context ? { graph_context: a.graph_context } : {}),
+    };
+  }
+
+  /**
+   * Open an answer stream. Resolves once the upstream accepted the request (failures before that
+   * throw `UpstreamError`); iterate for raw SSE frames (`data: …` and `: ping` comments). The
+   * stream ends after `{done:true}`; `close()` (or the caller's signal) cancels the upstream request.
+   */
+  async askStream(request: LibraryAskRequest, call: LibraryCall = {}): Promise<LibraryStream> {
+    const upstream = await this.http.stream('/api/ask/stream', {
+      method: 'POST',
+      body: request,
+      signal: call.signal,
+      idleMs: this.options.streamIdleMs,
+    });
+    async function* untilDone(): AsyncGenerator<string> {
+      for await (const frame of upstream) {
+        yield frame;
+        // Cheap test first: only frames mentioning "done" are parsed.
+        if (frame.includes('"done"') && isDone(parseSseFrame(frame).data)) return;
+      }
+    }
+    const frames = untilDone();
+    return {
+      [Symbol.asyncIterator]: () => frames,
+      close: () => upstream.close(),
+      get cancelled() {
+        return upstream.cancelled;
+      },
+    };
+  }
+
+  async search(request: LibrarySearchRequest, call: LibraryCall = {}): Promise<LibrarySearchResult> {
+    const result = await this.http.json('/api/search', { method: 'POST', body: request, signal: call.signal });
+    const parsed = UpstreamSearch.safeParse(result.body);
+    if (!parsed.success) throw this.garbage('/api/search');
+    const results = parsed.data.results.map(toSource);
+    return { query: parsed.data.query ?? request.query, results, total_results: parsed.data.total_results ?? results.length };
+  }
+
+  async collections(call: LibraryCall = {}): Promise<LibraryCollection[]> {
+    const result = await this.http.json('/api/collections', { signal: call.signal });
+    const parsed = UpstreamCollections.safeParse(result.body);
+    if (!parsed.success) throw this.garbage('/api/collections');
+    const list = Array.isArray(parsed.data) ? parsed.data : parsed.data.collections;
+    return list.map((c) => ({
+      id: String(c.id),
+      name: c.name,
+      description: c.description ?? null,
+      document_count: c.document_count ?? 0,
+      entity_count: c.entity_count ?? 0,
+    }));
+  }
+
+  private garbage(path: string): UpstreamError {
+    return this.http.failure('body', `${path}: unexpected response shape`);
+  }
+
+  /** Read a whole answer stream into a LibraryAnswer, within the request/response deadline. */
+  private async collect(request: LibraryAskRequest, call: LibraryCall): Promise<LibraryAnswer> {
+    const deadline = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      deadline.abort();
+    }, this.options.timeoutMs);
+    const signal = call.signal ? AbortSignal.any([call.signal, deadline.signal]) : deadline.signal;
+    const answer: LibraryAnswer = { question: request.question, answer: '', sources: [] };
+    let done = false;
+    try {
+      const stream = await this.askStream(request, { signal });
+      for await (const frame of stream) {
+        const event = parseSseFrame(frame).data;
+        if (typeof event !== 'object' || event === null) continue;
+        const e = event as Record<string, unknown>;
+        if (typeof e.content === 'string') answer.answer += e.content;
+        if (Array.isArray(e.sources)) {
+          const sources = z.array(UpstreamSource).safeParse(e.sources);
+          if (!sources.success) throw this.garbage('/api/ask/stream');
+          answer.sources = sources.data.map(toSource);
+        }
+        if (typeof e.graph_context === 'object' && e.graph_context !== null) answer.graph_context = e.graph_context as Record<string, unknown>;
+        if (isDone(e)) done = true;
+      }
+    } catch (err) {
+      if (timedOut) throw this.http.failure('timeout', `/api/ask/stream: no complete answer within ${this.options.timeoutMs} ms`);
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+    if (timedOut) throw this.http.failure('timeout', `/api/ask/stream: no complete answer within ${this.options.timeoutMs} ms`);
+    if (call.signal?.aborted) throw new UpstreamError(LIBRARY_SERVICE, 'aborted', '/api/ask/stream: cancelled by the caller');
+    if (!done) throw this.http.failure('body', '/api/ask/stream: the stream ended before done');
+    return answer;
+  }
+}
+
+const isDone = (event: unknown): boolean =>
+  typeof event === 'object' && event !== null && (event as { done?: unknown }).done === true;
+
+
+const shared = new WeakMap<object, LibraryClient | null>();
+
+/** The server's one LibraryClient, or null when no Library is configured. Keyed by the services object. */
+export function libraryClientOf(services: { config: Config; log?: Logger }): LibraryClient | null {
+  if (!shared.has(services)) {
+    const cfg = services.config.upstreams.library;
+    shared.set(
+      services,
+      cfg ? new LibraryClient({ url: cfg.url, key: cfg.key, timeoutMs: cfg.timeoutMs, streamIdleMs: cfg.streamIdleMs, log: services.log }) : null,
+    );
+  }
+  return shared.get(services)!;
+}

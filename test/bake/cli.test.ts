@@ -1,0 +1,48 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { smallRoomGlb, truncatedGlb } from './fixtures.ts';
+
+const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+const museum = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+const tmp = (prefix: string) => mkdtempSync(join(tmpdir(), prefix));
+
+describe('museum bake (CLI)', () => {
+  it('bake sample writes the content and reports it as one JSON document', () => {
+    const out = tmp('museum-cli-sample-');
+    const run = museum('bake', 'sample', '--out', out, '--json');
+    expect(run.status).toBe(0);
+    const report = JSON.parse(run.stdout);
+    expect(report).toMatchObject({ dir: out, rooms: 7, collections: 6, artworks: 14 });
+  });
+
+  it('a broken model fails with exit 1 and one line, no stack trace', async () => {
+    const dir = tmp('museum-cli-bad-');
+    await writeFile(join(dir, 'broken.glb'), truncatedGlb(await smallRoomGlb()));
+    const run = museum('bake', 'room', join(dir, 'broken.glb'), '--room', '1', '--out', join(dir, 'data'));
+    expect(run.status).toBe(1);
+    expect(run.stdout).toBe('');
+    expect(run.stderr).toMatch(/^museum: truncated GLB: header declares \d+ bytes but the file has \d+\n$/);
+  });
+
+  it('a missing content directory fails with exit 1 and says what is missing', () => {
+    const dir = tmp('museum-cli-nocontent-');
+    const run = museum('bake', 'rooms', '--content', join(dir, 'nowhere'), '--out', join(dir, 'data'));
+    expect(run.status).toBe(1);
+    expect(run.stderr.trim().split('\n')).toHaveLength(1);
+    expect(run.stderr).toMatch(/rooms\.json: not found/);
+  });
+
+  it.each([
+    [['bake', 'rooms', '--concurrency', 'many']],
+    [['bake', 'rooms', '--only', 'x,y']],
+    [['bake', 'room', 'model.glb', '--out', 'x']],
+  ])('usage errors exit with 2: %j', (args) => {
+    const run = museum(...args);
+    expect(run.status).toBe(2);
+  });
+});

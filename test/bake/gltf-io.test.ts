@@ -1,0 +1,65 @@
+import { readFile } from 'node:fs/promises';
+import { basename } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ModelError, readModel, readModelFile, writeGlb } from '../../bake/gltf-io.ts';
+import { bufferPastEndGlb, garbageJsonGlb, joinGlb, sharedModels, smallRoomGlb, splitGlb, truncatedGlb, validate, wrongMagicGlb } from './fixtures.ts';
+
+describe('reading models', () => {
+  it.each(sharedModels().map((p) => [basename(p), p]))('reads %s (GLB, .gltf with external files, data URIs, Draco, meshopt)', async (_name, path) => {
+    const document = await readModelFile(path);
+    const root = document.getRoot();
+    expect(root.listMeshes().length).toBeGreaterThan(0);
+    expect(root.listAccessors().every((a) => a.getCount() > 0)).toBe(true);
+    // Packing into one GLB keeps it valid: this is how a .gltf source becomes model_url.
+    const glb = await writeGlb(document);
+    expect((await validate(glb)).errors).toBe(0);
+  });
+
+  it('keeps the default scene of a multi-scene file', async () => {
+    const document = await readModelFile(sharedModels().find((p) => p.endsWith('MultipleScenes.gltf'))!);
+    const root = document.getRoot();
+    expect(root.listScenes()).toHaveLength(2);
+    expect(root.getDefaultScene()).toBe(root.listScenes()[1]);
+  });
+});
+
+describe('broken models fail with one clear line', () => {
+  const cases: Array<[string, (glb: Uint8Array) => Uint8Array, RegExp]> = [
+    ['a truncated GLB', truncatedGlb, /^truncated GLB: header declares \d+ bytes but the file has \d+$/],
+    ['a wrong magic', wrongMagicGlb, /^not a glTF model: wrong magic "gLTX" \(expected "glTF" or a JSON object\)$/],
+    ['a garbage JSON chunk', garbageJsonGlb, /^GLB JSON chunk is not valid JSON \(.+\)$/],
+    ['a buffer past the end of the file', bufferPastEndGlb, /^buffer 0 declares \d+ bytes but only \d+ exist \(buffer past the end of the file\)$/],
+    ['a header shorter than 12 bytes', (glb) => glb.subarray(0, 10), /^truncated GLB: 10 bytes, shorter than the 12-byte header$/],
+    ['a PNG instead of a model', () => Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0]), /^not a glTF model: wrong magic "\?PNG" \(expected "glTF" or a JSON object\)$/],
+  ];
+  it.each(cases)('%s', async (_name, breakIt, message) => {
+    const broken = breakIt(await smallRoomGlb());
+    const error = await readModel(broken).then(() => null, (e: unknown) => e);
+    expect(error).toBeInstanceOf(ModelError);
+    expect((error as Error).message).toMatch(message);
+    expect((error as Error).message).not.toContain('\n');
+  });
+
+  it('names a bufferView that runs past its buffer', async () => {
+    const { json, bin } = splitGlb(await smallRoomGlb());
+    (json.bufferViews as Array<{ byteLength: number }>)[2]!.byteLength += 1_000_000;
+    const error = await readModel(joinGlb(Buffer.from(JSON.stringify(json)), bin)).catch((e: Error) => e);
+    expect((error as Error).message).toMatch(/^bufferView 2 ends at byte \d+, past the end of buffer 0 \(\d+ bytes\)$/);
+  });
+
+  it('names an accessor that needs more bytes than its bufferView has', async () => {
+    const { json, bin } = splitGlb(await smallRoomGlb());
+    (json.accessors as Array<{ count: number }>)[0]!.count *= 50;
+    const error = await readModel(joinGlb(Buffer.from(JSON.stringify(json)), bin)).catch((e: Error) => e);
+    expect((error as Error).message).toMatch(/^accessor 0 needs \d+ bytes but bufferView \d+ has \d+$/);
+  });
+
+  it('reports a missing external file of a .gltf', async () => {
+    const gltf = await readFile(sharedModels().find((p) => p.endsWith('garage.gltf'))!);
+    const error = await readModel(gltf, async () => {
+      throw Object.assign(new Error('ENOENT: no such file'), { code: 'ENOENT' });
+    }).catch((e: Error) => e);
+    expect(error).toBeInstanceOf(ModelError);
+    expect((error as Error).message).toBe('external resource "garage.bin" cannot be read (ENOENT: no such file)');
+  });
+});

@@ -1,0 +1,155 @@
+import { mkdtempSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import type { Document } from '@gltf-transform/core';
+import { DRACO_DEFAULTS } from '@gltf-transform/functions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { isGlb, localResourceLoader, ModelError, readModel, writeGlb } from '../../bake/gltf-io.ts';
+import { assertTextureSizes, optimizeModel, optimizerSettingsId, OPTIMIZER_SETTINGS } from '../../bake/optimize.ts';
+import { writeSampleContent } from '../../bake/sample/generate.ts';
+import { RoomBuilder, SLOT_MATERIAL_NAME } from '../../bake/sample/room-builder.ts';
+import { hugeTextureGlb, sharedModels, validate } from './fixtures.ts';
+
+async function load(path: string) {
+  const bytes = await readFile(path);
+  const loader = localResourceLoader(dirname(path));
+  const read = () => readModel(bytes, loader);
+  const source = isGlb(bytes) ? new Uint8Array(bytes) : await writeGlb(await read());
+  return { source, read };
+}
+
+const slotFacts = (document: Document) =>
+  document
+    .getRoot()
+    .listNodes()
+    .filter((n) => /^Slot_\d{3}$/.test(n.getName()))
+    .map((n) => {
+      const prim = n.getMesh()?.listPrimitives()[0];
+      // Name, material and vertex attributes (clients map the artwork with the quad's UVs).
+      return [n.getName(), prim?.getMaterial()?.getName() ?? null, prim?.listSemantics().sort().join(',')] as const;
+    })
+    .sort();
+
+describe('optimizer on every shared asset', () => {
+  it.each(sharedModels().map((p) => [basename(p), p]))('%s: valid, never larger than its source', async (_name, path) => {
+    const { source, read } = await load(path);
+    const result = await optimizeModel({ source, read });
+    expect(result.glb.byteLength).toBeLessThanOrEqual(source.byteLength);
+    const report = await validate(result.glb);
+    expect(report.messages).toEqual([]);
+    expect(report.errors).toBe(0);
+    // The output is a model we can read back.
+    expect((await readModel(result.glb)).getRoot().listMeshes().length).toBeGreaterThan(0);
+  });
+
+  it('falls back without Draco when Draco would grow a tiny model, and says so', async () => {
+    const { source, read } = await load(sharedModels().find((p) => p.endsWith('MultipleScenes.gltf'))!);
+    const result = await optimizeModel({ source, read });
+    expect(result.skipped).toContain('draco');
+    expect(result.warnings.join(' ')).toMatch(/skipped draco/);
+  });
+
+  it('returns the source itself when nothing makes it smaller', async () => {
+    const { source, read } = await load(sharedModels().find((p) => p.endsWith('TriangleWithoutIndices.gltf'))!);
+    const result = await optimizeModel({ source, read });
+    expect(result.isSource).toBe(true);
+    expect(Buffer.from(result.glb).equals(Buffer.from(source))).toBe(true);
+    expect(result.warnings[0]).toMatch(/the optimized model is the source/);
+  });
+
+  it('compresses textures to WebP and keeps a lossy (JPEG) normal map as it is', async () => {
+    const { source, read } = await load(sharedModels().find((p) => p.endsWith('DamagedHelmet.glb'))!);
+    const result = await optimizeModel({ source, read });
+    const textures = (await readModel(result.glb)).getRoot().listTextures();
+    const normal = (await readModel(result.glb)).getRoot().listMaterials()[0]!.getNormalTexture()!;
+    expect(normal.getMimeType()).toBe('image/jpeg');
+    expect(textures.filter((t) => t.getMimeType() === 'image/webp').length).toBe(textures.length - 1);
+  });
+});
+
+describe('optimizer on the sample rooms', () => {
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'museum-opt-'));
+    await writeSampleContent(dir);
+  });
+
+  it.each(['gallery', 'corridor', 'atelier', 'great-hall', 'pavilion'])('%s: every Slot_NNN node, its material and its attributes survive', async (slug) => {
+    const { source, read } = await load(join(dir, 'models', `${slug}.glb`));
+    const before = slotFacts(await read());
+    expect(before.length).toBeGreaterThan(0);
+    const result = await optimizeModel({ source, read });
+    expect(result.skipped).toEqual([]);
+    expect(result.glb.byteLength).toBeLessThan(source.byteLength);
+    expect((await validate(result.glb)).errors).toBe(0);
+    const after = await readModel(result.glb);
+    expect(slotFacts(after)).toEqual(before);
+    expect(before.every(([, material, semantics]) => material === SLOT_MATERIAL_NAME && semantics === 'NORMAL,POSITION,TEXCOORD_0')).toBe(true);
+    // Everything that is not a slot was joined: one mesh node per material left.
+    const nonSlotMeshes = after.getRoot().listNodes().filter((n) => n.getMesh() && !/^Slot_/.test(n.getName()));
+    const materials = new Set(nonSlotMeshes.flatMap((n) => n.getMesh()!.listPrimitives().map((p) => p.getMaterial())));
+    expect(nonSlotMeshes.length).toBe(materials.size);
+    expect(nonSlotMeshes.length).toBeLessThan((await read()).getRoot().listNodes().length - before.length);
+  });
+
+  it('atelier: WebP textures, the normal map lossless (VP8L)', async () => {
+    const { source, read } = await load(join(dir, 'models', 'atelier.glb'));
+    const result = await optimizeModel({ source, read });
+    const material = (await readModel(result.glb)).getRoot().listMaterials().find((m) => m.getName() === 'Brick')!;
+    const base = material.getBaseColorTexture()!;
+    const normal = material.getNormalTexture()!;
+    expect(base.getMimeType()).toBe('image/webp');
+    expect(normal.getMimeType()).toBe('image/webp');
+    const chunk = (image: Uint8Array) => Buffer.from(image.subarray(12, 16)).toString('latin1');
+    expect(chunk(normal.getImage()!)).toBe('VP8L');
+    expect(chunk(base.getImage()!)).toBe('VP8 ');
+  });
+
+  it('is deterministic: the same input gives the same bytes', async () => {
+    const { source, read } = await load(join(dir, 'models', 'atelier.glb'));
+    const [a, b] = [await optimizeModel({ source, read }), await optimizeModel({ source, read })];
+    expect(Buffer.from(a.glb).equals(Buffer.from(b.glb))).toBe(true);
+  });
+});
+
+describe('palette', () => {
+  it('merges factor-only materials into a palette but never the slot placeholders', async () => {
+    const b = new RoomBuilder('Colours');
+    const colours: Array<[number, number, number, number]> = [[1, 0, 0, 1], [0, 1, 0, 1], [0, 0, 1, 1], [1, 1, 0, 1], [0, 1, 1, 1], [1, 0.5, 0, 1]];
+    colours.forEach((color, i) => b.box(`Block_${i}`, [i * 2, 0, 0], [i * 2 + 1, 1, 1], b.material(`Paint_${i}`, { color })));
+    b.slot('Slot_001', { center: [0.5, 0.5, 1.01], normal: [0, 0, 1], up: [0, 1, 0], width: 0.5, height: 0.5 });
+    b.slot('Slot_002', { center: [2.5, 0.5, 1.01], normal: [0, 0, 1], up: [0, 1, 0], width: 0.5, height: 0.5 }, 'vertices');
+    const source = await writeGlb(b.document);
+    const read = () => readModel(source);
+    const before = slotFacts(await read());
+    const result = await optimizeModel({ source, read });
+    const after = await readModel(result.glb);
+    expect(slotFacts(after)).toEqual(before);
+    const materials = after.getRoot().listMaterials().map((m) => m.getName());
+    expect(materials.filter((m) => m.startsWith('Paint_'))).toEqual([]);
+    expect(materials).toContain(SLOT_MATERIAL_NAME);
+    expect(after.getRoot().listTextures().length).toBeGreaterThan(0);
+    expect((await validate(result.glb)).errors).toBe(0);
+  });
+});
+
+describe('texture size limits', () => {
+  it('refuses a texture declaring 30000×30000 pixels before decoding it', async () => {
+    const document = await readModel(await hugeTextureGlb());
+    expect(() => assertTextureSizes(document)).toThrow(ModelError);
+    expect(() => assertTextureSizes(document)).toThrow(/^texture Mural_basecolor\.png declares 30000×30000 pixels, over the limit of \d+ pixels$/);
+  });
+});
+
+describe('settings', () => {
+  it('use the Draco settings of `gltf-transform optimize`', () => {
+    expect(OPTIMIZER_SETTINGS.draco).toEqual(DRACO_DEFAULTS);
+  });
+
+  it('have an id that changes with them and is stable otherwise', () => {
+    expect(optimizerSettingsId()).toBe(optimizerSettingsId(OPTIMIZER_SETTINGS));
+    const other = { ...OPTIMIZER_SETTINGS, textures: { ...OPTIMIZER_SETTINGS.textures, quality: 90 } };
+    expect(optimizerSettingsId(other)).not.toBe(optimizerSettingsId());
+  });
+});

@@ -1,0 +1,296 @@
+/**
+ * The immutable artifacts: slot data (`/v1/rooms/{id}/slots`) and files (`/files/<sha256>.<ext>`).
+ * Checks the answers themselves (verbatim bodies, types, ETag/304, HEAD, Range, caching, CORS), that
+ * no path outside DATA_DIR/files is reachable, and that the fast path answers exactly like the Koa
+ * routes: the same app is also served without the fast path, and both answers are compared.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { artifactPaths, type FileRef } from '../../artifacts/format.ts';
+import { putContentFile } from '../../artifacts/store.ts';
+import { type FixtureBake, publishFixtureBake } from '../helpers/artifacts.ts';
+import { nodeRequest, type RawResponse, rawRequest } from '../helpers/raw-http.ts';
+import { errorOf, startTestServer, type TestServer } from '../helpers/server.ts';
+
+let server: TestServer;
+let koaOnly: Server;
+let koaOnlyPort: number;
+let fx: FixtureBake;
+let big: { ref: FileRef; bytes: Buffer };
+const logLines: Array<Record<string, unknown>> = [];
+
+beforeAll(async () => {
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split('\n').filter(Boolean)) logLines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  server = await startTestServer({ log: pino({ level: 'info' }, sink) });
+  fx = await publishFixtureBake(server.dataDir);
+  // A file above the in-memory threshold (1 MiB), so the streamed path is exercised too.
+  const bytes = Buffer.alloc(1_500_000);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7919) % 251;
+  big = { ref: await putContentFile(server.dataDir, bytes, 'glb'), bytes };
+  await server.services.content.reload();
+  // The same Koa app and services, without the fast-path layer in front.
+  koaOnly = createServer(server.app.callback());
+  await new Promise<void>((resolve) => koaOnly.listen(0, '127.0.0.1', resolve));
+  koaOnlyPort = (koaOnly.address() as AddressInfo).port;
+});
+afterAll(async () => {
+  await new Promise((resolve) => koaOnly.close(resolve));
+  await server.close();
+});
+
+const fileUrl = (role: string) => `/files/${fx.files[role]!.ref.sha256}.${fx.files[role]!.ref.ext}`;
+const bigUrl = () => `/files/${big.ref.sha256}.glb`;
+
+/** Status, headers (minus per-connection ones) and body of the same request on both stacks. */
+async function both(path: string, method = 'GET', headers: Record<string, string> = {}): Promise<[RawResponse, RawResponse]> {
+  const request = { path, method, headers: { 'X-Request-Id': 'compare-1', ...headers } };
+  return [await nodeRequest(server.port, request), await nodeRequest(koaOnlyPort, request)];
+}
+const comparable = (r: RawResponse) => {
+  const { date: _date, connection: _connection, 'keep-alive': _keepAlive, ...headers } = r.headers;
+  return { status: r.status, headers, body: r.body.toString('base64') };
+};
+
+describe('slot data', () => {
+  it('serves the baked RoomSlotData verbatim as { data }', async () => {
+    for (const room of [1, 2]) {
+      const res = await server.get(`/v1/rooms/${room}/slots`, { key: null });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
+      const text = await res.text();
+      const written = fx.files[`room${room}.slot_data`]!.bytes.toString();
+      // Byte for byte: the stored document wrapped in { "data": … }.
+      expect(text).toBe(`{"data":${written}}`);
+      expect(JSON.parse(text).data).toEqual(fx.slotData.get(room));
+    }
+    const slots = fx.slotData.get(1)!.slots;
+    expect(slots.map((s) => [s.id, s.source, s.flipped])).toEqual([
+      ['Slot_001', 'authored', false],
+      ['Slot_002', 'authored', true],
+      ['Auto_003', 'generated', false],
+    ]);
+  });
+
+  it('has a strong ETag and answers 304 to If-None-Match (exact, weak form, list, *)', async () => {
+    const res = await server.get('/v1/rooms/1/slots', { key: null });
+    const etag = res.headers.get('etag')!;
+    expect(etag).toMatch(/^"[^"]+"$/);
+    expect(res.headers.get('cache-control')).toBe('public, no-cache');
+    for (const inm of [etag, `W/${etag}`, `"nope", ${etag}`, '*']) {
+      const again = await server.get('/v1/rooms/1/slots', { key: null, headers: { 'If-None-Match': inm } });
+      expect(again.status, inm).toBe(304);
+      expect(again.headers.get('etag')).toBe(etag);
+      expect(await again.text()).toBe('');
+    }
+    const other = await server.get('/v1/rooms/1/slots', { key: null, headers: { 'If-None-Match': '"something-else"' } });
+    expect(other.status).toBe(200);
+    // Different rooms, different bodies, different validators.
+    expect((await server.get('/v1/rooms/2/slots', { key: null })).headers.get('etag')).not.toBe(etag);
+  });
+
+  it('answers 404 for a room without slot data, unknown rooms and non-integer ids', async () => {
+    for (const id of [String(fx.rooms.withoutSlots), '999', '0', '-1', 'abc', '1.0', '01']) {
+      expect(await errorOf(await server.get(`/v1/rooms/${id}/slots`, { key: null })), id).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    }
+  });
+
+  it('is answered by the fast path exactly as the Koa route answers it', async () => {
+    const etag = (await server.get('/v1/rooms/1/slots', { key: null })).headers.get('etag')!;
+    const cases: Array<[string, string, Record<string, string>]> = [
+      ['/v1/rooms/1/slots', 'GET', {}],
+      ['/v1/rooms/2/slots', 'GET', {}],
+      ['/v1/rooms/1/slots', 'HEAD', {}],
+      ['/v1/rooms/1/slots?x=1&x=2', 'GET', {}],
+      ['/v1/rooms/1/slots', 'GET', { 'If-None-Match': etag }],
+      ['/v1/rooms/1/slots', 'GET', { 'If-None-Match': `W/${etag}` }],
+      ['/v1/rooms/1/slots', 'GET', { 'If-None-Match': '"other"' }],
+      ['/v1/rooms/1/slots', 'GET', { Range: 'bytes=0-10' }],
+      ['/v1/rooms/3/slots', 'GET', {}],
+      ['/v1/rooms/999/slots', 'GET', {}],
+    ];
+    for (const [path, method, headers] of cases) {
+      const [fast, koa] = await both(path, method, headers);
+      expect(comparable(fast), `${method} ${path} ${JSON.stringify(headers)}`).toEqual(comparable(koa));
+    }
+    const fastLines = logLines.filter((l) => l.fast === true && l.path === '/v1/rooms/1/slots');
+    expect(fastLines.length).toBeGreaterThan(0);
+    expect(fastLines[0]).toMatchObject({ requestId: expect.any(String), method: 'GET', status: 200 });
+  });
+});
+
+describe('files', () => {
+  it('serves each kind with its content type, the sha256 as strong ETag, immutable caching and CORS', async () => {
+    const expected: Record<string, string> = {
+      'room1.model': 'model/gltf-binary',
+      'room1.image': 'image/png',
+      'room2.image': 'image/jpeg',
+      'room1.thumbnail': 'image/webp',
+      'room1.slot_data': 'application/json',
+    };
+    for (const [role, type] of Object.entries(expected)) {
+      const res = await server.get(fileUrl(role), { key: null });
+      expect(res.status, role).toBe(200);
+      expect(res.headers.get('content-type'), role).toBe(type);
+      expect(res.headers.get('etag')).toBe(`"${fx.files[role]!.ref.sha256}"`);
+      expect(res.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
+      expect(res.headers.get('access-control-allow-origin')).toBe('*');
+      expect(res.headers.get('accept-ranges')).toBe('bytes');
+      expect(res.headers.get('content-length')).toBe(String(fx.files[role]!.bytes.length));
+      expect(Buffer.from(await res.arrayBuffer()).equals(fx.files[role]!.bytes)).toBe(true);
+    }
+    const large = await server.get(bigUrl(), { key: null });
+    expect(large.headers.get('content-length')).toBe(String(big.bytes.length));
+    expect(Buffer.from(await large.arrayBuffer()).equals(big.bytes)).toBe(true);
+  });
+
+  it('answers HEAD with the headers and no body, and 304 to If-None-Match', async () => {
+    for (const path of [fileUrl('room1.image'), bigUrl()]) {
+      const head = await nodeRequest(server.port, { path, method: 'HEAD' });
+      expect(head.status).toBe(200);
+      expect(Number(head.headers['content-length'])).toBeGreaterThan(0);
+      expect(head.body.length).toBe(0);
+      const etag = head.headers.etag!;
+      const revalidated = await server.get(path, { key: null, headers: { 'If-None-Match': etag } });
+      expect(revalidated.status).toBe(304);
+      expect(revalidated.headers.get('etag')).toBe(etag);
+    }
+  });
+
+  it('serves one byte range (206), ignores multiple or invalid ones, and answers 416 when unsatisfiable', async () => {
+    for (const [bytes, path] of [
+      [fx.files['room1.image']!.bytes, fileUrl('room1.image')],
+      [big.bytes, bigUrl()],
+    ] as const) {
+      const size = bytes.length;
+      const cases: Array<[string, number, number]> = [
+        ['bytes=0-9', 0, 9],
+        ['bytes=100-', 100, size - 1],
+        ['bytes=-16', size - 16, size - 1],
+        [`bytes=10-${size + 1000}`, 10, size - 1],
+        ['bytes=0-0', 0, 0],
+      ];
+      for (const [range, start, end] of cases) {
+        const res = await server.get(path, { key: null, headers: { Range: range } });
+        expect(res.status, range).toBe(206);
+        expect(res.headers.get('content-range')).toBe(`bytes ${start}-${end}/${size}`);
+        expect(res.headers.get('content-length')).toBe(String(end - start + 1));
+        expect(Buffer.from(await res.arrayBuffer()).equals(bytes.subarray(start, end + 1)), range).toBe(true);
+      }
+      for (const range of ['bytes=0-1,5-6', 'bytes=9-3', 'items=0-5', 'bytes=abc']) {
+        const res = await server.get(path, { key: null, headers: { Range: range } });
+        expect(res.status, range).toBe(200);
+        expect(Number(res.headers.get('content-length'))).toBe(size);
+        await res.arrayBuffer();
+      }
+      const stale = await server.get(path, { key: null, headers: { Range: 'bytes=0-9', 'If-Range': '"an-older-version"' } });
+      expect(stale.status).toBe(200);
+      await stale.arrayBuffer();
+      for (const range of [`bytes=${size}-`, 'bytes=-0', `bytes=${size * 10}-${size * 20}`]) {
+        const res = await server.get(path, { key: null, headers: { Range: range } });
+        expect(res.headers.get('content-range'), range).toBe(`bytes */${size}`);
+        expect(await errorOf(res)).toMatchObject({ status: 416, code: 'RANGE_NOT_SATISFIABLE' });
+      }
+    }
+  });
+
+  it('answers 404 for names that are well formed but absent or of an unknown type', async () => {
+    for (const name of [`${'0'.repeat(64)}.png`, `${fx.files['room1.image']!.ref.sha256}.exe`, `${fx.files['room1.image']!.ref.sha256}.jpg`]) {
+      expect(await errorOf(await server.get(`/files/${name}`, { key: null })), name).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    }
+  });
+
+  it('is answered by the fast path exactly as the Koa route answers it', async () => {
+    const image = fileUrl('room1.image');
+    const etag = `"${fx.files['room1.image']!.ref.sha256}"`;
+    const cases: Array<[string, string, Record<string, string>]> = [
+      [image, 'GET', {}],
+      [image, 'HEAD', {}],
+      [image, 'GET', { 'If-None-Match': etag }],
+      [image, 'GET', { Range: 'bytes=5-20' }],
+      [image, 'HEAD', { Range: 'bytes=5-20' }],
+      [image, 'GET', { Range: 'bytes=-5' }],
+      [image, 'GET', { Range: 'bytes=999999999-' }],
+      [image, 'HEAD', { Range: 'bytes=999999999-' }],
+      [image, 'GET', { Range: 'bytes=0-1,4-5' }],
+      [image, 'GET', { Range: 'bytes=0-3', 'If-Range': etag }],
+      [image, 'GET', { Range: 'bytes=0-3', 'If-Range': '"x"' }],
+      [bigUrl(), 'GET', {}],
+      [bigUrl(), 'GET', { Range: 'bytes=1000000-1000100' }],
+      [bigUrl(), 'HEAD', {}],
+      [fileUrl('room1.model'), 'GET', {}],
+      [`/files/${'0'.repeat(64)}.png`, 'GET', {}],
+      [`/files/${'0'.repeat(64)}.png`, 'HEAD', {}],
+      [`/files/${'1'.repeat(64)}.abc`, 'GET', {}],
+    ];
+    for (const [path, method, headers] of cases) {
+      const [fast, koa] = await both(path, method, headers);
+      expect(comparable(fast), `${method} ${path} ${JSON.stringify(headers)}`).toEqual(comparable(koa));
+    }
+    expect(logLines.some((l) => l.fast === true && l.path === image)).toBe(true);
+    expect(logLines.some((l) => l.fast === true && l.path === bigUrl())).toBe(true);
+  });
+});
+
+describe('nothing outside DATA_DIR/files is reachable', () => {
+  it('rejects traversal attempts, plain and encoded, with a 404/400 envelope and never another file', async () => {
+    const manifest = readFileSync(artifactPaths(server.dataDir).manifest);
+    const passwd = readFileSync('/etc/passwd');
+    const sha = fx.files['room1.slot_data']!.ref.sha256;
+    const attempts = [
+      '/files/../manifest.json',
+      '/files/..%2fmanifest.json',
+      '/files/..%2Fmanifest.json',
+      '/files/%2e%2e/manifest.json',
+      '/files/%2e%2e%2fmanifest.json',
+      '/files/%252e%252e%252fmanifest.json',
+      '/files/..%5cmanifest.json',
+      '/files/..\\manifest.json',
+      '/files/....//manifest.json',
+      '/files/..;/manifest.json',
+      `/files/${sha}.json/../../manifest.json`,
+      `/files/${sha}.json%2f..%2f..%2fmanifest.json`,
+      '/files/../../../../../../etc/passwd',
+      '/files/..%2f..%2f..%2f..%2f..%2f..%2fetc%2fpasswd',
+      '/files/%2fetc%2fpasswd',
+      '/files//etc/passwd',
+      '/files/%00',
+      `/files/${sha}.json%00.png`,
+      `/files/${sha}.json%00`,
+      `/files/${sha.toUpperCase()}.json`,
+      `/files/${sha}.JSON`,
+      `/files/${sha}`,
+      `/files/./${sha}.json`,
+      `/files/%2e/${sha}.json`,
+      '/files/',
+      '/files',
+      `/files/${'a'.repeat(4000)}.png`,
+      '/%66iles/../manifest.json',
+      '/v1/../manifest.json',
+      '/manifest.json',
+      '/data/manifest.json',
+      '/cache/variants',
+    ];
+    for (const path of attempts) {
+      for (const res of [await rawRequest(server.port, `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`), await nodeRequest(server.port, { path })]) {
+        expect([400, 404], path).toContain(res.status);
+        const body = JSON.parse(res.body.toString()) as { errors: Array<{ extensions: { code: string } }> };
+        expect(body.errors[0]!.extensions.code, path).toBe(res.status === 404 ? 'NOT_FOUND' : 'BAD_REQUEST');
+        expect(res.body.includes(manifest.subarray(0, 40)), path).toBe(false);
+        expect(res.body.includes(passwd.subarray(0, 20)), path).toBe(false);
+      }
+    }
+    // A trailing slash still names the same content-addressed file, inside the files directory.
+    const slash = await nodeRequest(server.port, { path: `/files/${sha}.json/` });
+    expect(slash.status).toBe(200);
+    expect(slash.body.equals(fx.files['room1.slot_data']!.bytes)).toBe(true);
+  });
+});

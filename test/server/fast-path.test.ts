@@ -1,0 +1,159 @@
+/**
+ * The keyed content reads (collections, artworks, rooms) are answered by the fast path; this proves
+ * they are answered exactly as the Koa routes answer them — the same app is also served without the
+ * fast path and both answers are compared, hostile queries included — that one key has one budget
+ * across both paths, and that the fast path really takes these requests.
+ */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { publishFixtureBake } from '../helpers/artifacts.ts';
+import { nodeRequest, type RawResponse } from '../helpers/raw-http.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+
+let server: TestServer;
+let koaOnly: Server;
+let koaOnlyPort: number;
+const logLines: Array<Record<string, unknown>> = [];
+
+beforeAll(async () => {
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split('\n').filter(Boolean)) logLines.push(JSON.parse(line) as Record<string, unknown>);
+      done();
+    },
+  });
+  server = await startTestServer({ log: pino({ level: 'info' }, sink) });
+  await publishFixtureBake(server.dataDir, { extraArtworks: 40 });
+  await server.services.content.reload();
+  koaOnly = createServer(server.app.callback());
+  await new Promise<void>((resolve) => koaOnly.listen(0, '127.0.0.1', resolve));
+  koaOnlyPort = (koaOnly.address() as AddressInfo).port;
+});
+afterAll(async () => {
+  await new Promise((resolve) => koaOnly.close(resolve));
+  await server.close();
+});
+
+let keyCounter = 0;
+const freshKey = () => server.services.keys.create(`fast-${++keyCounter}`).key;
+const comparable = (r: RawResponse) => {
+  const { date: _date, connection: _connection, 'keep-alive': _keepAlive, ...headers } = r.headers;
+  return { status: r.status, headers, body: r.body.toString('utf8') };
+};
+
+/** The same request on both stacks, each with its own fresh key (so both budgets start equal). */
+async function compare(
+  path: string,
+  options: { method?: string; headers?: Record<string, string>; key?: 'fresh' | 'none' | string; bearer?: boolean } = {},
+) {
+  const keyFor = () => (options.key === undefined || options.key === 'fresh' ? freshKey() : options.key === 'none' ? null : options.key);
+  const auth = (key: string | null): Record<string, string> => (!key ? {} : options.bearer ? { Authorization: `Bearer ${key}` } : { 'X-API-Key': key });
+  const send = (port: number, key: string | null) =>
+    nodeRequest(port, { path, method: options.method ?? 'GET', headers: { 'X-Request-Id': 'same', ...auth(key), ...options.headers } });
+  const fast = await send(server.port, keyFor());
+  const koa = await send(koaOnlyPort, keyFor());
+  expect(comparable(fast), `${options.method ?? 'GET'} ${path} ${JSON.stringify(options.headers ?? {})}`).toEqual(comparable(koa));
+  return fast;
+}
+
+describe('keyed reads on the fast path', () => {
+  it('answer exactly like the Koa routes: lists, items, misses, HEAD', async () => {
+    const paths = [
+      '/v1/artworks',
+      '/v1/artworks?page=2',
+      '/v1/artworks?limit=5&page=3',
+      '/v1/artworks?collection=genesis',
+      '/v1/artworks?collection=genesis,rooms&search=gen&limit=7',
+      '/v1/artworks?search=%C3%89MILE',
+      '/v1/artworks?search=a+b',
+      '/v1/artworks?search=Generated%20Work%201',
+      '/v1/artworks?page=abc&limit=-1',
+      '/v1/artworks?page=1&page=2&limit=3&limit=9',
+      '/v1/artworks?limit=1000',
+      '/v1/artworks?page=99999999',
+      '/v1/artworks/101',
+      '/v1/artworks/105',
+      '/v1/artworks/999',
+      '/v1/artworks/107',
+      '/v1/rooms',
+      '/v1/collections',
+      '/v1/collections/genesis',
+      '/v1/collections/genesis-portraits',
+      '/v1/collections/genesis-sketches',
+      '/v1/collections/nope',
+    ];
+    for (const path of paths) {
+      const res = await compare(path);
+      expect(res.headers['x-ratelimit-remaining'], path).toBe('119');
+      await compare(path, { method: 'HEAD' });
+    }
+  });
+
+  it('answer hostile queries and odd paths exactly like the Koa routes (or leave them to Koa)', async () => {
+    const hostile = ['%', '%zz', '%E0%A4%A', '%00', '__proto__', 'constructor', '😀', 'a'.repeat(3000), '1e3', '-0', '0x10', '+1', ' 5 ', '&&', '=', '9'.repeat(40), '[]'];
+    for (const value of hostile) {
+      const encoded = /^%|^&|^=/.test(value) ? value : encodeURIComponent(value);
+      for (const name of ['page', 'limit', 'search', 'collection', '__proto__', 'toString']) {
+        await compare(`/v1/artworks?${name}=${encoded}`);
+      }
+    }
+    for (const path of [
+      '/v1/artworks/',
+      '/v1/artworks//',
+      '/v1/artworks/%31%30%31',
+      '/v1/artworks/0101',
+      '/v1/artworks/1.0',
+      '/v1/artworks/9999999999999999',
+      '/v1/ARTWORKS',
+      '/v1/artworks?search=a#fragment',
+      '/v1/rooms/',
+      '/v1/roomsx',
+      '/v1/collections/genesis%2Dportraits',
+      '/v1/collections/%67enesis',
+      '/v1/collections/genesis/',
+      '/v1/collections/a.b~c',
+    ]) {
+      await compare(path);
+    }
+  });
+
+  it('answer missing, unknown, malformed and revoked keys like the Koa routes', async () => {
+    await compare('/v1/artworks', { key: 'none' });
+    await compare('/v1/artworks', { key: `museum_${'f'.repeat(48)}` });
+    await compare('/v1/rooms', { key: 'none', headers: { Authorization: 'Bearer nope' } });
+    const bearer = await compare('/v1/collections', { bearer: true });
+    expect(bearer.status).toBe(200);
+    const { key } = server.services.keys.create('fast-revoked');
+    server.services.keys.revoke('fast-revoked');
+    const revoked = await compare('/v1/artworks/101', { key });
+    expect(revoked.status).toBe(401);
+  });
+
+  it('share one budget per key with the Koa path and answer the 429 alike', async () => {
+    const key = freshKey();
+    const fast = (path: string) => nodeRequest(server.port, { path, headers: { 'X-API-Key': key } });
+    const koa = (path: string) => nodeRequest(koaOnlyPort, { path, headers: { 'X-API-Key': key } });
+    for (let i = 0; i < 60; i++) {
+      expect((await fast('/v1/artworks')).status).toBe(200);
+      expect((await koa('/v1/artworks')).status).toBe(200);
+    }
+    const [a, b] = [await fast('/v1/rooms'), await koa('/v1/rooms')];
+    expect(a.status).toBe(429);
+    expect(comparable({ ...a, headers: { ...a.headers, 'x-request-id': '' } })).toEqual(comparable({ ...b, headers: { ...b.headers, 'x-request-id': '' } }));
+    expect(a.headers['retry-after']).toBe('60');
+  });
+
+  it('really serves these requests without Koa', async () => {
+    const before = logLines.length;
+    await nodeRequest(server.port, { path: '/v1/artworks?page=2', headers: { 'X-API-Key': freshKey() } });
+    await nodeRequest(server.port, { path: '/v1/artworks/%31', headers: { 'X-API-Key': freshKey() } });
+    const lines = logLines.slice(before).filter((l) => l.msg === 'request');
+    expect(lines.map((l) => [l.path, l.fast ?? false])).toEqual([
+      ['/v1/artworks', true],
+      ['/v1/artworks/%31', false],
+    ]);
+  });
+});

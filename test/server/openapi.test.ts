@@ -1,0 +1,203 @@
+/**
+ * The OpenAPI 3.1 document: well formed (every $ref resolves, every schema compiles, path parameters
+ * declared, keyed routes documented with their security and 401/429), in step with the index, and
+ * every registered route's real responses — successes and errors — validate against it.
+ */
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type FixtureBake, publishFixtureBake } from '../helpers/artifacts.ts';
+import { nodeRequest, type RawResponse } from '../helpers/raw-http.ts';
+import { type OpenApiDoc, openApiProblems, validateAgainstOpenApi } from '../helpers/openapi.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+
+let server: TestServer;
+let fx: FixtureBake;
+let doc: OpenApiDoc;
+let keyCounter = 0;
+const freshKey = () => server.services.keys.create(`openapi-${++keyCounter}`).key;
+
+beforeAll(async () => {
+  server = await startTestServer();
+  fx = await publishFixtureBake(server.dataDir, { extraArtworks: 30 });
+  await server.services.content.reload();
+  doc = (await (await server.get('/v1/openapi.json', { key: null })).json()) as OpenApiDoc;
+});
+afterAll(() => server.close());
+
+const operations = () =>
+  Object.entries(doc.paths).flatMap(([template, ops]) => Object.entries(ops).map(([method, operation]) => ({ template, method: method.toUpperCase(), operation })));
+
+/** Send a request and validate whatever comes back against the document; returns the response. */
+async function exchange(method: string, path: string, init: { key?: string | null; headers?: Record<string, string>; body?: unknown } = {}): Promise<RawResponse> {
+  const headers: Record<string, string> = { ...init.headers };
+  if (init.key) headers['X-API-Key'] = init.key;
+  let body: string | undefined;
+  if (init.body !== undefined) {
+    body = JSON.stringify(init.body);
+    headers['Content-Type'] = 'application/json';
+  }
+  const res = await nodeRequest(server.port, { method, path, headers, body, timeoutMs: 20_000 });
+  const type = res.headers['content-type'] ?? '';
+  const parsed = type.startsWith('application/json') && res.body.length ? JSON.parse(res.body.toString()) : res.body;
+  validateAgainstOpenApi(doc, method, path, res.status, parsed);
+  return res;
+}
+
+describe('the document', () => {
+  it('is OpenAPI 3.1 with info, servers, security schemes and the content routes', () => {
+    expect(doc.openapi).toBe('3.1.0');
+    expect(doc).toMatchObject({
+      info: { title: expect.any(String), version: '1.0.0' },
+      servers: [{ url: 'http://museum.test' }],
+      components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' }, bearer: { type: 'http', scheme: 'bearer' } } },
+    });
+    for (const path of ['/v1', '/v1/openapi.json', '/v1/collections', '/v1/collections/{slug}', '/v1/artworks', '/v1/artworks/{id}', '/v1/rooms', '/v1/rooms/{id}/slots', '/files/{name}']) {
+      expect(doc.paths[path]?.get, path).toBeDefined();
+    }
+    expect(doc.components!.schemas).toHaveProperty('RoomSlotData');
+    expect(doc.components!.schemas).toHaveProperty('Artwork');
+    expect(doc.components!.schemas).toHaveProperty('ErrorEnvelope');
+  });
+
+  it('documents the collection filter (a parent slug matches its children\'s artworks)', () => {
+    const collection = doc.paths['/v1/artworks']!.get!.parameters!.find((p) => p.name === 'collection') as { description?: string };
+    expect(collection.description).toMatch(/comma-separated/);
+    expect(collection.description).toMatch(/child collections/);
+  });
+
+  it('is internally consistent: unique operation ids, declared path parameters, resolvable $refs, compilable schemas', () => {
+    const ids = operations().map((o) => o.operation.operationId);
+    expect(new Set(ids).size).toBe(ids.length);
+    for (const { template, method, operation } of operations()) {
+      const declared = (operation.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name).sort();
+      const inTemplate = [...template.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort();
+      expect(declared, `${method} ${template}`).toEqual(inTemplate);
+      expect(Object.keys(operation.responses).length, `${method} ${template}`).toBeGreaterThan(0);
+      if ((operation.security ?? []).length > 0) {
+        expect(operation.responses, `${method} ${template}`).toHaveProperty('401');
+        expect(operation.responses, `${method} ${template}`).toHaveProperty('429');
+      }
+    }
+    const refs = [...JSON.stringify(doc).matchAll(/"\$ref":"([^"]+)"/g)].map((m) => m[1]!);
+    expect(refs.length).toBeGreaterThan(0);
+    for (const ref of new Set(refs)) {
+      expect(ref, ref).toMatch(/^#\/components\/schemas\//);
+      expect(doc.components!.schemas, ref).toHaveProperty(ref.slice('#/components/schemas/'.length));
+    }
+    const ajv = new Ajv2020({ strict: false, validateFormats: false });
+    for (const [name, schema] of Object.entries(doc.components!.schemas!)) {
+      expect(() => ajv.compile({ ...(schema as object), components: doc.components }), name).not.toThrow();
+    }
+  });
+
+  it('lists exactly the routes the index lists', async () => {
+    const index = (await (await server.get('/v1', { key: null })).json()) as { data: { endpoints: string[] } };
+    expect(operations().map((o) => `${o.method} ${o.template}`).sort()).toEqual([...index.data.endpoints].sort());
+  });
+
+  it('catches a response that does not match (the validator is not vacuous)', () => {
+    expect(openApiProblems(doc, 'GET', '/v1/artworks/101', 200, { data: { id: 'one' } }).length).toBeGreaterThan(0);
+    expect(openApiProblems(doc, 'GET', '/v1/rooms', 418, {}).join()).toMatch(/not documented/);
+    expect(openApiProblems(doc, 'GET', '/v1/rooms/1/slots', 404, { error: 'nope' }).length).toBeGreaterThan(0);
+    expect(openApiProblems(doc, 'GET', '/v1/nothing/here', 200, {}).join()).toMatch(/no documented path/);
+  });
+});
+
+describe('real responses of the content routes validate', () => {
+  it('successes', async () => {
+    const image = fx.files['room1.image']!.ref;
+    for (const path of [
+      '/v1',
+      '/v1/openapi.json',
+      '/v1/collections',
+      '/v1/collections/genesis-portraits',
+      '/v1/artworks',
+      '/v1/artworks?collection=genesis,rooms&search=a&page=2&limit=3',
+      `/v1/artworks/${fx.artworks.squareCropWithMotion}`,
+      `/v1/artworks/${fx.artworks.ipfsDoublePrefix}`,
+      '/v1/rooms',
+      '/v1/rooms/1/slots',
+      '/v1/rooms/2/slots',
+      `/files/${image.sha256}.png`,
+      `/files/${image.sha256}.png?width=50&format=webp`,
+    ]) {
+      const res = await exchange('GET', path, { key: freshKey() });
+      expect(res.status, path).toBe(200);
+    }
+    expect((await exchange('GET', `/files/${image.sha256}.png`, { headers: { Range: 'bytes=0-99' } })).status).toBe(206);
+    const etag = (await exchange('GET', '/v1/rooms/1/slots')).headers.etag!;
+    expect((await exchange('GET', '/v1/rooms/1/slots', { headers: { 'If-None-Match': etag } })).status).toBe(304);
+    expect((await exchange('GET', `/files/${image.sha256}.png`, { headers: { 'If-None-Match': `"${image.sha256}"` } })).status).toBe(304);
+  });
+
+  it('errors', async () => {
+    const image = fx.files['room1.image']!.ref;
+    const cases: Array<[string, number, string | null, Record<string, string>?]> = [
+      ['/v1/collections', 401, null],
+      ['/v1/collections/nope', 404, freshKey()],
+      ['/v1/artworks', 401, 'museum_' + '0'.repeat(48)],
+      ['/v1/artworks/424242', 404, freshKey()],
+      ['/v1/rooms', 401, null],
+      ['/v1/rooms/3/slots', 404, null],
+      [`/files/${'0'.repeat(64)}.png`, 404, null],
+      [`/files/${image.sha256}.png?width=5`, 400, null],
+      [`/files/${image.sha256}.png`, 416, null, { Range: 'bytes=999999999-' }],
+    ];
+    for (const [path, status, key, headers] of cases) {
+      expect((await exchange('GET', path, { key, headers })).status, path).toBe(status);
+    }
+    const { key } = server.services.keys.create('openapi-exhausted');
+    await Promise.all(Array.from({ length: 120 }, () => server.get('/v1/rooms', { key })));
+    expect((await exchange('GET', '/v1/rooms', { key })).status).toBe(429);
+  });
+});
+
+describe('real responses of every registered route validate', () => {
+  const examples: Record<string, string> = { id: '1', slug: 'genesis', chainId: '1', contractAddress: `0x${'ab'.repeat(20)}`, tokenId: '1' };
+
+  /** A body that satisfies a simple JSON schema (for POST routes of any group). */
+  function sample(schema: unknown, depth = 0): unknown {
+    let s = schema as Record<string, unknown>;
+    const ref = s?.$ref as string | undefined;
+    if (ref) s = doc.components!.schemas![ref.split('/').pop()!] as Record<string, unknown>;
+    if (!s || depth > 6) return null;
+    if ('const' in s) return s.const;
+    if (Array.isArray(s.enum)) return s.enum[0];
+    for (const k of ['anyOf', 'oneOf'] as const) if (Array.isArray(s[k])) return sample((s[k] as unknown[])[0], depth + 1);
+    const type = Array.isArray(s.type) ? s.type[0] : s.type;
+    if (type === 'object') {
+      const props = (s.properties ?? {}) as Record<string, unknown>;
+      return Object.fromEntries(((s.required as string[]) ?? []).map((name) => [name, sample(props[name], depth + 1)]));
+    }
+    if (type === 'array') return Array.from({ length: Number(s.minItems ?? 0) }, () => sample(s.items, depth + 1));
+    if (type === 'integer' || type === 'number') return typeof s.minimum === 'number' ? s.minimum : 1;
+    if (type === 'boolean') return false;
+    if (type === 'string') return typeof s.pattern === 'string' ? 'x' : 'museum test';
+    return null;
+  }
+
+  it('for each operation: a keyed/valid request, an unknown id or missing key, and an empty body', async () => {
+    const image = fx.files['room1.image']!.ref;
+    const fill = (template: string, override: Record<string, string> = {}) =>
+      template.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(override[name] ?? (name === 'name' ? `${image.sha256}.png` : (examples[name] ?? '1'))));
+    const problems: string[] = [];
+    for (const { template, method, operation } of operations()) {
+      const keyed = (operation.security ?? []).length > 0;
+      const bodySchema = operation.requestBody?.content['application/json']?.schema;
+      const attempts: Array<{ path: string; key: string | null; body?: unknown }> = [
+        { path: fill(template), key: freshKey(), body: bodySchema ? sample(bodySchema) : undefined },
+      ];
+      if (keyed) attempts.push({ path: fill(template), key: null, body: bodySchema ? {} : undefined });
+      if (template.includes('{')) attempts.push({ path: fill(template, { id: '999999', slug: 'no-such-slug', tokenId: '999999' }), key: freshKey() });
+      if (bodySchema) attempts.push({ path: fill(template), key: freshKey(), body: {} });
+      for (const attempt of attempts) {
+        try {
+          await exchange(method, attempt.path, { key: attempt.key, body: attempt.body });
+        } catch (err) {
+          problems.push(`${method} ${attempt.path}: ${(err as Error).message}`);
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+  });
+});

@@ -1,0 +1,87 @@
+/**
+ * Rate limits as decided: 120 per 60 s sliding window per key, X-RateLimit-* on every keyed response
+ * (429 included), Retry-After: 60, only authenticated requests count, keys independent; and the
+ * in-memory store's window and bound, driven with explicit clocks.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemoryRateLimitStore } from '../../server/middleware/rate-limit.ts';
+import { errorOf, startTestServer, type TestServer } from '../helpers/server.ts';
+
+let server: TestServer;
+
+beforeAll(async () => {
+  server = await startTestServer();
+});
+afterAll(() => server.close());
+
+describe('per-key limit over HTTP', () => {
+  it('lets exactly 120 of 200 concurrent requests with one key through; the rest are 429 with headers', async () => {
+    const { key } = server.services.keys.create('burst');
+    const responses = await Promise.all(Array.from({ length: 200 }, () => server.get('/v1/rooms', { key })));
+    const ok = responses.filter((r) => r.status === 200);
+    const limited = responses.filter((r) => r.status === 429);
+    expect(ok).toHaveLength(120);
+    expect(limited).toHaveLength(80);
+    for (const res of responses) {
+      expect(res.headers.get('x-ratelimit-limit')).toBe('120');
+      expect(res.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/);
+    }
+    // Every remaining budget from 119 down to 0 was handed out exactly once.
+    expect(ok.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((a, b) => a - b)).toEqual(Array.from({ length: 120 }, (_, i) => i));
+    for (const res of limited) {
+      expect(res.headers.get('retry-after')).toBe('60');
+      expect(res.headers.get('x-ratelimit-remaining')).toBe('0');
+      expect(await errorOf(res)).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    }
+  });
+
+  it('counts every keyed route against the same budget, and keys independently', async () => {
+    const a = server.services.keys.create('independent-a').key;
+    const b = server.services.keys.create('independent-b').key;
+    const first = await server.get('/v1/collections', { key: a });
+    expect(first.headers.get('x-ratelimit-remaining')).toBe('119');
+    const second = await server.get('/v1/artworks', { key: a });
+    expect(second.headers.get('x-ratelimit-remaining')).toBe('118');
+    const other = await server.get('/v1/artworks', { key: b });
+    expect(other.headers.get('x-ratelimit-remaining')).toBe('119');
+    await Promise.all(Array.from({ length: 118 }, () => server.get('/v1/rooms', { key: a })));
+    expect((await server.get('/v1/rooms', { key: a })).status).toBe(429);
+    const stillFine = await server.get('/v1/rooms', { key: b });
+    expect(stillFine.status).toBe(200);
+    expect(stillFine.headers.get('x-ratelimit-remaining')).toBe('118');
+  });
+
+  it('does not count unauthenticated requests, and does not put key headers on public routes', async () => {
+    const { key } = server.services.keys.create('uncounted');
+    for (let i = 0; i < 5; i++) expect((await server.get('/v1/rooms', { key: `${key.slice(0, -1)}0` })).status).toBe(401);
+    expect((await server.get('/v1/rooms', { key })).headers.get('x-ratelimit-remaining')).toBe('119');
+    const open = await server.get('/v1', { key });
+    expect(open.status).toBe(200);
+    expect(open.headers.get('x-ratelimit-limit')).toBeNull();
+  });
+});
+
+describe('MemoryRateLimitStore', () => {
+  it('is an exact sliding window: a hit frees up exactly 60 s after it was made', () => {
+    const store = new MemoryRateLimitStore();
+    const t0 = 1_000_000;
+    for (let i = 0; i < 3; i++) expect(store.hit('k', 3, 60_000, t0 + i * 1000)).toEqual({ allowed: true, remaining: 2 - i });
+    expect(store.hit('k', 3, 60_000, t0 + 59_999)).toEqual({ allowed: false, remaining: 0 });
+    // The first hit (t0) leaves the window at t0 + 60 s; the second (t0 + 1 s) is still in it.
+    expect(store.hit('k', 3, 60_000, t0 + 60_000)).toEqual({ allowed: true, remaining: 0 });
+    expect(store.hit('k', 3, 60_000, t0 + 60_500)).toEqual({ allowed: false, remaining: 0 });
+    expect(store.hit('k', 3, 60_000, t0 + 61_000)).toEqual({ allowed: true, remaining: 0 });
+    // Refused hits are not recorded: after a quiet minute the whole budget is back.
+    expect(store.hit('k', 3, 60_000, t0 + 200_000)).toEqual({ allowed: true, remaining: 2 });
+  });
+
+  it('stays bounded: beyond maxSubjects the least recently used subject is dropped', () => {
+    const store = new MemoryRateLimitStore(3);
+    for (const s of ['a', 'b', 'c']) store.hit(s, 2, 60_000, 0);
+    store.hit('a', 2, 60_000, 1); // a is now the most recently used
+    store.hit('d', 2, 60_000, 2); // evicts b
+    expect(store.size).toBe(3);
+    expect(store.hit('a', 2, 60_000, 3)).toEqual({ allowed: false, remaining: 0 });
+    expect(store.hit('b', 2, 60_000, 3)).toEqual({ allowed: true, remaining: 1 });
+  });
+});
