@@ -6,7 +6,6 @@
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import type { BakeEvent, BakeSummary, RoomOutcome } from './pipeline.ts';
-import { syncCommand } from './sync.ts';
 
 const positiveInt = (name: string) => (value: string) => {
   const n = Number(value);
@@ -166,6 +165,32 @@ function roomCommand(): Command {
       out(`slots            ${s.count} (${s.authored} authored, ${s.generated} generated, ${s.flipped} flipped, ${s.ambiguous} ambiguous)`);
       out(`model            ${formatBytes(result.bytesIn)} → ${formatBytes(result.bytesOut)} in ${formatMs(result.ms)}`);
       for (const w of result.warnings) err(`warning: ${w}`);
+    });
+}
+
+function syncCommand(): Command {
+  return new Command('sync')
+    .description('Pull collections, artworks and rooms (with model and preview files) from the content store (CONTENT_UPSTREAM_URL, CONTENT_UPSTREAM_TOKEN) into the content directory')
+    .option('--content <dir>', 'content directory to write (default: $CONTENT_DIR or ./content)')
+    .option('--json', 'print the summary as one JSON document on stdout')
+    .action(async (opts: { content?: string; json?: boolean }) => {
+      const [{ loadConfig }, { syncContent, SyncError }] = await Promise.all([import('../server/config.ts'), import('./sync.ts')]);
+      const store = loadConfig(process.env).upstreams.content;
+      if (!store) throw new SyncError('CONTENT_UPSTREAM_URL is not set: nothing to sync from');
+      const summary = await syncContent({
+        upstreamUrl: store.url,
+        token: store.token,
+        contentDir: opts.content ?? process.env.CONTENT_DIR ?? 'content',
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      for (const w of summary.warnings) process.stderr.write(`warning: ${w}\n`);
+      if (opts.json) out(JSON.stringify(summary));
+      else {
+        out(
+          `synced ${summary.dir} from ${summary.upstream}: ${summary.collections} collections, ${summary.artworks} artworks, ${summary.rooms} rooms; ` +
+            `files ${summary.files.downloaded} downloaded, ${summary.files.reused} unchanged (${summary.ms} ms)`,
+        );
+      }
     });
 }
 

@@ -14,6 +14,7 @@ import { createReadStream, promises as fs } from 'node:fs';
 import { dirname, isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { sha256, writeFileAtomic } from '../artifacts/store.ts';
 import { externalUris, isGlb } from './gltf-io.ts';
+import { LruMap } from '../common/lru.ts';
 
 /** A source that could not be fetched; one line for operators. */
 export class FetchError extends Error {
@@ -70,25 +71,6 @@ interface RemoteEntry {
   uris?: string[];
 }
 
-/** A Map with a size bound that forgets the least recently used entries first. */
-class BoundedMap<V> {
-  readonly map = new Map<string, V>();
-  constructor(private readonly limit: number) {}
-  get(key: string): V | undefined {
-    const value = this.map.get(key);
-    if (value !== undefined) {
-      this.map.delete(key);
-      this.map.set(key, value);
-    }
-    return value;
-  }
-  set(key: string, value: V): void {
-    this.map.delete(key);
-    this.map.set(key, value);
-    while (this.map.size > this.limit) this.map.delete(this.map.keys().next().value!);
-  }
-}
-
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const firstLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 
@@ -117,16 +99,16 @@ export interface SourceResolverOptions {
  */
 export class SourceResolver {
   private readonly fetchOptions: FetchOptions;
-  private readonly statCache: BoundedMap<StatEntry>;
-  private readonly remoteIndex: BoundedMap<RemoteEntry>;
+  private readonly statCache: LruMap<string, StatEntry>;
+  private readonly remoteIndex: LruMap<string, RemoteEntry>;
   private readonly inflight = new Map<string, Promise<ResolvedFile & { uris?: string[] }>>();
   private loaded = false;
   private dirty = false;
 
   constructor(private readonly options: SourceResolverOptions) {
     this.fetchOptions = { ...DEFAULT_FETCH_OPTIONS, ...options.fetch };
-    this.statCache = new BoundedMap(options.maxStatEntries ?? 20_000);
-    this.remoteIndex = new BoundedMap(options.maxRemoteEntries ?? 5_000);
+    this.statCache = new LruMap(options.maxStatEntries ?? 20_000);
+    this.remoteIndex = new LruMap(options.maxRemoteEntries ?? 5_000);
   }
 
   private get statCachePath() {
@@ -142,7 +124,7 @@ export class SourceResolver {
   private async load(): Promise<void> {
     if (this.loaded) return;
     this.loaded = true;
-    const read = async <V>(path: string, into: BoundedMap<V>) => {
+    const read = async <V>(path: string, into: LruMap<string, V>) => {
       // A missing or damaged cache only costs re-hashing; it is never an error.
       const text = await fs.readFile(path, 'utf8').catch(() => null);
       if (!text) return;

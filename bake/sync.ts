@@ -21,7 +21,6 @@ import { createWriteStream, promises as fs } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { Command } from 'commander';
 import { z } from 'zod';
 import { writeFileAtomic } from '../artifacts/store.ts';
 import {
@@ -510,29 +509,3 @@ function concurrencyLimit(n: number): <T>(task: () => Promise<T>) => Promise<T> 
 
 // ---------------------------------------------------------------------------------------------
 // CLI
-
-export function syncCommand(): Command {
-  return new Command('sync')
-    .description('Pull collections, artworks and rooms (with model and preview files) from the content store (CONTENT_UPSTREAM_URL, CONTENT_UPSTREAM_TOKEN) into the content directory')
-    .option('--content <dir>', 'content directory to write (default: $CONTENT_DIR or ./content)')
-    .option('--json', 'print the summary as one JSON document on stdout')
-    .action(async (opts: { content?: string; json?: boolean }) => {
-      const { loadConfig } = await import('../server/config.ts');
-      const store = loadConfig(process.env).upstreams.content;
-      if (!store) throw new SyncError('CONTENT_UPSTREAM_URL is not set: nothing to sync from');
-      const summary = await syncContent({
-        upstreamUrl: store.url,
-        token: store.token,
-        contentDir: opts.content ?? process.env.CONTENT_DIR ?? 'content',
-        log: (line) => process.stderr.write(`${line}\n`),
-      });
-      for (const w of summary.warnings) process.stderr.write(`warning: ${w}\n`);
-      if (opts.json) process.stdout.write(JSON.stringify(summary) + '\n');
-      else {
-        process.stdout.write(
-          `synced ${summary.dir} from ${summary.upstream}: ${summary.collections} collections, ${summary.artworks} artworks, ${summary.rooms} rooms; ` +
-            `files ${summary.files.downloaded} downloaded, ${summary.files.reused} unchanged (${summary.ms} ms)\n`,
-        );
-      }
-    });
-}

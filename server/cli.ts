@@ -1,10 +1,8 @@
 /** `museum serve`, `museum keys …`, `museum souls verify`. */
 import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
-import { startServer } from './app.ts';
 import { loadConfig } from './config.ts';
-import { openStateDb } from './state/db.ts';
-import { type ApiKeyInfo, KeyStore } from './state/keys.ts';
+import type { ApiKeyInfo, KeyStore } from './state/keys.ts';
 
 export function serveCommand(): Command {
   return new Command('serve')
@@ -13,6 +11,7 @@ export function serveCommand(): Command {
     .option('--dev-key', 'issue a fresh development API key named "dev" and print it')
     .action(async (options: { port?: string; devKey?: boolean }) => {
       const config = loadConfig({ ...process.env, ...(options.port ? { PORT: options.port } : {}) });
+      const { startServer } = await import('./app.ts');
       const server = await startServer(config);
       const lines = [`museum: serving ${config.dataDir} at ${server.url} (public URL ${config.publicUrl})`];
       if (options.devKey) {
@@ -31,7 +30,8 @@ export function serveCommand(): Command {
     });
 }
 
-function withKeys<T>(fn: (keys: KeyStore) => T): T {
+async function withKeys<T>(fn: (keys: KeyStore) => T): Promise<T> {
+  const [{ openStateDb }, { KeyStore }] = await Promise.all([import('./state/db.ts'), import('./state/keys.ts')]);
   const db = openStateDb(loadConfig().stateDb);
   try {
     return fn(new KeyStore(db));
@@ -50,8 +50,8 @@ export function keysCommand(): Command {
     .description('Create a key; it is printed once and cannot be shown again')
     .requiredOption('--name <name>', 'a unique name for the key (who or what uses it)')
     .option('--json', 'print one JSON document')
-    .action((options: { name: string; json?: boolean }) => {
-      const { key, info } = withKeys((store) => store.create(options.name));
+    .action(async (options: { name: string; json?: boolean }) => {
+      const { key, info } = await withKeys((store) => store.create(options.name));
       if (options.json) process.stdout.write(JSON.stringify({ key, ...info }) + '\n');
       else process.stdout.write(`${key}\n`), process.stderr.write(`created key "${info.name}" (id ${info.id}); store it now, it is not shown again\n`);
     });
@@ -59,8 +59,8 @@ export function keysCommand(): Command {
     .command('list')
     .description('List keys: id, name, prefix, status, last use')
     .option('--json', 'print one JSON document')
-    .action((options: { json?: boolean }) => {
-      const list = withKeys((store) => store.list());
+    .action(async (options: { json?: boolean }) => {
+      const list = await withKeys((store) => store.list());
       if (options.json) {
         process.stdout.write(JSON.stringify(list) + '\n');
         return;
@@ -73,8 +73,8 @@ export function keysCommand(): Command {
     .description('Revoke a key by name or id; takes effect on the next request')
     .argument('<nameOrId>', 'key name or numeric id')
     .option('--json', 'print one JSON document')
-    .action((nameOrId: string, options: { json?: boolean }) => {
-      const info = withKeys((store) => store.revoke(nameOrId));
+    .action(async (nameOrId: string, options: { json?: boolean }) => {
+      const info = await withKeys((store) => store.revoke(nameOrId));
       if (options.json) process.stdout.write(JSON.stringify(info) + '\n');
       else process.stderr.write(`revoked key "${info.name}" (id ${info.id})\n`);
     });

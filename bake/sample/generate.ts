@@ -13,18 +13,8 @@ import { CONTENT_FILES } from '../content.ts';
 import { writeGlb } from '../gltf-io.ts';
 import type { Material } from '@gltf-transform/core';
 import { RoomBuilder, type Opening, type Rect, type TRS, type V3 } from './room-builder.ts';
+import { mulberry32 as prng } from '../../common/random.ts';
 
-/** Deterministic PRNG (mulberry32): the sample must not depend on Math.random. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // A room and its plan: every wall, box and slot is recorded so the preview can be drawn.

@@ -5,6 +5,7 @@
  * (fastpath.ts, keyed snapshot reads) serves them without Koa, with the same body functions.
  */
 import { z } from 'zod';
+import { LruMap } from '../../common/lru.ts';
 import { Artwork } from '../../artifacts/format.ts';
 import { idParam, limitParam, pageParam } from '../api.ts';
 import type { RouteModule } from '../app.ts';
@@ -17,25 +18,6 @@ const CACHED_PAGES = 512;
 const CACHED_MATCHES = 256;
 /** Longer query keys are answered without caching (they are rare and would bloat the cache). */
 const MAX_CACHE_KEY = 512;
-
-/** A bounded least-recently-used map. */
-class Lru<V> {
-  private readonly map = new Map<string, V>();
-  constructor(private readonly capacity: number) {}
-  get(key: string): V | undefined {
-    const value = this.map.get(key);
-    if (value !== undefined) {
-      this.map.delete(key);
-      this.map.set(key, value);
-    }
-    return value;
-  }
-  set(key: string, value: V): void {
-    this.map.delete(key);
-    this.map.set(key, value);
-    if (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value!);
-  }
-}
 
 /** The slugs a `collection` filter matches: each named slug plus its published descendants. */
 export function expandCollectionFilter(snapshot: ContentSnapshot, filter: string): Set<string> {
@@ -53,15 +35,15 @@ export function expandCollectionFilter(snapshot: ContentSnapshot, filter: string
 }
 
 interface ArtworkQueries {
-  pages: Lru<Buffer>;
-  matches: Lru<number[]>;
+  pages: LruMap<string, Buffer>;
+  matches: LruMap<string, number[]>;
   byId: Map<number, Buffer>;
 }
 
 const queriesOf = perSnapshot(
   (snapshot): ArtworkQueries => ({
-    pages: new Lru(CACHED_PAGES),
-    matches: new Lru(CACHED_MATCHES),
+    pages: new LruMap(CACHED_PAGES),
+    matches: new LruMap(CACHED_MATCHES),
     byId: new Map(snapshot.artworks.map((a) => [a.id, freeze({ data: a }).body])),
   }),
 );
@@ -138,7 +120,7 @@ const ITEM_PREFIX = '/v1/artworks/';
  * string (bounded), so a repeated page costs two map lookups and no parsing.
  */
 function artworkReads(): SnapshotRead {
-  const parsed = new Lru<z.output<typeof ListQuery>>(CACHED_PAGES);
+  const parsed = new LruMap<string, z.output<typeof ListQuery>>(CACHED_PAGES);
   return (pathname, search) => {
     if (pathname === '/v1/artworks') {
       let query = parsed.get(search);

@@ -5,11 +5,11 @@
 import { describe, expect, it } from 'vitest';
 import { levelledFrame, type V3 } from '../../bake/slots/orient.ts';
 import { boxesOverlap, frameBox, SpatialHash } from '../../bake/slots/spatial.ts';
-import { testRandom } from './rooms/random.ts';
+import { mulberry32 } from '../../common/random.ts';
 
 describe('slot engine: spatial helpers', () => {
   it('hash grid neighbours equal a brute-force scan, for small and very wide queries', () => {
-    const random = testRandom(42);
+    const random = mulberry32(42);
     const points: V3[] = Array.from({ length: 400 }, () => [random() * 40 - 20, random() * 6, random() * 30 - 15]);
     const grid = new SpatialHash(1.5);
     points.forEach((p, i) => grid.insert(i, p));

@@ -8,7 +8,8 @@ import { RoomSlot } from '../../artifacts/format.ts';
 import { RoomBuilder } from '../../bake/sample/room-builder.ts';
 import { computeSlots, embedGeneratedSlots, SLOT_ALGORITHM } from '../../bake/slots/index.ts';
 import { angleBetween, orientationProblems, rotate } from './rooms/geometry.ts';
-import { randomRoom, testRandom } from './rooms/random.ts';
+import { mulberry32 } from '../../common/random.ts';
+import { randomRoom } from './rooms/random.ts';
 import { corridor, gallery, numberingFaults, partition, pillar, rotatedScaledGallery, sandwiched, sculpture, type TruthRoom } from './rooms/truth.ts';
 
 const SHA = 'e'.repeat(64);
@@ -105,7 +106,7 @@ describe('slot engine: authored slots anywhere on the walls of random rooms', ()
     const anchors = computeSlots(randomRoom(seed).document, { roomId: 1, onchainSlots: 20, modelSha256: SHA }).slots;
     const model = randomRoom(seed);
     const partitioned = model.document.getRoot().listNodes().some((n) => n.getName() === 'Partition');
-    const random = testRandom(seed * 31);
+    const random = mulberry32(seed * 31);
     const slots = new RoomBuilder('Slots');
     const truths = anchors.map((anchor, i) => {
       const f = anchor.facing;

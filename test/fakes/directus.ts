@@ -12,7 +12,8 @@
  */
 import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import { type FakeServer, prng, sendJson, startFakeServer } from './faults.ts';
+import { mulberry32 as prng } from '../../common/random.ts';
+import { type FakeServer, sendJson, startFakeServer } from './faults.ts';
 
 export type DirectusRecord = { id: number } & Record<string, unknown>;
 

@@ -13,6 +13,7 @@
 import http from 'node:http';
 import { nodeRequest, type RawResponse, rawRequest } from './raw-http.ts';
 import type { OpenApiDoc, OpenApiOperation } from './openapi.ts';
+import { mulberry32 as rng } from '../../common/random.ts';
 
 export interface BadInputOptions {
   /** Requests to send in total, spread evenly over the documented operations (default 1200). */
@@ -110,17 +111,6 @@ const BAD_JSON: string[] = ['{', '{"a":', 'nul', '{"a":1,}', "{'a':1}", '[1,2', 
 
 const METHODS_WRONG = ['PUT', 'DELETE', 'PATCH', 'OPTIONS', 'PROPFIND', 'TRACE', 'PURGE', 'LINK', 'SEARCH', 'MKCOL'];
 
-/** mulberry32: small, seedable, good enough for choosing test inputs. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface Target {
   method: string;

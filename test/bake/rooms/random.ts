@@ -6,18 +6,8 @@
 import type { Document, Material } from '@gltf-transform/core';
 import { RoomBuilder, type Opening, type TRS, type V3 } from '../../../bake/sample/room-builder.ts';
 import { axisAngle, prism } from './truth.ts';
+import { mulberry32 } from '../../../common/random.ts';
 
-/** mulberry32: the tests' own small PRNG. */
-export function testRandom(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export interface RandomModel {
   name: string;
@@ -48,7 +38,7 @@ function panelWall(b: RoomBuilder, name: string, from: [number, number], to: [nu
 }
 
 export function randomRoom(seed: number): RandomModel {
-  const r = testRandom(seed);
+  const r = mulberry32(seed);
   const between = (lo: number, hi: number) => lo + r() * (hi - lo);
   const w = between(5, 14);
   const d = between(5, 14);
@@ -97,7 +87,7 @@ export function randomRoom(seed: number): RandomModel {
 }
 
 export function randomSculpture(seed: number): RandomModel {
-  const r = testRandom(seed * 7919);
+  const r = mulberry32(seed * 7919);
   const between = (lo: number, hi: number) => lo + r() * (hi - lo);
   const b = new RoomBuilder(`Sculpture${seed}`, r() < 0.5 ? { rotation: axisAngle([0, 1, 0], between(0, 360)) } : {});
   const stone = b.material('Stone');
