@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # System packages the project needs beyond Node and npm (installed from Debian's archive):
-#   espeak-ng + lame — the guide's local speech engine (TTS_ENGINE=espeak) and its tests.
+#   espeak-ng + lame — the guide's local speech engine (TTS_ENGINE=espeak) and its tests;
+#   chromium — the QA report's browser test (driven by playwright-core; never `playwright install`).
 set -euo pipefail
 missing=()
 command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
 command -v lame >/dev/null 2>&1 || missing+=(lame)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"

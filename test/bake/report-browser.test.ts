@@ -1,0 +1,78 @@
+/**
+ * The QA report in a real browser: bake the sample content, open data/report.html in headless
+ * Chromium (Debian's, installed by scripts/system-deps.sh) and check what an operator sees — every
+ * picture decodes, every room is there with its counts, no script runs and nothing is fetched from
+ * the network (the page is self-contained).
+ */
+import { existsSync, mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { chromium, type Browser } from 'playwright-core';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { artifactPaths } from '../../artifacts/format.ts';
+import { bakeRooms, type BakeSummary } from '../../bake/pipeline.ts';
+import { writeSampleContent } from '../../bake/sample/generate.ts';
+
+const CHROMIUM = '/usr/bin/chromium';
+// The flags a root sandbox without network needs (see the machine notes): no sandbox, no GPU, no
+// background connections.
+const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+
+describe.skipIf(!existsSync(CHROMIUM))('the QA report in Chromium', () => {
+  let browser: Browser;
+  let dataDir: string;
+  let summary: BakeSummary;
+
+  beforeAll(async () => {
+    const root = mkdtempSync(join(tmpdir(), 'museum-report-browser-'));
+    await writeSampleContent(join(root, 'content'));
+    dataDir = join(root, 'data');
+    summary = await bakeRooms({ contentDir: join(root, 'content'), dataDir, concurrency: 2 });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+  }, 180_000);
+
+  afterAll(async () => {
+    await browser?.close();
+  });
+
+  it('shows every room with its pictures, counts and legend, with no script and no network', async () => {
+    const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    const page = await context.newPage();
+    const problems: string[] = [];
+    const requests: string[] = [];
+    page.on('console', (m) => m.type() === 'error' && problems.push(m.text()));
+    page.on('pageerror', (e) => problems.push(e.message));
+    page.on('request', (r) => requests.push(r.url()));
+    await page.goto(pathToFileURL(artifactPaths(dataDir).report).href, { waitUntil: 'load' });
+
+    const facts = await page.evaluate(() => ({
+      scripts: document.querySelectorAll('script').length,
+      images: [...document.images].map((img) => ({ cls: img.className, ok: img.complete && img.naturalWidth > 0, w: img.naturalWidth })),
+      text: document.body.innerText,
+    }));
+    expect(problems).toEqual([]);
+    expect(facts.scripts).toBe(0);
+    // Only the page itself and its inline data: images.
+    expect(requests.filter((u) => !u.startsWith('data:') && !u.startsWith('file:'))).toEqual([]);
+
+    expect(summary.failed).toBe(0);
+    const rooms = summary.rooms;
+    expect(facts.images.filter((i) => i.cls.includes('plan'))).toHaveLength(rooms.length);
+    expect(facts.images.filter((i) => i.cls.includes('thumb'))).toHaveLength(rooms.length);
+    for (const image of facts.images) expect(image.ok).toBe(true);
+    for (const room of rooms) expect(facts.text).toContain(room.title);
+    expect(facts.text).toMatch(/authored/);
+    expect(facts.text).toMatch(/generated/);
+    expect(facts.text).toMatch(/flipped/);
+    expect(facts.text).toMatch(/ambiguous/);
+
+    // A full-page screenshot renders (what an operator would look at).
+    const shot = await page.screenshot({ fullPage: true });
+    const meta = await sharp(shot).metadata();
+    expect(meta.width).toBe(1400);
+    expect(meta.height!).toBeGreaterThan(900 * rooms.length * 0.5);
+    await context.close();
+  });
+});
