@@ -1,25 +1,73 @@
 /**
  * GET /v1/characters and /v1/characters/{id}: the character knowledge base, live from its upstream
  * through the shared CharactersClient (cached ~5 min; bodies serialized once per cache entry).
+ * A request whose answer is already cached is served by the fast path (fastpath.ts, keyed reads)
+ * with the same body; a miss goes through Koa, which asks the upstream.
  */
 import { z } from 'zod';
 import type { RouteModule } from '../app.ts';
 import { idParam, limitParam, pageParam } from '../api.ts';
 import { notFound, unconfigured } from '../errors.ts';
+import { firstQueryValues, keyedReadsFastPath, type SnapshotRead } from '../fastpath.ts';
 import {
   type CharacterInclude,
   CharacterDetail,
   CharacterListMeta,
   CharacterSummary,
   CHARACTERS_SERVICE,
+  type CharactersClient,
   charactersClientOf,
 } from '../upstream/characters.ts';
 
 const INCLUDES: ReadonlySet<string> = new Set<CharacterInclude>(['profiles', 'codex']);
 
+const ListQuery = z.object({
+  page: pageParam(),
+  limit: limitParam(25),
+  search: z.string().optional().describe('full-text search'),
+  fields: z
+    .string()
+    .optional()
+    .describe('comma-separated field names; unknown and heavy fields (agent_profiles, bot_profile, codex_document) are ignored; id is always included'),
+});
+const DetailQuery = z.object({
+  include: z.string().optional().describe('comma-separated extras: profiles (agent_profiles, bot_profile), codex (codex_document)'),
+});
+const CharacterId = idParam(10_000);
+const ITEM_PREFIX = '/v1/characters/';
+
+const listQueryOf = (query: z.output<typeof ListQuery>) => ({
+  page: query.page,
+  limit: query.limit,
+  search: query.search,
+  fields: query.fields?.split(','),
+});
+const includesOf = (query: z.output<typeof DetailQuery>): CharacterInclude[] =>
+  (query.include ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s): s is CharacterInclude => INCLUDES.has(s));
+
+/** Fast-path reads: the cached answer, or undefined (not cached, not found, invalid) for Koa. */
+function cachedReads(client: CharactersClient): SnapshotRead {
+  return (pathname, search) => {
+    let body: Buffer | undefined;
+    if (pathname === '/v1/characters') {
+      const query = ListQuery.safeParse(firstQueryValues(search));
+      body = query.success ? client.cachedListBody(listQueryOf(query.data))?.body : undefined;
+    } else if (pathname.startsWith(ITEM_PREFIX)) {
+      const id = CharacterId.safeParse(pathname.slice(ITEM_PREFIX.length));
+      const query = DetailQuery.safeParse(firstQueryValues(search));
+      body = id.success && query.success ? client.cachedGetBody(id.data, includesOf(query.data))?.body : undefined;
+    }
+    return body && (() => body);
+  };
+}
+
 export const characterRoutes: RouteModule = (api, services) => {
+  const configured = charactersClientOf(services);
+  if (configured) services.addFastPath(keyedReadsFastPath(services, '/v1/characters', cachedReads(configured)));
   const client = () => {
-    const configured = charactersClientOf(services);
     if (!configured) throw unconfigured(CHARACTERS_SERVICE);
     return configured;
   };
@@ -30,24 +78,11 @@ export const characterRoutes: RouteModule = (api, services) => {
     summary: 'List characters (lightweight fields; `fields` selects, heavy profiles never listed)',
     tag: 'characters',
     access: 'key',
-    query: z.object({
-      page: pageParam(),
-      limit: limitParam(25),
-      search: z.string().optional().describe('full-text search'),
-      fields: z
-        .string()
-        .optional()
-        .describe('comma-separated field names; unknown and heavy fields (agent_profiles, bot_profile, codex_document) are ignored; id is always included'),
-    }),
+    query: ListQuery,
     response: { json: z.object({ data: z.array(CharacterSummary), meta: CharacterListMeta }) },
     errors: [502, 503],
     async handler(ctx, { query }) {
-      const body = await client().listBody({
-        page: query.page,
-        limit: query.limit,
-        search: query.search,
-        fields: query.fields?.split(','),
-      });
+      const body = await client().listBody(listQueryOf(query));
       ctx.type = 'application/json';
       ctx.body = body.body;
     },
@@ -59,18 +94,12 @@ export const characterRoutes: RouteModule = (api, services) => {
     summary: 'One character with the detail fields; include=profiles,codex adds the large extras',
     tag: 'characters',
     access: 'key',
-    params: z.object({ id: idParam(10_000) }),
-    query: z.object({
-      include: z.string().optional().describe('comma-separated extras: profiles (agent_profiles, bot_profile), codex (codex_document)'),
-    }),
+    params: z.object({ id: CharacterId }),
+    query: DetailQuery,
     response: { json: z.object({ data: CharacterDetail }) },
     errors: [404, 502, 503],
     async handler(ctx, { params, query }) {
-      const include = (query.include ?? '')
-        .split(',')
-        .map((s) => s.trim())
-        .filter((s): s is CharacterInclude => INCLUDES.has(s));
-      const body = await client().getBody(params.id, include);
+      const body = await client().getBody(params.id, includesOf(query));
       if (!body) throw notFound(`Character ${params.id} not found`);
       ctx.type = 'application/json';
       ctx.body = body.body;

@@ -192,6 +192,15 @@ export class TtlCache<T> {
     return pending;
   }
 
+  /** The fresh cached entry for `key`, without loading (the fast path's question: is it ready?). */
+  peek(key: string): Entry<T> | undefined {
+    const hit = this.entries.get(key);
+    if (!hit || hit.expires <= this.now()) return undefined;
+    this.entries.delete(key); // refresh LRU position
+    this.entries.set(key, hit);
+    return hit;
+  }
+
   private store(key: string, entry: Entry<T>): void {
     if (entry.bytes > this.options.maxBytes) return; // too big to keep; answered uncached
     this.remove(key);
@@ -281,15 +290,26 @@ export class CharactersClient {
     return (entry.frozen ??= freeze({ data: entry.value }));
   }
 
+  /** The list body when it is cached and fresh (no upstream call); undefined otherwise. */
+  cachedListBody(query: CharacterListQuery): FrozenBody | undefined {
+    const entry = this.cache.peek(listKey(query).key);
+    return entry ? (entry.frozen ??= freeze(entry.value)) : undefined;
+  }
+
+  /** One character's body when it is cached, fresh and found (no upstream call); undefined otherwise. */
+  cachedGetBody(id: number, include: Iterable<CharacterInclude> = []): FrozenBody | undefined {
+    const entry = this.cache.peek(getKey(id, include).key);
+    if (!entry || entry.value === null) return undefined;
+    return (entry.frozen ??= freeze({ data: entry.value }));
+  }
+
   clearCache(): void {
     this.cache.clear();
   }
 
   private listEntry(query: CharacterListQuery, context: CallContext) {
-    const fields = selectListFields(query.fields);
-    const search = query.search?.trim().slice(0, 200) || undefined;
+    const { key, fields, search } = listKey(query);
     const { page, limit } = query;
-    const key = `list|${page}|${limit}|${fields.join(',')}|${search ?? ''}`;
     return untilAborted(
       this.cache.get(key, async () => {
         const result = await this.http.json('/items/codex', {
@@ -317,11 +337,7 @@ export class CharactersClient {
   }
 
   private getEntry(id: number, include: Iterable<CharacterInclude>, context: CallContext) {
-    const extras = new Set(include);
-    const fields: string[] = [...SUMMARY_FIELDS, ...DETAIL_FIELDS];
-    if (extras.has('profiles')) fields.push(...HEAVY_FIELDS);
-    if (extras.has('codex')) fields.push(CODEX_FIELD);
-    const key = `one|${id}|${extras.has('profiles') ? 'p' : ''}${extras.has('codex') ? 'c' : ''}`;
+    const { key, fields } = getKey(id, include);
     return untilAborted(
       this.cache.get(key, async () => {
         const path = `/items/codex/${id}`;
@@ -362,6 +378,22 @@ export class CharactersClient {
 }
 
 const upstreamName = (field: string): string => UPSTREAM_NAME[field] ?? field;
+
+/** Cache key of a list query, with the normalized field selection and search it stands for. */
+function listKey(query: CharacterListQuery): { key: string; fields: string[]; search: string | undefined } {
+  const fields = selectListFields(query.fields);
+  const search = query.search?.trim().slice(0, 200) || undefined;
+  return { key: `list|${query.page}|${query.limit}|${fields.join(',')}|${search ?? ''}`, fields, search };
+}
+
+/** Cache key of one character with its extras, and the fields that fetch them. */
+function getKey(id: number, include: Iterable<CharacterInclude>): { key: string; fields: string[] } {
+  const extras = new Set(include);
+  const fields: string[] = [...SUMMARY_FIELDS, ...DETAIL_FIELDS];
+  if (extras.has('profiles')) fields.push(...HEAVY_FIELDS);
+  if (extras.has('codex')) fields.push(CODEX_FIELD);
+  return { key: `one|${id}|${extras.has('profiles') ? 'p' : ''}${extras.has('codex') ? 'c' : ''}`, fields };
+}
 
 function ipfsUri(raw: unknown): string | null {
   if (typeof raw !== 'string' || raw.trim() === '') return null;

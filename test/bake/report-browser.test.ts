@@ -47,11 +47,12 @@ describe.skipIf(!existsSync(CHROMIUM))('the QA report in Chromium', () => {
     page.on('request', (r) => requests.push(r.url()));
     await page.goto(pathToFileURL(artifactPaths(dataDir).report).href, { waitUntil: 'load' });
 
-    const facts = await page.evaluate(() => ({
+    // Evaluated in the page (a string: this project compiles without the DOM library).
+    const facts = (await page.evaluate(`({
       scripts: document.querySelectorAll('script').length,
       images: [...document.images].map((img) => ({ cls: img.className, ok: img.complete && img.naturalWidth > 0, w: img.naturalWidth })),
       text: document.body.innerText,
-    }));
+    })`)) as { scripts: number; images: Array<{ cls: string; ok: boolean; w: number }>; text: string };
     expect(problems).toEqual([]);
     expect(facts.scripts).toBe(0);
     // Only the page itself and its inline data: images.
