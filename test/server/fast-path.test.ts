@@ -9,6 +9,7 @@ import type { AddressInfo } from 'node:net';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeDirectus } from '../fakes/directus.ts';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
 import { nodeRequest, type RawResponse } from '../helpers/raw-http.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
@@ -155,5 +156,60 @@ describe('keyed reads on the fast path', () => {
       ['/v1/artworks', true],
       ['/v1/artworks/%31', false],
     ]);
+  });
+});
+
+describe('cached character reads on the fast path', () => {
+  let withUpstream: TestServer;
+  let koaOnlyUpstream: Server;
+  let koaPort: number;
+  let directus: Awaited<ReturnType<typeof startFakeDirectus>>;
+  const lines: Array<Record<string, unknown>> = [];
+
+  beforeAll(async () => {
+    directus = await startFakeDirectus();
+    const sink = new Writable({
+      write(chunk: Buffer, _enc, done) {
+        for (const line of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
+        done();
+      },
+    });
+    withUpstream = await startTestServer({ env: { CHARACTERS_UPSTREAM_URL: directus.url }, log: pino({ level: 'info' }, sink) });
+    koaOnlyUpstream = createServer(withUpstream.app.callback());
+    await new Promise<void>((resolve) => koaOnlyUpstream.listen(0, '127.0.0.1', resolve));
+    koaPort = (koaOnlyUpstream.address() as AddressInfo).port;
+  });
+  afterAll(async () => {
+    await new Promise((resolve) => koaOnlyUpstream.close(resolve));
+    await withUpstream.close();
+    await directus.close();
+  });
+
+  it('a miss goes through Koa to the upstream; the cached answer is then served without Koa, identically', async () => {
+    const key = () => withUpstream.services.keys.create(`chars-${++keyCounter}`).key;
+    const paths = ['/v1/characters/7', '/v1/characters/7?include=codex', '/v1/characters?limit=5&page=2', '/v1/characters?fields=name,owner&search=a'];
+    for (const path of paths) {
+      const before = lines.length;
+      const upstreamBefore = directus.requestsTo(/^\/items\/codex/).length;
+      const first = await nodeRequest(withUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': key() } });
+      const cached = await nodeRequest(withUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': key() } });
+      const viaKoa = await nodeRequest(koaPort, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': key() } });
+      expect(first.status, path).toBe(200);
+      expect(comparable(cached), path).toEqual(comparable(first));
+      expect(comparable(viaKoa), path).toEqual(comparable(cached));
+      // One upstream call for the three answers; only the second request skipped Koa (the third
+      // went to the Koa-only listener of the same app, which logs too).
+      expect(directus.requestsTo(/^\/items\/codex/).length - upstreamBefore, path).toBe(1);
+      const served = lines.slice(before).filter((l) => l.msg === 'request').map((l) => l.fast ?? false);
+      expect(served, path).toEqual([false, true, false]);
+    }
+  });
+
+  it('unknown characters and failures are never answered from the fast path', async () => {
+    const before = lines.length;
+    const res = await nodeRequest(withUpstream.port, { path: '/v1/characters/9999', headers: { 'X-API-Key': withUpstream.key } });
+    const again = await nodeRequest(withUpstream.port, { path: '/v1/characters/9999', headers: { 'X-API-Key': withUpstream.key } });
+    expect([res.status, again.status]).toEqual([404, 404]);
+    expect(lines.slice(before).filter((l) => l.msg === 'request').map((l) => l.fast ?? false)).toEqual([false, false]);
   });
 });
