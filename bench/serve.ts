@@ -43,7 +43,6 @@ interface Ready {
   slotsEtag: string;
 }
 
-/** The child: the museum server (LOG_LEVEL=warn) and a raw node:http server with the same bytes. */
 /**
  * On a machine with at least two cores, run the servers on one core and the load generator on
  * another (taskset, when available): they no longer steal time slices from each other, which is
@@ -56,6 +55,7 @@ function pinCpus(serverPid: number): void {
   if (pin(0, serverPid) && pin(1, process.pid)) process.stderr.write('bench-serve: servers pinned to CPU 0, load generator to CPU 1\n');
 }
 
+/** The child: the museum server (LOG_LEVEL=warn) and a raw node:http server with the same bytes. */
 async function serve(dir: string): Promise<void> {
   const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db'), LOG_LEVEL: 'warn' });
   const museum = await startServer(config);
