@@ -17,7 +17,7 @@ import { type FetchOptions, SourceResolver } from './fetch.ts';
 import type { QaRoom } from './report.ts';
 import type { RoomBakeResult, RoomJob } from './room.ts';
 import { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
-import { type RoomKind, type RoomPlan, SLOT_ALGORITHM } from './slots/index.ts';
+import { type RoomKind, SLOT_ALGORITHM } from './slots/index.ts';
 import { WorkerPool } from './workers.ts';
 
 export type RoomStatus = 'baked' | 'skipped' | 'failed';
@@ -202,19 +202,19 @@ export async function bakeRooms(options: BakeRunOptions): Promise<BakeSummary> {
   if (toBake.length) {
     const lanes = Math.min(concurrency, toBake.length);
     const imageThreads = Math.max(1, Math.floor(availableParallelism() / lanes));
-    // The main thread is one lane itself (it would only wait otherwise): a worker's start-up costs
-    // as much as a small room, so with N lanes only N - 1 workers are started, and none for one.
+    // One lane bakes on the main thread. Several lanes are all workers: the main thread only hands
+    // out jobs, so a worker that finishes never waits for a main thread busy in a synchronous step.
     const pool =
       lanes > 1
         ? new WorkerPool<RoomJob, RoomBakeResult>({
             entry: new URL('./room.ts', import.meta.url),
             start: 'startRoomWorker',
-            size: lanes - 1,
+            size: lanes,
             workerData: { imageThreads },
           })
         : null;
-    const local = await import('./room.ts');
-    local.useImageThreads(imageThreads);
+    const local = pool ? null : await import('./room.ts');
+    local?.useImageThreads(imageThreads);
     try {
       // Biggest rooms first, so a long room does not start last and leave the other lanes idle.
       const queue = [...toBake].sort((a, b) => (b.weight ?? 0) - (a.weight ?? 0));
@@ -230,7 +230,7 @@ export async function bakeRooms(options: BakeRunOptions): Promise<BakeSummary> {
       const lane = async (bake: (job: RoomJob) => Promise<RoomBakeResult>) => {
         for (let plan = queue.shift(); plan; plan = queue.shift()) await bakeOne(plan, bake);
       };
-      await Promise.all([lane(local.bakeRoom), ...Array.from({ length: lanes - 1 }, () => lane((job) => pool!.run(job)))]);
+      await Promise.all(pool ? Array.from({ length: lanes }, () => lane((job) => pool.run(job))) : [lane(local!.bakeRoom)]);
     } finally {
       await pool?.close();
     }
@@ -307,15 +307,16 @@ export async function bakeRooms(options: BakeRunOptions): Promise<BakeSummary> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// QA report: every room of the manifest. What the report shows beyond the slot JSON (kind, plan
-// view, optimizer notes) is kept per room in DATA_DIR/cache/qa, so unchanged rooms keep their
-// pictures without being re-baked.
+// QA report: every room of the manifest. What the report shows beyond the slot JSON (kind, the
+// plan picture rendered by the lane that baked the room, optimizer notes) is kept per room in
+// DATA_DIR/cache/qa, so unchanged rooms keep their pictures without being re-baked, and assembling
+// the report costs no rendering.
 
 interface QaFacts {
   key: string;
   kind: RoomKind;
   kindEvidence?: string;
-  plan?: RoomPlan;
+  planPicture: FileRef | null;
   optimizerWarnings: string[];
 }
 
@@ -348,7 +349,8 @@ async function reportRooms(dataDir: string, plans: Planned[], results: Map<numbe
       const { slotData, engine } = result;
       return {
         ...base,
-        result: { slots: slotData.slots, warnings: slotData.warnings ?? [], shortfall: slotData.shortfall ?? null, ...engine },
+        result: { slots: slotData.slots, warnings: slotData.warnings ?? [], shortfall: slotData.shortfall ?? null, kind: engine.kind, kindEvidence: engine.kindEvidence },
+        planPicture: await readFileRef(dataDir, engine.planPicture),
         thumbnail: await readFileRef(dataDir, result.thumbnail),
         warnings: result.optimizerWarnings,
       };
@@ -370,8 +372,8 @@ async function reportRooms(dataDir: string, plans: Planned[], results: Map<numbe
         shortfall: slotData.shortfall ?? null,
         kind: facts?.kind ?? room.kind ?? 'room',
         kindEvidence: facts?.kindEvidence ?? 'recorded by an earlier bake',
-        plan: facts?.plan,
       },
+      planPicture: await readFileRef(dataDir, facts?.planPicture ?? null),
       thumbnail: await readFileRef(dataDir, entry!.thumbnail),
       warnings: [...(facts?.optimizerWarnings ?? []), `unchanged since ${entry!.bake?.baked_at ?? 'an earlier bake'}`],
     };

@@ -17,6 +17,8 @@ export interface QaRoom {
   result?: SlotEngineResult;
   /** Plan view; defaults to result.plan. */
   plan?: RoomPlan;
+  /** The plan picture already rendered (renderPlanPng), e.g. by the bake lane that baked the room. */
+  planPicture?: Uint8Array;
   /** Thumbnail bytes (WebP, PNG or JPEG). */
   thumbnail?: Uint8Array;
   /** Warnings from the rest of the bake (optimizer, media), shown after the engine's. */
@@ -177,7 +179,8 @@ interface RenderedRoom {
 
 async function renderRoom(room: QaRoom): Promise<RenderedRoom> {
   const plan = room.plan ?? room.result?.plan;
-  const planUri = plan && room.result ? dataUri('image/png', await renderPlanPng(plan, room.result.slots)) : null;
+  const png = room.planPicture ?? (plan && room.result ? await renderPlanPng(plan, room.result.slots) : null);
+  const planUri = png && room.result ? dataUri('image/png', png) : null;
   let thumbnail: string | null = null;
   let thumbnailNote: string | null = null;
   if (room.thumbnail) {

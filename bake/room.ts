@@ -12,8 +12,9 @@ import sharp from 'sharp';
 import { type FileRef, type RoomSlotData, SLOT_DATA_VERSION, type SlotSummary } from '../artifacts/format.ts';
 import { putContentFile, sha256 } from '../artifacts/store.ts';
 import { isGlb, ModelError, readModel, writeGlb, type ResourceLoader } from './gltf-io.ts';
+import { renderPlanPng } from './report.ts';
 import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, type OptimizerSettings, type StepName } from './optimize.ts';
-import { computeSlots, embedGeneratedSlots, SLOT_ALGORITHM, type RoomKind, type RoomPlan } from './slots/index.ts';
+import { computeSlots, embedGeneratedSlots, SLOT_ALGORITHM, type RoomKind } from './slots/index.ts';
 import { inspectPreview, makeThumbnail } from './thumbnail.ts';
 import { serveJobs } from './workers.ts';
 
@@ -40,7 +41,8 @@ export interface RoomBakeResult {
   /** The slot data as written (for the QA report). */
   slotData: RoomSlotData;
   /** What else the QA report shows about the slots. */
-  engine: { kind: RoomKind; kindEvidence?: string; plan?: RoomPlan };
+  /** What the QA report shows about the slots beyond the slot data: the plan picture is rendered here, on the lane. */
+  engine: { kind: RoomKind; kindEvidence?: string; planPicture: FileRef | null };
   /** Everything operators should know: the engine's warnings, a shortfall, the optimizer's notes. */
   warnings: string[];
   /** The optimizer's notes alone (the report lists the engine's separately). */
@@ -129,6 +131,7 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   const model = await putContentFile(job.dataDir, modelGlb, 'glb');
   const modelOptimized = await putContentFile(job.dataDir, optimized.glb, 'glb');
   const slotFile = await putContentFile(job.dataDir, JSON.stringify(slotData), 'json');
+  const planPicture = slots.plan ? await putContentFile(job.dataDir, await renderPlanPng(slots.plan, slots.slots), 'png') : null;
 
   const warnings = [...slots.warnings, ...optimized.warnings];
   if (slots.shortfall) warnings.push(`only ${slots.shortfall.placed} of ${slots.shortfall.expected} slots placed: ${slots.shortfall.reason}`);
@@ -141,7 +144,7 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
     slot_data: slotFile,
     slot_summary: summarizeSlots(slotData),
     slotData,
-    engine: { kind: slots.kind, kindEvidence: slots.kindEvidence, plan: slots.plan },
+    engine: { kind: slots.kind, kindEvidence: slots.kindEvidence, planPicture },
     warnings: [...new Set(warnings)],
     optimizerWarnings: optimized.warnings,
     optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },

@@ -127,10 +127,15 @@ export function computeSlots(document: Document, options: SlotEngineOptions): Sl
   return { slots, warnings, shortfall, kind: interior.kind, kindEvidence: interior.evidence, plan };
 }
 
+/** Name of the unit quad mesh every embedded `Auto_NNN` node instances. */
+export const AUTO_QUAD_MESH_NAME = 'Auto Slot Quad';
+
 /**
- * Embed generated anchors as `Auto_NNN` placeholder quads (material `Slot Placeholder`), children
- * of the default scene placed by node TRS, so the optimized GLB carries the same ids and frames.
- * Re-embedding replaces nodes of the same name.
+ * Embed generated anchors as `Auto_NNN` placeholder nodes (material `Slot Placeholder`), children
+ * of the default scene, so the optimized GLB carries the same ids and frames. Every node instances
+ * one shared 1 × 1 quad mesh, its frame given by the node's TRS (scale = width, height): a node
+ * costs a line of JSON instead of a mesh of its own, and extraction reads the same centre, normal
+ * and world-space extents back. Re-embedding replaces nodes of the same name.
  */
 export function embedGeneratedSlots(document: Document, slots: RoomSlot[]): void {
   const generated = slots.filter((s) => s.source === 'generated');
@@ -141,35 +146,39 @@ export function embedGeneratedSlots(document: Document, slots: RoomSlot[]): void
     scene = document.createScene('Scene');
     root.setDefaultScene(scene);
   }
+  const ids = new Set(generated.map((s) => s.id));
+  for (const old of root.listNodes().filter((n) => ids.has(n.getName()))) {
+    const mesh = old.getMesh();
+    old.dispose();
+    if (mesh && mesh.getName() !== AUTO_QUAD_MESH_NAME && mesh.listParents().every((p) => p === root)) mesh.dispose();
+  }
+  const quad = root.listMeshes().find((m) => m.getName() === AUTO_QUAD_MESH_NAME) ?? createUnitQuad(document);
+  for (const slot of generated) {
+    const node = document
+      .createNode(slot.id)
+      .setMesh(quad)
+      .setTranslation([...slot.position])
+      .setRotation([...slot.quaternion])
+      .setScale([slot.width, slot.height, 1]);
+    scene.addChild(node);
+  }
+}
+
+/** A 1 × 1 quad in the XY plane facing +Z, with the `Slot Placeholder` material. */
+function createUnitQuad(document: Document) {
+  const root = document.getRoot();
   const material: Material =
     root.listMaterials().find((m) => isSlotMaterialName(m.getName())) ??
     document.createMaterial(SLOT_MATERIAL_NAME).setBaseColorFactor([1, 0, 1, 1]).setDoubleSided(true);
   const buffer = root.listBuffers()[0] ?? document.createBuffer();
-  const byName = new Map<string, Node[]>();
-  for (const node of root.listNodes()) {
-    const list = byName.get(node.getName()) ?? [];
-    list.push(node);
-    byName.set(node.getName(), list);
-  }
-  for (const slot of generated) {
-    for (const old of byName.get(slot.id) ?? []) {
-      const mesh = old.getMesh();
-      old.dispose();
-      if (mesh && mesh.listParents().every((p) => p === root)) mesh.dispose();
-    }
-    const hw = slot.width / 2;
-    const hh = slot.height / 2;
-    const accessor = (type: 'VEC2' | 'VEC3' | 'SCALAR', array: Float32Array | Uint16Array) =>
-      document.createAccessor().setType(type).setArray(array).setBuffer(buffer);
-    const primitive = document
-      .createPrimitive()
-      .setAttribute('POSITION', accessor('VEC3', new Float32Array([-hw, -hh, 0, hw, -hh, 0, hw, hh, 0, -hw, hh, 0])))
-      .setAttribute('NORMAL', accessor('VEC3', new Float32Array([0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1])))
-      .setAttribute('TEXCOORD_0', accessor('VEC2', new Float32Array([0, 1, 1, 1, 1, 0, 0, 0])))
-      .setIndices(accessor('SCALAR', new Uint16Array([0, 1, 2, 0, 2, 3])))
-      .setMaterial(material);
-    const mesh = document.createMesh(slot.id).addPrimitive(primitive);
-    const node = document.createNode(slot.id).setMesh(mesh).setTranslation([...slot.position]).setRotation([...slot.quaternion]);
-    scene.addChild(node);
-  }
+  const accessor = (type: 'VEC2' | 'VEC3' | 'SCALAR', array: Float32Array | Uint16Array) =>
+    document.createAccessor().setType(type).setArray(array).setBuffer(buffer);
+  const primitive = document
+    .createPrimitive()
+    .setAttribute('POSITION', accessor('VEC3', new Float32Array([-0.5, -0.5, 0, 0.5, -0.5, 0, 0.5, 0.5, 0, -0.5, 0.5, 0])))
+    .setAttribute('NORMAL', accessor('VEC3', new Float32Array([0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1])))
+    .setAttribute('TEXCOORD_0', accessor('VEC2', new Float32Array([0, 1, 1, 1, 1, 0, 0, 0])))
+    .setIndices(accessor('SCALAR', new Uint16Array([0, 1, 2, 0, 2, 3])))
+    .setMaterial(material);
+  return document.createMesh(AUTO_QUAD_MESH_NAME).addPrimitive(primitive);
 }

@@ -70,6 +70,9 @@ describe('slot engine: anchors survive the bake optimizer (Draco)', () => {
     const embedded = optimized.getRoot().listNodes().filter((node) => node.getName().startsWith('Auto_'));
     expect(embedded.map((node) => node.getName()).sort()).toEqual(source.slots.map((s) => s.id));
     expect(embedded.every((node) => node.getMesh()!.listPrimitives()[0]!.getMaterial()!.getName() === 'Slot Placeholder')).toBe(true);
+    // One shared unit quad, each frame in its node's TRS (a few dozen bytes a slot, not a mesh each).
+    expect(new Set(embedded.map((node) => node.getMesh())).size).toBe(1);
+    expect(embedded.map((node) => node.getScale().slice(0, 2))).toEqual(source.slots.map((s) => [s.width, s.height]));
     expect(again.shortfall).toBeNull();
     expectSameAnchors(source.slots, again.slots);
   });
