@@ -122,7 +122,7 @@ function roomCommand(): Command {
     .requiredOption('--out <dir>', 'data directory to write files into')
     .option('--json', 'print one JSON document on stdout')
     .action(async (model: string, opts: { room: number; slots: number; image?: string; kind?: 'room' | 'sculpture'; out: string; json?: boolean }) => {
-      const [{ SourceResolver }, { bakeRoom }, { artifactPaths, filePath }] = await Promise.all([
+      const [{ SourceResolver, modelFiles }, { bakeRoom }, { artifactPaths, filePath }] = await Promise.all([
         import('./fetch.ts'),
         import('./room.ts'),
         import('../artifacts/format.ts'),
@@ -134,7 +134,7 @@ function roomCommand(): Command {
         roomId: opts.room,
         onchainSlots: opts.slots,
         kind: opts.kind,
-        model: { path: source.main.path, resources: Object.fromEntries(Object.entries(source.resources).map(([uri, f]) => [uri, f.path])) },
+        model: modelFiles(source),
         image: image ? { path: image.path } : null,
         dataDir,
       });

@@ -82,6 +82,12 @@ async function hashFile(path: string): Promise<string> {
 
 const looksLikeGltfJson = (ref: string) => /\.gltf$/i.test(new URL(ref, 'file:///').pathname);
 
+/** The local files of a resolved model: the main file and its external resources by URI. */
+export const modelFiles = (model: ResolvedModel): { path: string; resources: Record<string, string> } => ({
+  path: model.main.path,
+  resources: Object.fromEntries(Object.entries(model.resources).map(([uri, f]) => [uri, f.path])),
+});
+
 export interface SourceResolverOptions {
   /** Relative paths are resolved against this directory (the content directory). */
   baseDir: string;

@@ -13,7 +13,7 @@ import { join, resolve as resolvePath } from 'node:path';
 import { artifactPaths, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom, type RoomSlotData } from '../artifacts/format.ts';
 import { publishManifest, putContentFile, readManifest, sha256, writeFileAtomic } from '../artifacts/store.ts';
 import { type ContentRoom, loadContent, publicCatalog } from './content.ts';
-import { type FetchOptions, SourceResolver } from './fetch.ts';
+import { type FetchOptions, modelFiles, SourceResolver } from './fetch.ts';
 import type { QaRoom } from './report.ts';
 import type { RoomBakeResult, RoomJob } from './room.ts';
 import { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
@@ -165,7 +165,7 @@ export async function bakeRooms(options: BakeRunOptions): Promise<BakeSummary> {
         roomId: room.id,
         onchainSlots: room.slots,
         kind: room.kind,
-        model: { path: model.main.path, resources: Object.fromEntries(Object.entries(model.resources).map(([uri, f]) => [uri, f.path])) },
+        model: modelFiles(model),
         image: image ? { path: image.path } : null,
         dataDir,
         settings,

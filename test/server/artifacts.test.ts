@@ -7,13 +7,12 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { artifactPaths, type FileRef } from '../../artifacts/format.ts';
 import { putContentFile } from '../../artifacts/store.ts';
 import { type FixtureBake, publishFixtureBake } from '../helpers/artifacts.ts';
 import { nodeRequest, type RawResponse, rawRequest } from '../helpers/raw-http.ts';
+import { capturedLogger } from '../helpers/logs.ts';
 import { errorOf, startTestServer, type TestServer } from '../helpers/server.ts';
 
 let server: TestServer;
@@ -21,16 +20,10 @@ let koaOnly: Server;
 let koaOnlyPort: number;
 let fx: FixtureBake;
 let big: { ref: FileRef; bytes: Buffer };
-const logLines: Array<Record<string, unknown>> = [];
+const { log: testLog, lines: logLines } = capturedLogger();
 
 beforeAll(async () => {
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) logLines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  server = await startTestServer({ log: pino({ level: 'info' }, sink) });
+  server = await startTestServer({ log: testLog });
   fx = await publishFixtureBake(server.dataDir);
   // A file above the in-memory threshold (1 MiB), so the streamed path is exercised too.
   const bytes = Buffer.alloc(1_500_000);

@@ -6,27 +6,20 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeDirectus } from '../fakes/directus.ts';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
 import { nodeRequest, type RawResponse } from '../helpers/raw-http.ts';
+import { capturedLogger } from '../helpers/logs.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
 let server: TestServer;
 let koaOnly: Server;
 let koaOnlyPort: number;
-const logLines: Array<Record<string, unknown>> = [];
+const { log: testLog, lines: logLines } = capturedLogger();
 
 beforeAll(async () => {
-  const sink = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split('\n').filter(Boolean)) logLines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  server = await startTestServer({ log: pino({ level: 'info' }, sink) });
+  server = await startTestServer({ log: testLog });
   await publishFixtureBake(server.dataDir, { extraArtworks: 40 });
   await server.services.content.reload();
   koaOnly = createServer(server.app.callback());
@@ -164,17 +157,11 @@ describe('cached character reads on the fast path', () => {
   let koaOnlyUpstream: Server;
   let koaPort: number;
   let directus: Awaited<ReturnType<typeof startFakeDirectus>>;
-  const lines: Array<Record<string, unknown>> = [];
+  const { log: upstreamLog, lines } = capturedLogger();
 
   beforeAll(async () => {
     directus = await startFakeDirectus();
-    const sink = new Writable({
-      write(chunk: Buffer, _enc, done) {
-        for (const line of chunk.toString().split('\n').filter(Boolean)) lines.push(JSON.parse(line) as Record<string, unknown>);
-        done();
-      },
-    });
-    withUpstream = await startTestServer({ env: { CHARACTERS_UPSTREAM_URL: directus.url }, log: pino({ level: 'info' }, sink) });
+    withUpstream = await startTestServer({ env: { CHARACTERS_UPSTREAM_URL: directus.url }, log: upstreamLog });
     koaOnlyUpstream = createServer(withUpstream.app.callback());
     await new Promise<void>((resolve) => koaOnlyUpstream.listen(0, '127.0.0.1', resolve));
     koaPort = (koaOnlyUpstream.address() as AddressInfo).port;
