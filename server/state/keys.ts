@@ -1,10 +1,14 @@
 /**
  * API keys (decisions: `museum_` + 48 lowercase hex, stored only as SHA-256 hashes, compared in
  * constant time, shown once). A revocation made by any process takes effect on the next request:
- * verified keys are remembered for a few seconds at most, and only while STATE_DB is unchanged —
- * every request checks SQLite's `data_version`, which moves whenever another connection (the CLI, a
- * sibling server) commits, and this store's own revocations forget everything. `last_used_at` writes
- * are batched.
+ * verified keys are remembered for a few seconds at most, and only while STATE_DB is unchanged.
+ * SQLite's `data_version` moves whenever another connection (the CLI, a sibling server) commits; it
+ * is read at most once per millisecond, because reading it opens a read transaction — under load the
+ * dearest part of a key check, more than the rest of a cached keyed request. So a revocation
+ * committed elsewhere is seen by every request that starts in a later millisecond: long before a
+ * revoke command has even exited, and far inside decisions.md's "no positive cache longer than a
+ * few seconds". This store's own revocations forget everything at once. `last_used_at` writes are
+ * batched.
  */
 import { createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { StateDb } from './db.ts';
@@ -48,6 +52,8 @@ export class KeyStore {
   /** base64 SHA-256 of recently verified active keys → key id and when it was verified. */
   private readonly recent = new Map<string, { id: number; at: number }>();
   private recentVersion: number;
+  /** The millisecond in which `data_version` was last read. */
+  private versionReadAt = 0;
 
   constructor(private readonly db: StateDb) {
     this.byHash = db.prepare<[Buffer], Pick<KeyRow, 'id' | 'hash' | 'revoked_at'>>('SELECT id, hash, revoked_at FROM api_keys WHERE hash = ?');
@@ -117,13 +123,16 @@ export class KeyStore {
   verify(presented: string): number | null {
     if (!KEY_PATTERN.test(presented)) return null;
     const digest = hash('sha256', presented, 'base64');
-    const version = this.dataVersion.get()!;
-    if (version !== this.recentVersion) {
-      // Another connection wrote to STATE_DB (maybe a revocation): trust nothing remembered.
-      this.recent.clear();
-      this.recentVersion = version;
-    }
     const now = Date.now();
+    if (now !== this.versionReadAt) {
+      this.versionReadAt = now;
+      const version = this.dataVersion.get()!;
+      if (version !== this.recentVersion) {
+        // Another connection wrote to STATE_DB (maybe a revocation): trust nothing remembered.
+        this.recent.clear();
+        this.recentVersion = version;
+      }
+    }
     const known = this.recent.get(digest);
     let id: number;
     if (known && now - known.at < RECENT_MS) id = known.id;
