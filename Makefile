@@ -5,25 +5,30 @@ export DATA_DIR ?= data
 export STATE_DB ?= state/museum.db
 CONTENT_DIR ?= content
 
-.PHONY: run test install deps sample bake serve typecheck bench bench-bake bench-slots bench-serve bench-upstreams bench-presence clean
+.PHONY: run test install build deps sample bake serve typecheck bench bench-bake bench-slots bench-serve bench-upstreams bench-presence clean
 
 # Install npm packages (lockfile-exact) and the few Debian packages the project uses.
 install: node_modules/.install-stamp
 node_modules/.install-stamp: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
+# Bundle the CLI into dist/ when a source changed (bin/museum.js runs the sources while it is stale).
+SOURCES := $(shell find artifacts bake cli common server -name '*.ts' -o -name '*.mjs') scripts/build.mjs package-lock.json
+build: dist/build.json
+dist/build.json: $(SOURCES) | node_modules/.install-stamp
+	MUSEUM_BUILD_STRICT=1 node scripts/build.mjs
 deps: install
 	bash scripts/system-deps.sh
 
 # Generate the sample content (deterministic, no network) unless a content source exists.
-sample: install
+sample: build
 	@if [ ! -f $(CONTENT_DIR)/rooms.json ]; then $(MUSEUM) bake sample --out $(CONTENT_DIR); fi
 
 # Bake every room of the content source into DATA_DIR (incremental).
 bake: sample
 	$(MUSEUM) bake rooms --content $(CONTENT_DIR) --out $(DATA_DIR)
 
-serve: install
+serve: build
 	$(MUSEUM) serve --dev-key
 
 # Install, bake the sample rooms, serve, and print a development key.
@@ -32,13 +37,13 @@ run: deps bake serve
 typecheck: install
 	npx tsc --noEmit -p .
 
-# Install and pass the tests.
-test: deps
+# Install and pass the tests (the CLI tests run the bundled CLI, as shipped).
+test: deps build
 	npx tsc --noEmit -p .
 	npx vitest run
 
 bench: bench-bake bench-slots bench-serve bench-upstreams bench-presence
-bench-bake: install
+bench-bake: build
 	npx tsx bench/bake.ts
 bench-slots: install
 	npx tsx bench/slots.ts

@@ -114,6 +114,11 @@ const withMetadata = (entry: ManifestRoom, room: ContentRoom): ManifestRoom => (
 /** Everything of a manifest except what changes on every publish. */
 const manifestBody = (m: Manifest) => JSON.stringify({ rooms: m.rooms, collections: m.collections, artworks: m.artworks });
 
+/**
+ * The pool workers' entry: the TypeScript source when the bake runs from source, the bundle beside
+ * this code when it runs from dist/ (scripts/build.mjs writes room-worker.mjs next to its chunks).
+ */
+const ROOM_WORKER = new URL(import.meta.url.endsWith('.ts') ? './room-worker.ts' : './room-worker.mjs', import.meta.url);
 const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 
 interface Planned {
@@ -207,8 +212,7 @@ export async function bakeRooms(options: BakeRunOptions): Promise<BakeSummary> {
     const pool =
       lanes > 1
         ? new WorkerPool<RoomJob, RoomBakeResult>({
-            entry: new URL('./room.ts', import.meta.url),
-            start: 'startRoomWorker',
+            entry: ROOM_WORKER,
             size: lanes,
             workerData: { imageThreads },
           })

@@ -1,7 +1,8 @@
 /**
  * A fixed-size pool of worker threads (one process tree): the bake runs rooms in parallel without
- * a process per room or per step. Workers load TypeScript through worker-bootstrap.mjs. A worker
- * that dies (uncaught error, memory limit) fails only the job it was running and is replaced.
+ * a process per room or per step. A worker loads its entry module, which serves jobs when loaded:
+ * a bundled `.mjs` directly, a TypeScript source through worker-bootstrap.mjs (which registers tsx).
+ * A worker that dies (uncaught error, memory limit) fails only the job it was running and is replaced.
  */
 import { parentPort, Worker } from 'node:worker_threads';
 
@@ -14,9 +15,8 @@ interface Task<J, R> {
 }
 
 export interface WorkerPoolSpec {
-  /** The TypeScript module the workers load, and the name of its start function. */
+  /** The module each worker loads; it calls serveJobs when loaded. */
   entry: URL;
-  start: string;
   size: number;
   workerData?: Record<string, unknown>;
 }
@@ -56,9 +56,10 @@ export class WorkerPool<J, R> {
   }
 
   private spawn(): Worker {
-    const worker = new Worker(BOOTSTRAP, {
-      workerData: { entry: this.spec.entry.href, start: this.spec.start, ...this.spec.workerData },
-    });
+    const { entry } = this.spec;
+    const worker = entry.pathname.endsWith('.ts')
+      ? new Worker(BOOTSTRAP, { workerData: { ...this.spec.workerData, entry: entry.href } })
+      : new Worker(entry, { workerData: this.spec.workerData });
     this.size++;
     worker.on('message', (reply: Reply<R>) => {
       const task = this.running.get(worker);

@@ -11,6 +11,9 @@ export function serveCommand(): Command {
     .option('--dev-key', 'issue a fresh development API key named "dev" and print it')
     .action(async (options: { port?: string; devKey?: boolean }) => {
       const config = loadConfig({ ...process.env, ...(options.port ? { PORT: options.port } : {}) });
+      // A long-running server's logged stacks should name source lines, also when it runs from the
+      // bundle; a one-off command does not pay for reading source maps at start.
+      process.setSourceMapsEnabled(true);
       const { startServer } = await import('./app.ts');
       const server = await startServer(config);
       const lines = [`museum: serving ${config.dataDir} at ${server.url} (public URL ${config.publicUrl})`];

@@ -20,6 +20,16 @@ describe('museum bake (CLI)', () => {
     expect(report).toMatchObject({ dir: out, rooms: 7, collections: 6, artworks: 14 });
   });
 
+  it('bake rooms runs parallel lanes as worker threads of the CLI process and publishes every room', () => {
+    const dir = tmp('museum-cli-rooms-');
+    expect(museum('bake', 'sample', '--out', join(dir, 'content')).status).toBe(0);
+    const run = museum('bake', 'rooms', '--content', join(dir, 'content'), '--out', join(dir, 'data'), '--concurrency', '2', '--json');
+    expect(run.status).toBe(0);
+    const summary = JSON.parse(run.stdout);
+    expect(summary).toMatchObject({ published: true, baked: 7, skipped: 0, failed: 0 });
+    expect(summary.rooms.map((room: { status: string }) => room.status)).toEqual(Array(7).fill('baked'));
+  });
+
   it('a broken model fails with exit 1 and one line, no stack trace', async () => {
     const dir = tmp('museum-cli-bad-');
     await writeFile(join(dir, 'broken.glb'), truncatedGlb(await smallRoomGlb()));

@@ -1,0 +1,68 @@
+/**
+ * bin/museum.js runs the bundle in dist/ only while it is fresh, and the TypeScript sources through
+ * tsx otherwise. Shown on a copy of the launcher in a scratch tree whose "bundle" and "sources" say
+ * which of them ran (node_modules linked so tsx resolves).
+ */
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+
+const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
+let tree: string;
+
+const write = (path: string, text: string) => {
+  mkdirSync(join(tree, path, '..'), { recursive: true });
+  writeFileSync(join(tree, path), text);
+};
+/** The launcher's output, i.e. which `main` ran, and with what arguments. */
+const launch = (env: Record<string, string> = {}) => {
+  const run = spawnSync(process.execPath, [join(tree, 'bin/museum.js'), 'hello'], { encoding: 'utf8', env: { ...process.env, MUSEUM_FROM_SOURCE: '', ...env } });
+  expect(run.stderr).toBe('');
+  return run.stdout.trim();
+};
+const setMtime = (path: string, ms: number) => utimesSync(join(tree, path), ms / 1000, ms / 1000);
+
+beforeEach(() => {
+  tree = mkdtempSync(join(tmpdir(), 'museum-launcher-'));
+  mkdirSync(join(tree, 'bin'));
+  copyFileSync(join(ROOT, 'bin/museum.js'), join(tree, 'bin/museum.js'));
+  symlinkSync(join(ROOT, 'node_modules'), join(tree, 'node_modules'), 'dir');
+  write('package.json', '{"type":"module"}');
+  write('cli/museum.ts', "export async function main(argv: string[]): Promise<void> { console.log('source', argv.at(-1)); }\n");
+  write('cli/helper.ts', 'export {};\n');
+  write('dist/museum.mjs', "export async function main(argv) { console.log('bundle', argv.at(-1)); }\n");
+  const builtAt = Date.now();
+  write('dist/build.json', JSON.stringify({ built_at: builtAt, inputs: ['cli/helper.ts', 'cli/museum.ts'] }));
+  setMtime('cli/museum.ts', builtAt - 60_000);
+  setMtime('cli/helper.ts', builtAt - 60_000);
+});
+afterEach(() => rmSync(tree, { recursive: true, force: true }));
+
+describe('the museum launcher', () => {
+  it('runs the bundle while no listed source is newer than it', () => {
+    expect(launch()).toBe('bundle hello');
+  });
+
+  it('runs the sources once any listed source changed after the build', () => {
+    setMtime('cli/helper.ts', Date.now() + 5_000);
+    expect(launch()).toBe('source hello');
+  });
+
+  it('runs the sources when a listed source is gone, the bundle is missing, or its record is unreadable', () => {
+    rmSync(join(tree, 'cli/helper.ts'));
+    expect(launch()).toBe('source hello');
+    write('cli/helper.ts', 'export {};\n');
+    setMtime('cli/helper.ts', Date.now() - 60_000);
+    write('dist/build.json', '{not json');
+    expect(launch()).toBe('source hello');
+    rmSync(join(tree, 'dist'), { recursive: true });
+    expect(launch()).toBe('source hello');
+  });
+
+  it('runs the sources when MUSEUM_FROM_SOURCE is set', () => {
+    expect(launch({ MUSEUM_FROM_SOURCE: '1' })).toBe('source hello');
+  });
+});
