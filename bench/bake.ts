@@ -184,6 +184,10 @@ async function main() {
   if (!existsSync(CLI)) throw new Error('node_modules/.bin/gltf-transform is missing: run npm ci');
   rmSync(WORK, { recursive: true, force: true });
   mkdirSync(WORK, { recursive: true });
+  // Measure the CLI as it ships: bundled (with a stale bundle bin/museum.js would run the sources).
+  if (spawnSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { stdio: 'inherit', env: { ...process.env, MUSEUM_BUILD_STRICT: '1' } }).status !== 0) {
+    throw new Error('scripts/build.mjs failed');
+  }
   await writeFile(RSS_PROBE_FILE, RSS_PROBE_SOURCE);
   const sampleDir = join(WORK, 'sample');
   await writeSampleContent(sampleDir);
