@@ -4,8 +4,6 @@
  * no path outside DATA_DIR/files is reachable, and that the fast path answers exactly like the Koa
  * routes: the same app is also served without the fast path, and both answers are compared.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { artifactPaths, type FileRef } from '../../artifacts/format.ts';
@@ -13,11 +11,10 @@ import { putContentFile } from '../../artifacts/store.ts';
 import { type FixtureBake, publishFixtureBake } from '../helpers/artifacts.ts';
 import { nodeRequest, type RawResponse, rawRequest } from '../helpers/raw-http.ts';
 import { capturedLogger } from '../helpers/logs.ts';
-import { errorOf, startTestServer, type TestServer } from '../helpers/server.ts';
+import { errorOf, serveKoaOnly, startTestServer, type TestServer } from '../helpers/server.ts';
 
 let server: TestServer;
-let koaOnly: Server;
-let koaOnlyPort: number;
+let koaOnly: Awaited<ReturnType<typeof serveKoaOnly>>;
 let fx: FixtureBake;
 let big: { ref: FileRef; bytes: Buffer };
 const { log: testLog, lines: logLines } = capturedLogger();
@@ -31,12 +28,10 @@ beforeAll(async () => {
   big = { ref: await putContentFile(server.dataDir, bytes, 'glb'), bytes };
   await server.services.content.reload();
   // The same Koa app and services, without the fast-path layer in front.
-  koaOnly = createServer(server.app.callback());
-  await new Promise<void>((resolve) => koaOnly.listen(0, '127.0.0.1', resolve));
-  koaOnlyPort = (koaOnly.address() as AddressInfo).port;
+  koaOnly = await serveKoaOnly(server);
 });
 afterAll(async () => {
-  await new Promise((resolve) => koaOnly.close(resolve));
+  await koaOnly.close();
   await server.close();
 });
 
@@ -46,7 +41,7 @@ const bigUrl = () => `/files/${big.ref.sha256}.glb`;
 /** Status, headers (minus per-connection ones) and body of the same request on both stacks. */
 async function both(path: string, method = 'GET', headers: Record<string, string> = {}): Promise<[RawResponse, RawResponse]> {
   const request = { path, method, headers: { 'X-Request-Id': 'compare-1', ...headers } };
-  return [await nodeRequest(server.port, request), await nodeRequest(koaOnlyPort, request)];
+  return [await nodeRequest(server.port, request), await nodeRequest(koaOnly.port, request)];
 }
 const comparable = (r: RawResponse) => {
   const { date: _date, connection: _connection, 'keep-alive': _keepAlive, ...headers } = r.headers;

@@ -4,30 +4,25 @@
  * fast path and both answers are compared, hostile queries included — that one key has one budget
  * across both paths, and that the fast path really takes these requests.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeDirectus } from '../fakes/directus.ts';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
 import { nodeRequest, type RawResponse } from '../helpers/raw-http.ts';
 import { capturedLogger } from '../helpers/logs.ts';
-import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { serveKoaOnly, startTestServer, type TestServer } from '../helpers/server.ts';
 
 let server: TestServer;
-let koaOnly: Server;
-let koaOnlyPort: number;
+let koaOnly: Awaited<ReturnType<typeof serveKoaOnly>>;
 const { log: testLog, lines: logLines } = capturedLogger();
 
 beforeAll(async () => {
   server = await startTestServer({ log: testLog });
   await publishFixtureBake(server.dataDir, { extraArtworks: 40 });
   await server.services.content.reload();
-  koaOnly = createServer(server.app.callback());
-  await new Promise<void>((resolve) => koaOnly.listen(0, '127.0.0.1', resolve));
-  koaOnlyPort = (koaOnly.address() as AddressInfo).port;
+  koaOnly = await serveKoaOnly(server);
 });
 afterAll(async () => {
-  await new Promise((resolve) => koaOnly.close(resolve));
+  await koaOnly.close();
   await server.close();
 });
 
@@ -48,7 +43,7 @@ async function compare(
   const send = (port: number, key: string | null) =>
     nodeRequest(port, { path, method: options.method ?? 'GET', headers: { 'X-Request-Id': 'same', ...auth(key), ...options.headers } });
   const fast = await send(server.port, keyFor());
-  const koa = await send(koaOnlyPort, keyFor());
+  const koa = await send(koaOnly.port, keyFor());
   expect(comparable(fast), `${options.method ?? 'GET'} ${path} ${JSON.stringify(options.headers ?? {})}`).toEqual(comparable(koa));
   return fast;
 }
@@ -129,7 +124,7 @@ describe('keyed reads on the fast path', () => {
   it('share one budget per key with the Koa path and answer the 429 alike', async () => {
     const key = freshKey();
     const fast = (path: string) => nodeRequest(server.port, { path, headers: { 'X-API-Key': key } });
-    const koa = (path: string) => nodeRequest(koaOnlyPort, { path, headers: { 'X-API-Key': key } });
+    const koa = (path: string) => nodeRequest(koaOnly.port, { path, headers: { 'X-API-Key': key } });
     for (let i = 0; i < 60; i++) {
       expect((await fast('/v1/artworks')).status).toBe(200);
       expect((await koa('/v1/artworks')).status).toBe(200);
@@ -154,20 +149,17 @@ describe('keyed reads on the fast path', () => {
 
 describe('cached character reads on the fast path', () => {
   let withUpstream: TestServer;
-  let koaOnlyUpstream: Server;
-  let koaPort: number;
+  let koaOnlyUpstream: Awaited<ReturnType<typeof serveKoaOnly>>;
   let directus: Awaited<ReturnType<typeof startFakeDirectus>>;
   const { log: upstreamLog, lines } = capturedLogger();
 
   beforeAll(async () => {
     directus = await startFakeDirectus();
     withUpstream = await startTestServer({ env: { CHARACTERS_UPSTREAM_URL: directus.url }, log: upstreamLog });
-    koaOnlyUpstream = createServer(withUpstream.app.callback());
-    await new Promise<void>((resolve) => koaOnlyUpstream.listen(0, '127.0.0.1', resolve));
-    koaPort = (koaOnlyUpstream.address() as AddressInfo).port;
+    koaOnlyUpstream = await serveKoaOnly(withUpstream);
   });
   afterAll(async () => {
-    await new Promise((resolve) => koaOnlyUpstream.close(resolve));
+    await koaOnlyUpstream.close();
     await withUpstream.close();
     await directus.close();
   });
@@ -180,7 +172,7 @@ describe('cached character reads on the fast path', () => {
       const upstreamBefore = directus.requestsTo(/^\/items\/codex/).length;
       const first = await nodeRequest(withUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': key() } });
       const cached = await nodeRequest(withUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': key() } });
-      const viaKoa = await nodeRequest(koaPort, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': key() } });
+      const viaKoa = await nodeRequest(koaOnlyUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': key() } });
       expect(first.status, path).toBe(200);
       expect(comparable(cached), path).toEqual(comparable(first));
       expect(comparable(viaKoa), path).toEqual(comparable(cached));
