@@ -43,7 +43,7 @@ test: deps build
 	npx vitest run
 
 bench: bench-bake bench-slots bench-serve bench-upstreams bench-presence
-bench-bake: build
+bench-bake: install
 	npx tsx bench/bake.ts
 bench-slots: install
 	npx tsx bench/slots.ts

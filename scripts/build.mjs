@@ -11,7 +11,7 @@
  * libraries and `bake` does not parse Koa's.
  */
 import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join, relative, sep } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
@@ -46,7 +46,7 @@ try {
   });
   const inputs = Object.keys(result.metafile.inputs)
     .filter((path) => !path.split(/[\\/]/).includes('node_modules'))
-    .concat('package-lock.json', relative(ROOT, fileURLToPath(import.meta.url)).split(sep).join('/'))
+    .concat('package-lock.json', 'scripts/build.mjs')
     .sort();
   writeFileSync(join(staging, 'build.json'), `${JSON.stringify({ built_at: builtAt, inputs }, null, 1)}\n`);
   // Swap directories; a process already running from the old bundle has loaded what it needs.
