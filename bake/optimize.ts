@@ -49,7 +49,7 @@ export function assertTextureSizes(document: Document, maxPixels: number = OPTIM
 
 /** WebP every texture (normal maps lossless), resized to the cap; keep the original when smaller. */
 function compressTextures(settings: OptimizerSettings): Transform {
-  const { maxSize, quality, normalMapsLossless } = settings.textures;
+  const { maxSize, quality, normalMapsLossless, lossless: losslessEncoding } = settings.textures;
   const compressOne = async (texture: Texture): Promise<void> => {
     const image = texture.getImage();
     const mime = texture.getMimeType();
@@ -64,7 +64,7 @@ function compressTextures(settings: OptimizerSettings): Transform {
       encoder: sharp,
       targetFormat: 'webp',
       resize: mustResize ? [maxSize, maxSize] : undefined,
-      quality: lossless ? null : quality,
+      ...(lossless ? losslessEncoding : { quality }),
       lossless,
       limitInputPixels: true,
     });

@@ -15,6 +15,12 @@ export const OPTIMIZER_SETTINGS = {
     quality: 80,
     /** Normal maps carry directions, not colours: lossy chroma subsampling bends them. */
     normalMapsLossless: true,
+    /**
+     * Lossless WebP effort (glTF-Transform's 0–100 scale; 17 is libwebp method 1) and quality (for
+     * lossless, how hard to search). Measured on Avocado's 2048² normal map: 1.2 s and +0.6% bytes
+     * against 2.8 s at sharp's defaults (method 4, quality 80); method 0 barely compresses.
+     */
+    lossless: { effort: 17, quality: 30 },
   },
   /** Images declaring more pixels than this fail their room before anything is decoded. */
   maxTexturePixels: 8192 * 8192,
