@@ -8,9 +8,9 @@
  *     - our room bake warm, in this process (how `bake rooms` runs it inside a pool worker);
  *     time ratio, size ratio and peak RSS.
  *  2. A batch of rooms (sample + shared rooms, four times over), `museum bake rooms --force`
- *     with concurrency 1 vs 2 (target ≥ 1.7×).
+ *     with concurrency 1 vs 2, interleaved (target ≥ 1.7×), and the CPU time each spends.
  *  3. A no-op re-bake of 100 unchanged rooms (target < 1 s), in-process and as a CLI process.
- * Times are the fastest of the repeats (BENCH_REPEATS, default 2; 3 for the batch): the machine is
+ * Times are the fastest of the repeats (BENCH_REPEATS, default 2; 5 for the batch): the machine is
  * shared, and the fastest run is the least disturbed. Results: a table on stdout and .bench/bake.json.
  */
 import { spawnSync } from 'node:child_process';
@@ -31,10 +31,11 @@ const SHARED = resolve(ROOT, '../shared/assets');
 const WORK = join(ROOT, '.bench', 'bake');
 const CLI = join(ROOT, 'node_modules/.bin/gltf-transform');
 const MUSEUM = join(ROOT, 'bin/museum.js');
-// Every spawned Node process reports its peak RSS (KB) on stderr when it exits (preloaded module).
+// Every spawned Node process reports its peak RSS (KB) and CPU time (all threads, µs) on stderr when
+// it exits (preloaded module).
 const RSS_PROBE_FILE = join(WORK, 'rss-probe.mjs');
 const RSS_PROBE = `--import=${pathToFileURL(RSS_PROBE_FILE).href}`;
-const RSS_PROBE_SOURCE = `process.on('exit', () => process.stderr.write('@@maxrss=' + process.resourceUsage().maxRSS + '\\n'));\n`;
+const RSS_PROBE_SOURCE = `process.on('exit', () => { const u = process.resourceUsage(); process.stderr.write('@@maxrss=' + u.maxRSS + ' @@cpu=' + (u.userCPUTime + u.systemCPUTime) + '\\n'); });\n`;
 
 interface Input {
   name: string;
@@ -46,6 +47,8 @@ interface Input {
 interface Timed {
   ms: number;
   rssMb: number | null;
+  /** CPU time of the whole process (every thread), ms. */
+  cpuMs: number | null;
   bytes: number;
 }
 
@@ -55,7 +58,8 @@ function run(command: string, args: string[], outFile?: string): Timed & { stdou
   const ms = performance.now() - started;
   if (child.status !== 0) throw new Error(`${basename(command)} ${args.join(' ')} failed: ${child.stderr.slice(-500)}`);
   const rss = /@@maxrss=(\d+)/.exec(child.stderr);
-  return { ms, rssMb: rss ? Number(rss[1]) / 1024 : null, bytes: outFile ? statSync(outFile).size : 0, stdout: child.stdout };
+  const cpu = /@@cpu=(\d+)/.exec(child.stderr);
+  return { ms, rssMb: rss ? Number(rss[1]) / 1024 : null, cpuMs: cpu ? Number(cpu[1]) / 1000 : null, bytes: outFile ? statSync(outFile).size : 0, stdout: child.stdout };
 }
 
 // The machine is shared: the fastest of the repeats is the run least disturbed by others.
@@ -130,16 +134,34 @@ async function batch(list: Input[], repeats: number) {
     const result = run(process.execPath, [MUSEUM, 'bake', 'rooms', '--content', content, '--out', data, '--concurrency', String(concurrency), '--force', '--json']);
     const summary = JSON.parse(result.stdout) as { failed: number };
     if (summary.failed) throw new Error(`batch failed: ${result.stdout.slice(0, 500)}`);
-    return result.ms;
+    return result;
   };
   time(2); // warm the file cache and tsx's transform cache
-  const serial: number[] = [];
-  const parallel: number[] = [];
-  for (let r = 0; r < Math.max(repeats, 3); r++) {
+  const serial: Timed[] = [];
+  const parallel: Timed[] = [];
+  // Interleaved, so each serial run has a concurrency-2 neighbour that met the same host load.
+  for (let r = 0; r < Math.max(repeats, 5); r++) {
     serial.push(time(1));
     parallel.push(time(2));
   }
-  return { rooms: rooms.length, serial_ms: best(serial), concurrency2_ms: best(parallel), speedup: best(serial) / best(parallel), serial_runs_ms: serial, concurrency2_runs_ms: parallel };
+  const ms = (runs: Timed[]) => runs.map((r) => r.ms);
+  // CPU of the whole process (every thread): what two lanes cost beyond one shows here, not in the
+  // wall time alone.
+  const cpu = (runs: Timed[]) => median(runs.map((r) => r.cpuMs ?? 0));
+  const cores = (runs: Timed[]) => median(runs.map((r) => (r.cpuMs ?? 0) / r.ms));
+  return {
+    rooms: rooms.length,
+    serial_ms: best(ms(serial)),
+    concurrency2_ms: best(ms(parallel)),
+    speedup: best(ms(serial)) / best(ms(parallel)),
+    paired_speedup: median(serial.map((run, i) => run.ms / parallel[i]!.ms)),
+    serial_runs_ms: ms(serial),
+    concurrency2_runs_ms: ms(parallel),
+    serial_cpu_ms: cpu(serial),
+    concurrency2_cpu_ms: cpu(parallel),
+    serial_cores: cores(serial),
+    concurrency2_cores: cores(parallel),
+  };
 }
 
 async function noop() {
@@ -222,7 +244,8 @@ async function main() {
   lines.splice(1, 0, widths.map((w) => '-'.repeat(w)).join('  '));
   lines.push(
     '',
-    `batch of ${batchResult.rooms} rooms: serial ${s(batchResult.serial_ms)}, concurrency 2 ${s(batchResult.concurrency2_ms)} → ${batchResult.speedup.toFixed(2)}× (target ≥ 1.7×; runs ${batchResult.serial_runs_ms.map(s).join(' ')} vs ${batchResult.concurrency2_runs_ms.map(s).join(' ')})`,
+    `batch of ${batchResult.rooms} rooms: serial ${s(batchResult.serial_ms)}, concurrency 2 ${s(batchResult.concurrency2_ms)} → ${batchResult.speedup.toFixed(2)}×, median of paired runs ${batchResult.paired_speedup.toFixed(2)}× (target ≥ 1.7×; runs ${batchResult.serial_runs_ms.map(s).join(' ')} vs ${batchResult.concurrency2_runs_ms.map(s).join(' ')})`,
+    `  CPU time, all threads (medians): serial ${s(batchResult.serial_cpu_ms)} on ${batchResult.serial_cores.toFixed(2)} cores; concurrency 2 ${s(batchResult.concurrency2_cpu_ms)} on ${batchResult.concurrency2_cores.toFixed(2)} cores = ${(batchResult.concurrency2_cpu_ms / batchResult.serial_cpu_ms).toFixed(2)}× the serial CPU`,
     `no-op re-bake of ${noopResult.rooms} rooms: ${s(noopResult.in_process_ms)} in-process, ${s(noopResult.cli_process_ms)} as a CLI process, of which ${s(noopResult.cli_help_ms)} is \`museum --help\` start-up (target < 1 s; first bake ${s(noopResult.first_bake_ms)})`,
   );
   process.stdout.write(lines.join('\n') + '\n');
