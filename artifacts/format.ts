@@ -183,6 +183,8 @@ export const artifactPaths = (dataDir: string) => ({
   files: join(dataDir, 'files'),
   cache: join(dataDir, 'cache'),
   report: join(dataDir, 'report.html'),
+  /** Held by the bake that is publishing into this directory (see lockDataDir). */
+  lock: join(dataDir, 'bake.lock'),
 });
 
 export const fileName = (ref: Pick<FileRef, 'sha256' | 'ext'>): string => `${ref.sha256}.${ref.ext}`;

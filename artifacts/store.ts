@@ -5,6 +5,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
+import { hostname } from 'node:os';
 import { dirname } from 'node:path';
 import {
   artifactPaths,
@@ -69,4 +70,73 @@ export async function readManifest(dataDir: string): Promise<Manifest | null> {
 export async function publishManifest(dataDir: string, manifest: Manifest): Promise<void> {
   const checked = Manifest.parse(manifest);
   await writeFileAtomic(artifactPaths(dataDir).manifest, JSON.stringify(checked, null, 1) + '\n');
+}
+
+/** Another bake holds the data directory; one line for operators. */
+export class DataDirBusyError extends Error {
+  override name = 'DataDirBusyError';
+}
+
+interface LockHolder {
+  pid: number;
+  host: string;
+  started_at: string;
+}
+
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
+  }
+};
+
+/**
+ * One bake at a time per data directory. Two bakes publishing into one DATA_DIR would each write a
+ * manifest built from the one they read, and the later would silently drop the other's rooms. The
+ * lock file names its holder; a holder on this host that no longer runs (SIGKILL, power loss) is
+ * taken over. Returns the release function.
+ */
+export async function lockDataDir(dataDir: string): Promise<() => Promise<void>> {
+  const path = artifactPaths(dataDir).lock;
+  await fs.mkdir(dirname(path), { recursive: true });
+  const me: LockHolder = { pid: process.pid, host: hostname(), started_at: new Date().toISOString() };
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const handle = await fs.open(path, 'wx').catch((err: NodeJS.ErrnoException) => {
+      if (err.code === 'EEXIST') return null;
+      throw err;
+    });
+    if (handle) {
+      try {
+        await handle.writeFile(JSON.stringify(me) + '\n');
+      } finally {
+        await handle.close();
+      }
+      return async () => {
+        await fs.rm(path, { force: true });
+      };
+    }
+    const stale = await fs.stat(path).catch(() => null);
+    if (!stale) continue; // released meanwhile
+    const holder = await fs
+      .readFile(path, 'utf8')
+      .then((text) => JSON.parse(text) as LockHolder)
+      .catch(() => null);
+    // A holder that is still writing its lock file, or that runs (or may run: another host), wins;
+    // an unreadable lock file older than a few seconds is a holder killed while writing it.
+    const starting = !holder && Date.now() - stale.mtimeMs < 10_000;
+    if (starting || (holder && (holder.host !== me.host || isAlive(holder.pid)))) {
+      const who = holder ? `pid ${holder.pid} on ${holder.host}, since ${holder.started_at}` : 'a bake that is starting';
+      throw new DataDirBusyError(`${dataDir} is being baked by ${who}; wait for it, or remove ${path} if that bake is gone`);
+    }
+    // Take the dead holder's lock over: move it aside (only one taker's rename succeeds) and make
+    // sure what moved is the stale file, not a lock another taker created in between.
+    const aside = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.stale`;
+    if (!(await fs.rename(path, aside).then(() => true, () => false))) continue;
+    const moved = await fs.stat(aside);
+    if (moved.ino !== stale.ino) await fs.link(aside, path).catch(() => undefined); // put a live lock back
+    await fs.rm(aside, { force: true });
+  }
+  throw new DataDirBusyError(`${dataDir} is being baked by another process; try again`);
 }

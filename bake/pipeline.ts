@@ -11,7 +11,7 @@ import { promises as fs } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
 import { artifactPaths, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom, type RoomSlotData } from '../artifacts/format.ts';
-import { publishManifest, putContentFile, readManifest, sha256, writeFileAtomic } from '../artifacts/store.ts';
+import { DataDirBusyError, lockDataDir, publishManifest, putContentFile, readManifest, sha256, writeFileAtomic } from '../artifacts/store.ts';
 import { type ContentRoom, loadContent, publicCatalog } from './content.ts';
 import { type FetchOptions, modelFiles, SourceResolver } from './fetch.ts';
 import type { QaRoom } from './report.ts';
@@ -132,8 +132,22 @@ interface Planned {
   weight?: number;
 }
 
-/** Run a bake. Throws BakeRunError / ContentError for unusable input; room failures are in the summary. */
+/**
+ * Run a bake. Throws BakeRunError / ContentError for unusable input or a data directory another bake
+ * holds; room failures are in the summary.
+ */
 export async function bakeRooms(options: BakeRunOptions): Promise<BakeSummary> {
+  const release = await lockDataDir(resolvePath(options.dataDir)).catch((err: unknown) => {
+    throw err instanceof DataDirBusyError ? new BakeRunError(err.message) : err;
+  });
+  try {
+    return await bakeUnderLock(options);
+  } finally {
+    await release();
+  }
+}
+
+async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
   const started = performance.now();
   const contentDir = resolvePath(options.contentDir);
   const dataDir = resolvePath(options.dataDir);

@@ -1,7 +1,7 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync } from 'node:fs';
-import { readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { hostname, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { artifactPaths, filePath, type FileRef, Manifest, RoomSlotData } from '../../artifacts/format.ts';
 import { readManifest, sha256 } from '../../artifacts/store.ts';
 import { readModel } from '../../bake/gltf-io.ts';
-import { bakeRooms, type BakeSummary } from '../../bake/pipeline.ts';
+import { BakeRunError, bakeRooms, type BakeSummary } from '../../bake/pipeline.ts';
 import { writeSampleContent } from '../../bake/sample/generate.ts';
 import { startModelServer } from '../fakes/model-server.ts';
 import { bufferPastEndGlb, garbageJsonGlb, hugeTextureGlb, SHARED_ASSETS, smallRoomGlb, truncatedGlb, validate, wrongMagicGlb } from './fixtures.ts';
@@ -252,6 +252,53 @@ describe('sources', () => {
   }, 120_000);
 });
 
+describe('one bake at a time per data directory', () => {
+  /** The pid of a process that has exited (and so cannot hold anything). */
+  const deadPid = () =>
+    new Promise<number>((done) => {
+      const child = spawn(process.execPath, ['-e', '0']);
+      child.on('exit', () => done(child.pid!));
+    });
+
+  it('a second bake into the same directory fails with one line naming the first; the first publishes', async () => {
+    const data = tmp('museum-pipeline-lock-');
+    const runs = await Promise.allSettled([bakeRooms({ contentDir: sample, dataDir: data, concurrency: 1 }), bakeRooms({ contentDir: sample, dataDir: data, concurrency: 1 })]);
+    const failed = runs.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    expect(runs.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect(failed).toHaveLength(1);
+    expect(failed[0]!.reason).toBeInstanceOf(BakeRunError);
+    expect(String(failed[0]!.reason.message)).toMatch(new RegExp(`is being baked by pid ${process.pid} on .*; wait for it, or remove .*bake\\.lock`));
+    expect(failed[0]!.reason.message).not.toContain('\n');
+    expect((await expectIntact(data)).rooms).toHaveLength(7);
+    await expect(stat(artifactPaths(data).lock)).rejects.toThrow(); // released
+  }, 120_000);
+
+  it('a lock left by a bake that no longer runs is taken over', async () => {
+    const data = tmp('museum-pipeline-stale-');
+    await writeFile(artifactPaths(data).lock, JSON.stringify({ pid: await deadPid(), host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }));
+    const summary = await bakeRooms({ contentDir: sample, dataDir: data, only: [4] });
+    expect(summary.baked).toBe(1);
+    await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
+  }, 120_000);
+
+  it('a lock held by a running process (or another host) is respected, and the CLI says so in one line', async () => {
+    const data = tmp('museum-pipeline-held-');
+    const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
+    try {
+      await writeFile(artifactPaths(data).lock, JSON.stringify({ pid: holder.pid, host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }));
+      await expect(bakeRooms({ contentDir: sample, dataDir: data })).rejects.toThrow(`is being baked by pid ${holder.pid} on ${hostname()}, since 2026-01-01T00:00:00.000Z`);
+      const cli = spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), 'bake', 'rooms', '--content', sample, '--out', data], { cwd: ROOT, encoding: 'utf8' });
+      expect(cli.status).toBe(1);
+      expect(cli.stderr.trim().split('\n').at(-1)).toMatch(/^museum: .* is being baked by pid \d+ on .*; wait for it, or remove .*bake\.lock if that bake is gone$/);
+      await writeFile(artifactPaths(data).lock, JSON.stringify({ pid: await deadPid(), host: 'another-host', started_at: '2026-01-01T00:00:00.000Z' }));
+      await expect(bakeRooms({ contentDir: sample, dataDir: data })).rejects.toThrow('on another-host');
+      expect(await readManifest(data)).toBeNull(); // nothing was published under someone else's lock
+    } finally {
+      holder.kill();
+    }
+  }, 120_000);
+});
+
 describe('killing the bake', () => {
   it('SIGKILL mid-run leaves the previously published artifacts intact and readable', async () => {
     const content = copyOfSample();
@@ -279,9 +326,11 @@ describe('killing the bake', () => {
     expect(exit).toBe('SIGKILL');
     expect(await readFile(artifactPaths(data).manifest)).toEqual(before);
     await expectIntact(data);
-    // And the next bake picks up from there.
+    // And the next bake picks up from there, taking over the lock the killed bake left behind.
+    expect(JSON.parse(await readFile(artifactPaths(data).lock, 'utf8')).pid).toBe(child.pid);
     const after = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 2 });
     expect(after.failed).toBe(0);
     await expectIntact(data);
+    await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
   }, 300_000);
 });
