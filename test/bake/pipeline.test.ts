@@ -279,6 +279,12 @@ describe('one bake at a time per data directory', () => {
     const summary = await bakeRooms({ contentDir: sample, dataDir: data, only: [4] });
     expect(summary.baked).toBe(1);
     await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
+    // Two bakes finding the same dead holder: exactly one takes over.
+    await writeFile(artifactPaths(data).lock, JSON.stringify({ pid: await deadPid(), host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }));
+    const runs = await Promise.allSettled([0, 1, 2].map(() => bakeRooms({ contentDir: sample, dataDir: data, only: [4], force: true })));
+    expect(runs.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    expect(runs.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason)).toEqual([expect.any(BakeRunError), expect.any(BakeRunError)]);
+    await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
   }, 120_000);
 
   it('a lock held by a running process (or another host) is respected, and the CLI says so in one line', async () => {
