@@ -16,6 +16,7 @@ import { accessLog } from './middleware/access-log.ts';
 import { cors } from './middleware/cors.ts';
 import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
 import { MemoryRateLimitStore, type RateLimitStore } from './middleware/rate-limit.ts';
+import { connectRedis, RedisRateLimitStore } from './middleware/rate-limit-redis.ts';
 import { requestContext } from './middleware/request-id.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
 import { openStateDb, type StateDb } from './state/db.ts';
@@ -64,12 +65,19 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const keys = new KeyStore(db);
   const content = await ContentStore.open(config.dataDir, config.publicUrl, log);
   content.watch();
+  let limiter = options.limiter;
+  if (!limiter && config.redisUrl) {
+    // Several instances share one budget per key through Redis.
+    const redis = await connectRedis(config.redisUrl, log);
+    closers.push(() => redis.disconnect());
+    limiter = new RedisRateLimitStore(redis, new MemoryRateLimitStore(), log);
+  }
   const services: Services = {
     config,
     log,
     db,
     keys,
-    limiter: options.limiter ?? new MemoryRateLimitStore(),
+    limiter: limiter ?? new MemoryRateLimitStore(),
     content,
     onClose: (fn) => closers.push(fn),
     addFastPath: (handler) => fastPaths.push(handler),

@@ -11,6 +11,10 @@ const url = z
   .url()
   .transform((u) => u.replace(/\/+$/, ''));
 const optionalUrl = z.preprocess((v) => (v === '' ? undefined : v), url.optional());
+const optionalRedisUrl = z.preprocess(
+  (v) => (v === '' ? undefined : v),
+  url.refine((u) => /^rediss?:\/\//.test(u), 'must be a redis:// or rediss:// URL').optional(),
+);
 const optionalString = z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
 const flag = z.preprocess(
   (v) => (typeof v === 'string' ? !['', '0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v),
@@ -26,7 +30,7 @@ const EnvSchema = z.object({
   STATE_DB: z.string().default('state/museum.db'),
   PUBLIC_URL: optionalUrl,
   TRUST_PROXY: flag.default(false),
-  REDIS_URL: optionalUrl,
+  REDIS_URL: optionalRedisUrl,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   CHARACTERS_UPSTREAM_URL: optionalUrl,
   CONTENT_UPSTREAM_URL: optionalUrl,

@@ -21,7 +21,7 @@ export interface TestServer extends MuseumServer {
 }
 
 export async function startTestServer(
-  options: { env?: Record<string, string>; dataDir?: string; stateDb?: string } & ServerOptions = {},
+  options: { env?: Record<string, string>; dataDir?: string; stateDb?: string; keyName?: string } & ServerOptions = {},
 ): Promise<TestServer> {
   const tmp = mkdtempSync(join(tmpdir(), 'museum-test-'));
   const dataDir = options.dataDir ?? join(tmp, 'data');
@@ -31,7 +31,8 @@ export async function startTestServer(
     log: options.log ?? pino({ level: 'silent' }),
     limiter: options.limiter,
   });
-  const { key } = server.services.keys.create('test');
+  // Instances sharing one STATE_DB need distinct key names.
+  const { key } = server.services.keys.create(options.keyName ?? 'test');
   const withKey = (init: RequestInit & { key?: string | null } = {}): RequestInit => {
     const headers = new Headers(init.headers);
     const k = init.key === undefined ? key : init.key;

@@ -1,0 +1,96 @@
+/**
+ * The rate-limit store shared by every instance (REDIS_URL): one exact sliding window per subject in
+ * Redis, so a key gets 120 requests per minute from the whole deployment, not from each instance.
+ * While Redis cannot answer, every instance limits on its own (the in-memory store) rather than
+ * refusing or hanging requests, and says so once in the log.
+ */
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import type { RateDecision, RateLimitStore } from './rate-limit.ts';
+
+// The window of a subject is a sorted set of its hit times. Atomic per subject: drop the hits that
+// left the window, count, record this one only when allowed, and let an idle subject expire.
+// Returns {allowed 0|1, remaining}.
+const HIT_SCRIPT = `
+local now = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local limit = tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+local count = redis.call('ZCARD', KEYS[1])
+if count >= limit then
+  return {0, 0}
+end
+redis.call('ZADD', KEYS[1], now, ARGV[4])
+redis.call('PEXPIRE', KEYS[1], window)
+return {1, limit - count - 1}
+`;
+
+type HitCommand = (key: string, now: number, windowMs: number, limit: number, member: string) => Promise<[number, number]>;
+
+export class RedisRateLimitStore implements RateLimitStore {
+  private readonly instance = randomBytes(6).toString('hex');
+  private sequence = 0;
+  private degraded = false;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly fallback: RateLimitStore,
+    private readonly log: Logger,
+    private readonly prefix = 'museum:rate:',
+  ) {
+    redis.defineCommand('museumRateHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
+  }
+
+  async hit(subject: string, limit: number, windowMs: number, now: number): Promise<RateDecision> {
+    const hitCommand = (this.redis as unknown as { museumRateHit: HitCommand }).museumRateHit.bind(this.redis);
+    try {
+      // Hits made in the same millisecond by different instances stay distinct members.
+      const member = `${now}:${this.instance}:${this.sequence++}`;
+      const [allowed, remaining] = await hitCommand(this.prefix + subject, now, windowMs, limit, member);
+      if (this.degraded) {
+        this.degraded = false;
+        this.log.info('rate limits are shared through Redis again');
+      }
+      return { allowed: allowed === 1, remaining };
+    } catch (err) {
+      if (!this.degraded) {
+        this.degraded = true;
+        this.log.warn({ err: (err as Error).message }, 'Redis does not answer: rate limits are per instance until it does');
+      }
+      return this.fallback.hit(subject, limit, windowMs, now);
+    }
+  }
+}
+
+/**
+ * A Redis client for request-path work: commands fail fast (no offline queue, one retry, a short
+ * timeout) so a Redis outage costs a request ~0.25 s at most, while the client reconnects in the
+ * background. Resolves once connected, or after `waitMs` with the client still trying.
+ */
+export async function connectRedis(url: string, log: Logger, waitMs = 1_000): Promise<Redis> {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 250,
+    connectTimeout: 1_000,
+    retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
+  });
+  let reported = false;
+  redis.on('error', (err: Error) => {
+    if (reported) return;
+    reported = true;
+    log.warn({ err: err.message }, 'Redis connection failed; retrying in the background');
+  });
+  redis.on('ready', () => {
+    reported = false;
+  });
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, waitMs);
+    redis.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  return redis;
+}

@@ -1,0 +1,126 @@
+/**
+ * REDIS_URL: several instances share one budget per key through a real redis-server, the store keeps
+ * the in-memory store's exact window, and a Redis outage never fails or hangs a request — each
+ * instance limits on its own until Redis is back.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../server/config.ts';
+import { MemoryRateLimitStore } from '../../server/middleware/rate-limit.ts';
+import { RedisRateLimitStore } from '../../server/middleware/rate-limit-redis.ts';
+import { capturedLogger } from '../helpers/logs.ts';
+import { startRedis, type TestRedis } from '../helpers/redis.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+
+let redis: TestRedis;
+beforeAll(async () => {
+  redis = await startRedis();
+});
+afterAll(() => redis.close());
+
+describe('RedisRateLimitStore', () => {
+  it('is the same exact sliding window as the in-memory store, driven with explicit clocks', async () => {
+    const client = new Redis(redis.url);
+    try {
+      const store = new RedisRateLimitStore(client, new MemoryRateLimitStore(), pino({ level: 'silent' }), 'test:window:');
+      const t0 = 1_000_000;
+      for (let i = 0; i < 3; i++) expect(await store.hit('k', 3, 60_000, t0 + i * 1000)).toEqual({ allowed: true, remaining: 2 - i });
+      expect(await store.hit('k', 3, 60_000, t0 + 59_999)).toEqual({ allowed: false, remaining: 0 });
+      expect(await store.hit('k', 3, 60_000, t0 + 60_000)).toEqual({ allowed: true, remaining: 0 });
+      expect(await store.hit('k', 3, 60_000, t0 + 60_500)).toEqual({ allowed: false, remaining: 0 });
+      expect(await store.hit('k', 3, 60_000, t0 + 61_000)).toEqual({ allowed: true, remaining: 0 });
+      expect(await store.hit('k', 3, 60_000, t0 + 200_000)).toEqual({ allowed: true, remaining: 2 });
+      // Idle subjects do not stay in Redis: each window expires with its last hit.
+      expect(await client.pttl('test:window:k')).toBeGreaterThan(59_000);
+      expect(await client.zcard('test:window:k')).toBe(1);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
+
+describe('two instances behind one Redis', () => {
+  let a: TestServer;
+  let b: TestServer;
+  let logA: ReturnType<typeof capturedLogger>;
+
+  beforeAll(async () => {
+    const shared = mkdtempSync(join(tmpdir(), 'museum-redis-instances-'));
+    const common = { env: { REDIS_URL: redis.url }, dataDir: join(shared, 'data'), stateDb: join(shared, 'state.db') };
+    logA = capturedLogger('info');
+    a = await startTestServer({ ...common, keyName: 'instance-a', log: logA.log });
+    b = await startTestServer({ ...common, keyName: 'instance-b' });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+  });
+
+  it('give one key exactly 120 of 200 concurrent requests between them', async () => {
+    const { key } = a.services.keys.create('shared-burst');
+    const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? a : b).get('/v1/rooms', { key })));
+    const ok = responses.filter((r) => r.status === 200);
+    expect(ok).toHaveLength(120);
+    expect(responses.filter((r) => r.status === 429)).toHaveLength(80);
+    // Every remaining budget from 119 down to 0 was handed out exactly once, across both instances.
+    expect(ok.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => x - y)).toEqual(Array.from({ length: 120 }, (_, i) => i));
+    // Both answered some of each: the budget really is shared, not split.
+    for (const server of [a, b]) expect(responses.some((r, i) => (i % 2 ? a : b) === server && r.status === 200)).toBe(true);
+  });
+
+  it('keep serving through a Redis outage, limiting per instance, and share again when it is back', async () => {
+    const { key } = a.services.keys.create('outage');
+    expect((await a.get('/v1/rooms', { key })).headers.get('x-ratelimit-remaining')).toBe('119');
+    await redis.stop();
+    try {
+      const started = Date.now();
+      const during = await Promise.all([a, b, a, b].map((server) => server.get('/v1/collections', { key })));
+      expect(during.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+      for (const res of during) expect(res.headers.get('x-ratelimit-limit')).toBe('120');
+      expect(Date.now() - started).toBeLessThan(3_000);
+      // The per-instance budgets are fresh ones: each instance counts its own requests.
+      expect(during.map((r) => r.headers.get('x-ratelimit-remaining')).sort()).toEqual(['118', '118', '119', '119']);
+      expect(logA.lines.some((l) => /Redis does not answer: rate limits are per instance/.test(String(l.msg)))).toBe(true);
+    } finally {
+      await redis.start();
+    }
+    // Back: the shared window (empty after the restart, nothing is persisted) counts again for both.
+    const deadline = Date.now() + 10_000;
+    let remaining = '';
+    while (Date.now() < deadline) {
+      remaining = (await b.get('/v1/rooms', { key })).headers.get('x-ratelimit-remaining') ?? '';
+      if (logA.lines.some((l) => /shared through Redis again/.test(String(l.msg))) || remaining === '119') break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const x = Number((await a.get('/v1/rooms', { key })).headers.get('x-ratelimit-remaining'));
+    const y = Number((await b.get('/v1/rooms', { key })).headers.get('x-ratelimit-remaining'));
+    expect(y).toBe(x - 1);
+  }, 30_000);
+});
+
+describe('configuration', () => {
+  it('starts and serves when Redis cannot be reached, limiting per instance', async () => {
+    const closed = await startRedis();
+    const url = closed.url;
+    await closed.close();
+    const started = Date.now();
+    const server = await startTestServer({ env: { REDIS_URL: url } });
+    try {
+      expect(Date.now() - started).toBeLessThan(5_000);
+      const res = await server.get('/v1/rooms');
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-ratelimit-remaining')).toBe('119');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it('refuses a REDIS_URL that is not a redis:// URL', () => {
+    expect(() => loadConfig({ REDIS_URL: 'http://127.0.0.1:6379' })).toThrow(/REDIS_URL/);
+    expect(loadConfig({ REDIS_URL: 'rediss://cache.internal:6380' }).redisUrl).toBe('rediss://cache.internal:6380');
+  });
+});
