@@ -7,6 +7,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Redis } from 'ioredis';
 import Koa from 'koa';
 import pino, { type Logger } from 'pino';
 import { Api } from './api.ts';
@@ -28,6 +29,8 @@ export interface Services {
   db: StateDb;
   keys: KeyStore;
   limiter: RateLimitStore;
+  /** The shared Redis connection when REDIS_URL is set (rate limits, presence fan-out). */
+  redis: Redis | null;
   content: ContentStore;
   /** Register cleanup to run when the server closes (timers, upstream sockets, listeners). */
   onClose(fn: () => void | Promise<void>): void;
@@ -65,19 +68,17 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const keys = new KeyStore(db);
   const content = await ContentStore.open(config.dataDir, config.publicUrl, log);
   content.watch();
-  let limiter = options.limiter;
-  if (!limiter && config.redisUrl) {
-    // Several instances share one budget per key through Redis.
-    const redis = await connectRedis(config.redisUrl, log);
-    closers.push(() => redis.disconnect());
-    limiter = new RedisRateLimitStore(redis, new MemoryRateLimitStore(), log);
-  }
+  // Several instances share rate limits and presence through Redis.
+  const redis = config.redisUrl ? await connectRedis(config.redisUrl, log) : null;
+  if (redis) closers.push(() => redis.disconnect());
+  const limiter = options.limiter ?? (redis ? new RedisRateLimitStore(redis, new MemoryRateLimitStore(), log) : undefined);
   const services: Services = {
     config,
     log,
     db,
     keys,
     limiter: limiter ?? new MemoryRateLimitStore(),
+    redis,
     content,
     onClose: (fn) => closers.push(fn),
     addFastPath: (handler) => fastPaths.push(handler),

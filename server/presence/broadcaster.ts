@@ -5,8 +5,9 @@
  * touching the hub. Events are plain JSON values so they can cross a process boundary; each
  * receiving hub encodes an event once for all of its listeners.
  *
- * `here` is the count of the instance that published the event. A multi-instance fan-out keeps a
- * shared counter (e.g. Redis INCR/DECR per instance) and fills `here` from it.
+ * A hub publishes arrived/left with its own count in `here`; what listeners are told is `here(…)`:
+ * the count of this instance alone in one process, the deployment's with a multi-instance fan-out
+ * (redis-broadcaster.ts), which also rewrites `here` in the arrived/left events it delivers.
  */
 
 export type PresenceEvent =
@@ -18,6 +19,8 @@ export interface Broadcaster {
   publish(event: PresenceEvent): void;
   /** Receive every published event; returns the unsubscribe function. */
   subscribe(deliver: (event: PresenceEvent) => void): () => void;
+  /** The count listeners are told, given this instance's own. */
+  here(local: number): number;
   close(): void | Promise<void>;
 }
 
@@ -32,6 +35,10 @@ export class InProcessBroadcaster implements Broadcaster {
   subscribe(deliver: (event: PresenceEvent) => void): () => void {
     this.subscribers.add(deliver);
     return () => this.subscribers.delete(deliver);
+  }
+
+  here(local: number): number {
+    return local;
   }
 
   close(): void {

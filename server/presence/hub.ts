@@ -9,7 +9,7 @@
  * - Connection churn is N² writes (every arrival to every listener). Above `coalesceAbove`
  *   listeners, arrived/left are folded into at most one event per `coalesceMs` carrying the
  *   current `here`; at or below it, one event per change.
- * - Events go through a Broadcaster so a multi-instance fan-out can replace the in-process one.
+ * - Events go through a Broadcaster: in-process, or through Redis across instances (REDIS_URL).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Writable } from 'node:stream';
@@ -116,16 +116,16 @@ export class PresenceHub {
       index: this.listeners.length,
     };
     this.listeners.push(listener);
-    const hello = encodeEvent({ type: 'hello', here, at: Date.now() });
+    const hello = encodeEvent({ type: 'hello', here: this.broadcaster.here(here), at: Date.now() });
     listener.sink.write(listener.chunked ? hello.chunked : hello.raw);
     socket.uncork();
     res.once('close', () => this.remove(listener));
   }
 
-  /** Broadcast the fact of a Library search; returns the current count. */
+  /** Broadcast the fact of a Library search; returns the current count (the deployment's). */
   librarySearch(handle: string): number {
     this.broadcaster.publish({ type: 'library-search', handle, at: Date.now() });
-    return this.listeners.length;
+    return this.broadcaster.here(this.listeners.length);
   }
 
   private remove(listener: Listener): void {

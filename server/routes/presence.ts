@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { RouteModule } from '../app.ts';
 import { HttpError } from '../errors.ts';
 import { InProcessBroadcaster } from '../presence/broadcaster.ts';
+import { RedisBroadcaster } from '../presence/redis-broadcaster.ts';
 import { PresenceHub, SSE_HEADERS } from '../presence/hub.ts';
 
 export const HANDLE_MAX = 48;
@@ -33,8 +34,11 @@ const PingResponse = z
   .object({ data: z.object({ ok: z.boolean(), here: z.number().int().min(0) }) })
   .meta({ id: 'PresencePing' });
 
-export const presenceRoutes: RouteModule = (api, { config, onClose }) => {
-  const broadcaster = new InProcessBroadcaster();
+export const presenceRoutes: RouteModule = (api, { config, redis, log, onClose }) => {
+  // Subscribing takes a connection of its own; it queues its commands until connected.
+  const broadcaster = redis
+    ? new RedisBroadcaster(redis, redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined }), log)
+    : new InProcessBroadcaster();
   const hub = new PresenceHub({
     broadcaster,
     capacity: config.presenceCapacity,
