@@ -6,6 +6,8 @@
  *   slots      GET /v1/rooms/{id}/slots            (public; fast path)        target ≥ 0.8× raw
  *   slots 304  the same with If-None-Match          (revalidation)
  *   artworks   GET /v1/artworks?page=2 with a key   (Koa: auth, limiter, …)    target ≥ 0.6× raw
+ *   artworks, Redis limiter  the same through a second server with REDIS_URL (a local
+ *              redis-server, when installed): what sharing the limit between instances costs
  *
  * The servers run in a child process (this file with `--serve`), the load generator here, so they do
  * not share an event loop. Each round measures raw and museum back to back (alternating which goes
@@ -29,6 +31,7 @@ import { loadConfig } from '../server/config.ts';
 import { openStateDb } from '../server/state/db.ts';
 import { KeyStore } from '../server/state/keys.ts';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
+import { startRedis } from '../test/helpers/redis.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = resolve(SELF, '../..');
@@ -39,6 +42,8 @@ const ARTWORKS_PATH = '/v1/artworks?page=2';
 
 interface Ready {
   museum: string;
+  /** The same server with its rate limits in Redis (null without redis-server). */
+  museumRedis: string | null;
   raw: string;
   slotsEtag: string;
 }
@@ -56,9 +61,10 @@ function pinCpus(serverPid: number): void {
 }
 
 /** The child: the museum server (LOG_LEVEL=warn) and a raw node:http server with the same bytes. */
-async function serve(dir: string): Promise<void> {
-  const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db'), LOG_LEVEL: 'warn' });
-  const museum = await startServer(config);
+async function serve(dir: string, redisUrl: string | undefined): Promise<void> {
+  const env = { PORT: '0', HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db'), LOG_LEVEL: 'warn' };
+  const museum = await startServer(loadConfig(env));
+  const museumRedis = redisUrl ? await startServer(loadConfig({ ...env, REDIS_URL: redisUrl })) : null;
   const probeKey = museum.services.keys.create('bench-probe').key;
   const slots = await fetch(`${museum.url}/v1/rooms/1/slots`);
   const slotsEtag = slots.headers.get('etag')!;
@@ -83,14 +89,14 @@ async function serve(dir: string): Promise<void> {
   });
   raw.keepAliveTimeout = 65_000;
   await new Promise<void>((done) => raw.listen(0, '127.0.0.1', done));
-  const ready: Ready = { museum: museum.url, raw: `http://127.0.0.1:${(raw.address() as AddressInfo).port}`, slotsEtag };
+  const ready: Ready = { museum: museum.url, museumRedis: museumRedis?.url ?? null, raw: `http://127.0.0.1:${(raw.address() as AddressInfo).port}`, slotsEtag };
   process.send!(ready);
   // The parent asks for this process's CPU time around each run: CPU per request is the figure a
   // busy shared machine disturbs least.
   process.on('message', () => process.send!(process.cpuUsage()));
   process.on('disconnect', () => {
     raw.close();
-    void museum.close().then(() => process.exit(0));
+    void Promise.all([museum.close(), museumRedis?.close()]).then(() => process.exit(0));
   });
 }
 
@@ -140,6 +146,7 @@ async function main(): Promise<void> {
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   let child: ChildProcess | null = null;
+  let stopRedis: () => Promise<void> | undefined = () => undefined;
   try {
     process.stderr.write('bench-serve: publishing the fixture bake and creating keys…\n');
     await publishFixtureBake(join(dir, 'data'), { extraArtworks: 500 });
@@ -150,7 +157,10 @@ async function main(): Promise<void> {
     const keys = db.transaction(() => Array.from({ length: keyCount }, (_, i) => store.create(`bench-${i}`).key))();
     db.close();
 
-    child = fork(SELF, ['--serve', dir], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const redis = spawnSync('redis-server', ['--version']).status === 0 ? await startRedis() : null;
+    stopRedis = () => redis?.close();
+    if (!redis) process.stderr.write('bench-serve: no redis-server here (scripts/system-deps.sh installs it): skipping the Redis limiter run\n');
+    child = fork(SELF, ['--serve', dir, ...(redis ? [redis.url] : [])], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     const ready = await new Promise<Ready>((done, fail) => {
       child!.once('message', (m) => done(m as Ready));
       child!.once('exit', (code) => fail(new Error(`server process exited (${code})`)));
@@ -177,6 +187,15 @@ async function main(): Promise<void> {
         raw: { name: 'raw artworks', url: `${ready.raw}/artworks`, requests: keyedRequests(round) },
         museum: { name: 'artworks (keyed)', url: `${ready.museum}${ARTWORKS_PATH}`, requests: keyedRequests(round) },
       },
+      ...(ready.museumRedis
+        ? [
+            {
+              target: null,
+              raw: { name: 'raw artworks', url: `${ready.raw}/artworks`, requests: keyedRequests(round) },
+              museum: { name: 'artworks (Redis)', url: `${ready.museumRedis}${ARTWORKS_PATH}`, requests: keyedRequests(round) },
+            },
+          ]
+        : []),
     ];
 
     process.stderr.write(`bench-serve: ${CONNECTIONS} connections, ${DURATION_S} s per run, ${ROUNDS} rounds, ${keys.length} keys\n`);
@@ -210,8 +229,11 @@ async function main(): Promise<void> {
       `${'scenario'.padEnd(18)} ${'req/s'.padStart(9)} ${'p99 ms'.padStart(7)} ${'× raw'.padStart(7)}  ${'target'.padEnd(12)} ${'CPU µs/req'.padStart(10)} ${'× raw'.padStart(6)}`,
     ];
     let missed = 0;
+    const printed = new Set<string>();
     for (const { target, raw, museum } of pairs(0)) {
       for (const scenario of [raw, museum]) {
+        if (printed.has(scenario.name)) continue; // a raw baseline shared by two pairs
+        printed.add(scenario.name);
         const figures = runs.get(scenario.name)!;
         const rps = median(figures.map((f) => f.rps));
         const p99 = median(figures.map((f) => f.p99));
@@ -237,6 +259,8 @@ async function main(): Promise<void> {
       `limiter: the real one (120/60 s per key); the keyed runs rotate over ${keys.length} real keys (${perRound} per round),`,
       'so every request pays the real key lookup and rate-limit bookkeeping and none is refused. The raw',
       'baseline of that scenario receives the very same request stream (it ignores the keys).',
+      'artworks (Redis): the same, through a second server whose limiter is Redis (REDIS_URL, a local',
+      'redis-server on the same machine, not pinned): one round trip to Redis per request.',
       '',
     );
     process.stdout.write(lines.join('\n'));
@@ -244,12 +268,13 @@ async function main(): Promise<void> {
   } finally {
     child?.disconnect();
     await new Promise((done) => setTimeout(done, 300));
+    await stopRedis();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
 if (process.argv[2] === '--serve') {
-  await serve(process.argv[3]!);
+  await serve(process.argv[3]!, process.argv[4]);
 } else {
   await main();
 }

@@ -73,6 +73,8 @@ export async function connectRedis(url: string, log: Logger, waitMs = 1_000): Pr
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: 250,
+    // Commands issued in one tick (a burst of requests) go out in one write.
+    enableAutoPipelining: true,
     connectTimeout: 1_000,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
   });
