@@ -1,9 +1,10 @@
 /**
  * Guide session state: the recent turns of a visitor's conversation and the follow-ups (real
- * Library answers) waiting to be fetched. Behind an asynchronous interface so a Redis store can
- * share it between instances; the in-memory store is bounded by sessions, turns, follow-ups and
- * idle time.
+ * Library answers) waiting to be fetched. Behind an asynchronous interface: in memory (bounded by
+ * sessions, turns, follow-ups and idle time) or in Redis (REDIS_URL), shared between instances.
  */
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
 
 export interface Turn {
   role: 'user' | 'assistant';
@@ -131,4 +132,137 @@ export class MemorySessionStore implements GuideSessionStore {
       this.sessions.delete(key);
     }
   }
+}
+
+/**
+ * Sessions shared by every instance (REDIS_URL), so a follow-up prepared on one instance is fetched
+ * from another. Per session: a list of turns and a list of ready follow-ups (both trimmed to their
+ * bounds) and a pending counter; every key expires after `idleMs` without use, which is the bound
+ * on sessions. While Redis does not answer, the instance keeps sessions in memory (the fallback)
+ * and says so once: a visitor may lose context across instances, never get an error.
+ */
+export class RedisSessionStore implements GuideSessionStore {
+  private readonly maxTurns: number;
+  private readonly maxFollowups: number;
+  private readonly idleMs: number;
+  private readonly prefix: string;
+  private degraded = false;
+
+  constructor(
+    private readonly redis: Redis,
+    private readonly fallback: GuideSessionStore,
+    private readonly log: Logger,
+    options: Omit<MemorySessionOptions, 'maxSessions' | 'now'> & { prefix?: string } = {},
+  ) {
+    this.maxTurns = options.maxTurns ?? 12;
+    this.maxFollowups = options.maxFollowups ?? 3;
+    this.idleMs = options.idleMs ?? 30 * 60_000;
+    this.prefix = options.prefix ?? 'museum:guide:';
+    redis.defineCommand('museumPutFollowup', { numberOfKeys: 2, lua: PUT_FOLLOWUP });
+  }
+
+  private keys(key: string) {
+    const base = this.prefix + key;
+    return { turns: `${base}:turns`, ready: `${base}:ready`, pending: `${base}:pending` };
+  }
+
+  /** Run against Redis; on failure, against the fallback (logged once per outage). */
+  private async shared<T>(viaRedis: () => Promise<T>, viaFallback: () => Promise<T>): Promise<T> {
+    try {
+      const result = await viaRedis();
+      if (this.degraded) {
+        this.degraded = false;
+        this.log.info('guide sessions are shared through Redis again');
+      }
+      return result;
+    } catch (err) {
+      if (!this.degraded) {
+        this.degraded = true;
+        this.log.warn({ err: (err as Error).message }, 'Redis does not answer: guide sessions are kept on this instance until it does');
+      }
+      return viaFallback();
+    }
+  }
+
+  turns(key: string): Promise<Turn[]> {
+    const k = this.keys(key);
+    return this.shared(
+      async () => {
+        const [[err, items]] = (await this.redis.multi().lrange(k.turns, 0, -1).pexpire(k.turns, this.idleMs).exec())!;
+        if (err) throw err;
+        return (items as string[]).map((item) => JSON.parse(item) as Turn);
+      },
+      () => this.fallback.turns(key),
+    );
+  }
+
+  addTurns(key: string, turns: Turn[]): Promise<void> {
+    if (!turns.length) return Promise.resolve();
+    const k = this.keys(key);
+    return this.shared(
+      async () => {
+        const results = await this.redis
+          .multi()
+          .rpush(k.turns, ...turns.map((t) => JSON.stringify(t)))
+          .ltrim(k.turns, -this.maxTurns, -1)
+          .pexpire(k.turns, this.idleMs)
+          .exec();
+        throwFirst(results);
+      },
+      () => this.fallback.addTurns(key, turns),
+    );
+  }
+
+  beginFollowup(key: string): Promise<void> {
+    const k = this.keys(key);
+    return this.shared(
+      async () => throwFirst(await this.redis.multi().incr(k.pending).pexpire(k.pending, this.idleMs).exec()),
+      () => this.fallback.beginFollowup(key),
+    );
+  }
+
+  putFollowup(key: string, followup: Followup): Promise<void> {
+    const k = this.keys(key);
+    const put = (this.redis as unknown as { museumPutFollowup: (...args: Array<string | number>) => Promise<unknown> }).museumPutFollowup.bind(this.redis);
+    return this.shared(
+      async () => {
+        await put(k.pending, k.ready, JSON.stringify(followup), this.maxFollowups, this.idleMs);
+      },
+      () => this.fallback.putFollowup(key, followup),
+    );
+  }
+
+  takeFollowup(key: string): Promise<{ followup: Followup | null; pending: boolean }> {
+    const k = this.keys(key);
+    return this.shared(
+      async () => {
+        const results = await this.redis.multi().lpop(k.ready).get(k.pending).exec();
+        throwFirst(results);
+        const [[, item], [, pending]] = results!;
+        return { followup: item ? (JSON.parse(item as string) as Followup) : null, pending: Number(pending ?? 0) > 0 };
+      },
+      () => this.fallback.takeFollowup(key),
+    );
+  }
+
+  close(): void | Promise<void> {
+    return this.fallback.close();
+  }
+}
+
+// One pending preparation ends (never below zero) and its follow-up joins the ready ones (bounded).
+const PUT_FOLLOWUP = `
+local pending = redis.call('DECR', KEYS[1])
+if pending < 0 then redis.call('SET', KEYS[1], 0) end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('RPUSH', KEYS[2], ARGV[1])
+redis.call('LTRIM', KEYS[2], -tonumber(ARGV[2]), -1)
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
+`;
+
+/** A MULTI's results carry per-command errors: surface the first. */
+function throwFirst(results: Array<[Error | null, unknown]> | null): void {
+  if (!results) throw new Error('Redis transaction was discarded');
+  for (const [err] of results) if (err) throw err;
 }

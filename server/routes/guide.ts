@@ -23,7 +23,7 @@ import {
   LIMITS,
 } from '../guide/exhibitions.ts';
 import { Guide, QUESTION_CHARS } from '../guide/guide.ts';
-import { MemorySessionStore } from '../guide/sessions.ts';
+import { MemorySessionStore, RedisSessionStore } from '../guide/sessions.ts';
 import { CLIP_ID, SpeechClips } from '../guide/speech.ts';
 import { StarterJobs, suggest } from '../guide/suggestions.ts';
 import { cleanText } from '../guide/text.ts';
@@ -127,7 +127,8 @@ function speechEngine(config: Config, log: Logger): SpeechEngine | null {
 export const guideRoutes: RouteModule = (api, services) => {
   const { config, log, content } = services;
   const store = new ExhibitionStore(services.db);
-  const sessions = new MemorySessionStore();
+  // With REDIS_URL a follow-up prepared on one instance can be fetched from any other.
+  const sessions = services.redis ? new RedisSessionStore(services.redis, new MemorySessionStore(), log) : new MemorySessionStore();
   const llmConfig = config.upstreams.llm;
   const llm = llmConfig ? new LlmClient({ ...llmConfig, log }) : null;
   const engine = speechEngine(config, log);
@@ -145,7 +146,7 @@ export const guideRoutes: RouteModule = (api, services) => {
   services.onClose(async () => {
     await starters.close();
     await guide.close();
-    sessions.close();
+    await sessions.close();
   });
 
   api.route({

@@ -1,0 +1,122 @@
+/**
+ * Guide sessions in Redis (REDIS_URL), against a real redis-server: the same behaviour as the
+ * in-memory store (turns trimmed, follow-ups once, in order, bounded, pending reported), idle
+ * expiry, an outage served from memory, and two instances where a follow-up prepared on one is
+ * fetched from the other.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Redis } from 'ioredis';
+import pino from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemorySessionStore, RedisSessionStore } from '../../server/guide/sessions.ts';
+import { startFakeLibrary, type LibraryFake } from '../fakes/library.ts';
+import { publishFixtureBake } from '../helpers/artifacts.ts';
+import { capturedLogger } from '../helpers/logs.ts';
+import { startRedis, type TestRedis } from '../helpers/redis.ts';
+import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { ask, call, exhibitionDoc, register, until } from './helpers.ts';
+
+let redis: TestRedis;
+let client: Redis;
+beforeAll(async () => {
+  redis = await startRedis();
+  client = new Redis(redis.url, { maxRetriesPerRequest: 1, enableOfflineQueue: false, commandTimeout: 250 });
+  await new Promise((ready) => client.once('ready', ready));
+});
+afterAll(async () => {
+  client.disconnect();
+  await redis.close();
+});
+
+let stores = 0;
+const store = (options: { maxTurns?: number; maxFollowups?: number; idleMs?: number } = {}, log = pino({ level: 'silent' })) =>
+  new RedisSessionStore(client, new MemorySessionStore(options), log, { ...options, prefix: `test:${stores++}:` });
+
+describe('RedisSessionStore', () => {
+  it('keeps only the most recent turns of a session', async () => {
+    const s = store({ maxTurns: 4 });
+    for (let i = 0; i < 10; i++) await s.addTurns('a', [{ role: i % 2 ? 'assistant' : 'user', content: `t${i}` }]);
+    expect((await s.turns('a')).map((t) => t.content)).toEqual(['t6', 't7', 't8', 't9']);
+    expect(await s.turns('other')).toEqual([]);
+  });
+
+  it('delivers follow-ups once, in order, bounded, and reports pending work', async () => {
+    const s = store({ maxFollowups: 2 });
+    await s.beginFollowup('s');
+    expect(await s.takeFollowup('s')).toEqual({ followup: null, pending: true });
+    await s.beginFollowup('s');
+    await s.beginFollowup('s');
+    for (const text of ['one', 'two', 'three']) await s.putFollowup('s', { text, sources: [], fallback: false });
+    expect(await s.takeFollowup('s')).toEqual({ followup: { text: 'two', sources: [], fallback: false }, pending: false });
+    expect((await s.takeFollowup('s')).followup!.text).toBe('three');
+    expect(await s.takeFollowup('s')).toEqual({ followup: null, pending: false });
+    expect(await s.takeFollowup('never')).toEqual({ followup: null, pending: false });
+    // A follow-up without a matching begin never drives the count below zero.
+    await s.putFollowup('s', { text: 'extra', sources: [], fallback: true });
+    expect(await s.takeFollowup('s')).toEqual({ followup: { text: 'extra', sources: [], fallback: true }, pending: false });
+  });
+
+  it('forgets idle sessions (their keys expire)', async () => {
+    const s = store({ idleMs: 300 });
+    await s.addTurns('a', [{ role: 'user', content: 'hello' }]);
+    expect(await s.turns('a')).toHaveLength(1);
+    await new Promise((r) => setTimeout(r, 450));
+    expect(await s.turns('a')).toEqual([]);
+  });
+
+  it('keeps sessions in memory while Redis is down, and says so once', async () => {
+    const { log, lines } = capturedLogger('info');
+    const s = store({}, log);
+    await redis.stop();
+    try {
+      await s.addTurns('outage', [{ role: 'user', content: 'still here' }]);
+      expect((await s.turns('outage')).map((t) => t.content)).toEqual(['still here']);
+      await s.beginFollowup('outage');
+      expect(await s.takeFollowup('outage')).toEqual({ followup: null, pending: true });
+      expect(lines.filter((l) => /guide sessions are kept on this instance/.test(String(l.msg)))).toHaveLength(1);
+    } finally {
+      await redis.start();
+    }
+    await until(async () => (client.status === 'ready' ? true : null));
+    await s.addTurns('after', [{ role: 'user', content: 'shared again' }]);
+    expect(await client.llen(`test:${stores - 1}:after:turns`)).toBe(1);
+  }, 20_000);
+});
+
+describe('two guide instances behind one Redis', () => {
+  let library: LibraryFake;
+  let a: TestServer;
+  let b: TestServer;
+
+  beforeAll(async () => {
+    library = await startFakeLibrary({ key: 'lib-key' });
+    const shared = mkdtempSync(join(tmpdir(), 'museum-guide-redis-'));
+    await publishFixtureBake(join(shared, 'data'));
+    const env = { REDIS_URL: redis.url, LIBRARY_UPSTREAM_URL: library.url, LIBRARY_UPSTREAM_KEY: 'lib-key' };
+    const common = { env, dataDir: join(shared, 'data'), stateDb: join(shared, 'state.db') };
+    a = await startTestServer({ ...common, keyName: 'guide-a' });
+    b = await startTestServer({ ...common, keyName: 'guide-b' });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await library?.close();
+  });
+
+  it('a follow-up prepared after a question on one instance is fetched, once, from the other', async () => {
+    expect((await register(a, exhibitionDoc())).status).toBe(200);
+    const exhibition = exhibitionDoc().id as string;
+    const asked = await ask(a, { exhibition, question: 'Who founded the Lantern Guild painters?', session: 'roaming' });
+    expect(asked.status).toBe(200);
+    expect(asked.json.data).toMatchObject({ consulting: true });
+    const followup = (server: TestServer) => call(server, 'GET', `/v1/guide/followup?exhibition=${encodeURIComponent(exhibition)}&session=roaming`);
+    const ready = await until(async () => {
+      const f = await followup(b);
+      return f.json.data ? f.json : null;
+    });
+    expect(ready.data.text).toContain('Lantern Guild painters sign their works with a small ember');
+    expect((await followup(a)).json).toEqual({ data: null, meta: { pending: false } });
+  });
+});
