@@ -3,9 +3,10 @@
  * unguessable clip id and URL (`/v1/guide/tts/{id}.mp3`) at once, and its audio is synthesized
  * on first request (the first chunk is started right away so playback can begin quickly). Clips
  * expire after a TTL (404 afterwards). Bounded: clip count, cached audio bytes, and concurrent
- * syntheses.
+ * syntheses. With REDIS_URL, any instance serves any clip (RedisClipRegistry).
  */
 import { randomBytes } from 'node:crypto';
+import type { Redis } from 'ioredis';
 import type { SpeechEngine } from '../upstream/tts.ts';
 
 export const CHUNK_CHARS = 220;
@@ -48,10 +49,22 @@ interface Clip {
   bytes: number;
 }
 
+/**
+ * Where other instances find the clips this one registered (REDIS_URL): a visitor's player may
+ * fetch a clip URL from any instance behind the load balancer. Only the text and voice are
+ * shared; each instance synthesizes and caches the audio it serves.
+ */
+export interface ClipRegistry {
+  put(id: string, clip: { text: string; voice?: string }, ttlMs: number): void;
+  /** The clip and its remaining lifetime; null when unknown, expired or unreachable. */
+  get(id: string): Promise<{ text: string; voice?: string; ttlMs: number } | null>;
+}
+
 export interface SpeechOptions {
   engine: SpeechEngine;
   publicUrl: string;
   ttlMs: number;
+  shared?: ClipRegistry;
   maxClips?: number;
   maxAudioBytes?: number;
   concurrency?: number;
@@ -84,6 +97,7 @@ export class SpeechClips {
     for (const chunk of speechChunks(text)) {
       const id = randomBytes(16).toString('base64url');
       this.clips.set(id, { text: chunk, voice, expiresAt: this.now() + this.options.ttlMs, bytes: 0 });
+      this.options.shared?.put(id, { text: chunk, voice }, this.options.ttlMs);
       urls.push(`${this.options.publicUrl}/v1/guide/tts/${id}.mp3`);
       // Start the first chunk now so playback can begin sooner (unless synthesis is backed up).
       if (urls.length === 1 && this.waiting.length < 8) this.audioOf(id, this.clips.get(id)!).catch(() => undefined);
@@ -94,7 +108,7 @@ export class SpeechClips {
 
   /** mp3 of a clip; null when unknown or expired. Engine failures reject (an UpstreamError). */
   async audio(id: string): Promise<Buffer | null> {
-    const clip = this.clips.get(id);
+    const clip = this.clips.get(id) ?? (await this.adopt(id));
     if (!clip) return null;
     if (clip.expiresAt <= this.now()) {
       this.forget(id);
@@ -105,6 +119,18 @@ export class SpeechClips {
 
   get size(): number {
     return this.clips.size;
+  }
+
+  /** A clip another instance registered, taken in with the lifetime it has left. */
+  private async adopt(id: string): Promise<Clip | undefined> {
+    const found = await this.options.shared?.get(id);
+    if (!found || found.ttlMs <= 0) return undefined;
+    const existing = this.clips.get(id); // adopted meanwhile by a concurrent request
+    if (existing) return existing;
+    const clip: Clip = { text: found.text, voice: found.voice, expiresAt: this.now() + found.ttlMs, bytes: 0 };
+    this.clips.set(id, clip);
+    while (this.clips.size > this.maxClips) this.forget(this.clips.keys().next().value!);
+    return clip;
   }
 
   private audioOf(id: string, clip: Clip): Promise<Buffer> {
@@ -164,6 +190,29 @@ export class SpeechClips {
       const next = this.waiting.shift();
       if (next) next();
       else this.running--;
+    }
+  }
+}
+
+/** The clip registry in Redis: one key per clip, expiring with it. Failures mean "not found". */
+export class RedisClipRegistry implements ClipRegistry {
+  constructor(
+    private readonly redis: Redis,
+    private readonly prefix = 'museum:clip:',
+  ) {}
+
+  put(id: string, clip: { text: string; voice?: string }, ttlMs: number): void {
+    this.redis.set(this.prefix + id, JSON.stringify(clip), 'PX', ttlMs).catch(() => undefined);
+  }
+
+  async get(id: string): Promise<{ text: string; voice?: string; ttlMs: number } | null> {
+    try {
+      const [[, value], [, ttl]] = (await this.redis.multi().get(this.prefix + id).pttl(this.prefix + id).exec())! as [[null, string | null], [null, number]];
+      if (value === null || ttl <= 0) return null;
+      const clip = JSON.parse(value) as { text: string; voice?: string };
+      return typeof clip.text === 'string' ? { text: clip.text, voice: clip.voice, ttlMs: ttl } : null;
+    } catch {
+      return null;
     }
   }
 }

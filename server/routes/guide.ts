@@ -24,7 +24,7 @@ import {
 } from '../guide/exhibitions.ts';
 import { Guide, QUESTION_CHARS } from '../guide/guide.ts';
 import { MemorySessionStore, RedisSessionStore } from '../guide/sessions.ts';
-import { CLIP_ID, SpeechClips } from '../guide/speech.ts';
+import { CLIP_ID, RedisClipRegistry, SpeechClips } from '../guide/speech.ts';
 import { StarterJobs, suggest } from '../guide/suggestions.ts';
 import { cleanText } from '../guide/text.ts';
 import { charactersClientOf } from '../upstream/characters.ts';
@@ -132,7 +132,8 @@ export const guideRoutes: RouteModule = (api, services) => {
   const llmConfig = config.upstreams.llm;
   const llm = llmConfig ? new LlmClient({ ...llmConfig, log }) : null;
   const engine = speechEngine(config, log);
-  const speech = engine ? new SpeechClips({ engine, publicUrl: config.publicUrl, ttlMs: config.guideAudioTtlMs }) : null;
+  const shared = services.redis ? new RedisClipRegistry(services.redis) : undefined;
+  const speech = engine ? new SpeechClips({ engine, publicUrl: config.publicUrl, ttlMs: config.guideAudioTtlMs, shared }) : null;
   const guide = new Guide({
     store,
     sessions,

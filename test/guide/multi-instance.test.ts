@@ -1,8 +1,8 @@
 /**
- * Guide sessions in Redis (REDIS_URL), against a real redis-server: the same behaviour as the
- * in-memory store (turns trimmed, follow-ups once, in order, bounded, pending reported), idle
- * expiry, an outage served from memory, and two instances where a follow-up prepared on one is
- * fetched from the other.
+ * The guide across instances (REDIS_URL), against a real redis-server. Sessions in Redis: the same
+ * behaviour as the in-memory store (turns trimmed, follow-ups once, in order, bounded, pending
+ * reported), idle expiry, an outage served from memory. Two instances: a follow-up prepared on one
+ * is fetched from the other, and the spoken answer's clips are served by either.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -12,6 +12,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemorySessionStore, RedisSessionStore } from '../../server/guide/sessions.ts';
 import { startFakeLibrary, type LibraryFake } from '../fakes/library.ts';
+import { spokenText, startFakeTts, type TtsFake } from '../fakes/tts.ts';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
 import { capturedLogger } from '../helpers/logs.ts';
 import { startRedis, type TestRedis } from '../helpers/redis.ts';
@@ -87,14 +88,15 @@ describe('RedisSessionStore', () => {
 
 describe('two guide instances behind one Redis', () => {
   let library: LibraryFake;
+  let tts: TtsFake;
   let a: TestServer;
   let b: TestServer;
 
   beforeAll(async () => {
-    library = await startFakeLibrary({ key: 'lib-key' });
+    [library, tts] = await Promise.all([startFakeLibrary({ key: 'lib-key' }), startFakeTts({ key: 'tts-key' })]);
     const shared = mkdtempSync(join(tmpdir(), 'museum-guide-redis-'));
     await publishFixtureBake(join(shared, 'data'));
-    const env = { REDIS_URL: redis.url, LIBRARY_UPSTREAM_URL: library.url, LIBRARY_UPSTREAM_KEY: 'lib-key' };
+    const env = { REDIS_URL: redis.url, LIBRARY_UPSTREAM_URL: library.url, LIBRARY_UPSTREAM_KEY: 'lib-key', TTS_BASE_URL: tts.url, TTS_API_KEY: 'tts-key' };
     const common = { env, dataDir: join(shared, 'data'), stateDb: join(shared, 'state.db') };
     a = await startTestServer({ ...common, keyName: 'guide-a' });
     b = await startTestServer({ ...common, keyName: 'guide-b' });
@@ -103,6 +105,7 @@ describe('two guide instances behind one Redis', () => {
     await a?.close();
     await b?.close();
     await library?.close();
+    await tts?.close();
   });
 
   it('a follow-up prepared after a question on one instance is fetched, once, from the other', async () => {
@@ -118,5 +121,24 @@ describe('two guide instances behind one Redis', () => {
     });
     expect(ready.data.text).toContain('Lantern Guild painters sign their works with a small ember');
     expect((await followup(a)).json).toEqual({ data: null, meta: { pending: false } });
+  });
+
+  it('the clips of a spoken answer are served by the other instance too', async () => {
+    expect((await register(a, exhibitionDoc())).status).toBe(200);
+    const exhibition = exhibitionDoc().id as string;
+    const asked = await ask(a, { exhibition, question: 'Tell me about the exhibition, every room of it.', session: 'listener' });
+    expect(asked.status).toBe(200);
+    const urls = asked.json.data.audioUrls as string[];
+    expect(urls.length).toBeGreaterThan(0);
+    const spoken: string[] = [];
+    for (const url of urls) {
+      const res = await fetch(b.url + new URL(url).pathname);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('audio/mpeg');
+      spoken.push(spokenText(new Uint8Array(await res.arrayBuffer()))!);
+    }
+    expect(spoken.join(' ').replace(/\s+/g, ' ')).toBe(String(asked.json.data.answer).replace(/\s+/g, ' ').trim());
+    // An id nobody registered is still a 404 envelope.
+    expect((await fetch(`${b.url}/v1/guide/tts/${'A'.repeat(22)}.mp3`)).status).toBe(404);
   });
 });
