@@ -18,6 +18,7 @@ import { capturedLogger } from '../helpers/logs.ts';
 import { startRedis, type TestRedis } from '../helpers/redis.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { ask, call, exhibitionDoc, register, until } from './helpers.ts';
+import { sessionStoreContract } from './session-contract.ts';
 
 let redis: TestRedis;
 let client: Redis;
@@ -36,28 +37,7 @@ const store = (options: { maxTurns?: number; maxFollowups?: number; idleMs?: num
   new RedisSessionStore(client, new MemorySessionStore(options), log, { ...options, prefix: `test:${stores++}:` });
 
 describe('RedisSessionStore', () => {
-  it('keeps only the most recent turns of a session', async () => {
-    const s = store({ maxTurns: 4 });
-    for (let i = 0; i < 10; i++) await s.addTurns('a', [{ role: i % 2 ? 'assistant' : 'user', content: `t${i}` }]);
-    expect((await s.turns('a')).map((t) => t.content)).toEqual(['t6', 't7', 't8', 't9']);
-    expect(await s.turns('other')).toEqual([]);
-  });
-
-  it('delivers follow-ups once, in order, bounded, and reports pending work', async () => {
-    const s = store({ maxFollowups: 2 });
-    await s.beginFollowup('s');
-    expect(await s.takeFollowup('s')).toEqual({ followup: null, pending: true });
-    await s.beginFollowup('s');
-    await s.beginFollowup('s');
-    for (const text of ['one', 'two', 'three']) await s.putFollowup('s', { text, sources: [], fallback: false });
-    expect(await s.takeFollowup('s')).toEqual({ followup: { text: 'two', sources: [], fallback: false }, pending: false });
-    expect((await s.takeFollowup('s')).followup!.text).toBe('three');
-    expect(await s.takeFollowup('s')).toEqual({ followup: null, pending: false });
-    expect(await s.takeFollowup('never')).toEqual({ followup: null, pending: false });
-    // A follow-up without a matching begin never drives the count below zero.
-    await s.putFollowup('s', { text: 'extra', sources: [], fallback: true });
-    expect(await s.takeFollowup('s')).toEqual({ followup: { text: 'extra', sources: [], fallback: true }, pending: false });
-  });
+  sessionStoreContract((options) => store(options));
 
   it('forgets idle sessions (their keys expire)', async () => {
     const s = store({ idleMs: 300 });

@@ -15,6 +15,7 @@ import { RedisRateLimitStore } from '../../server/middleware/rate-limit-redis.ts
 import { capturedLogger } from '../helpers/logs.ts';
 import { startRedis, type TestRedis } from '../helpers/redis.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
+import { expectExactSlidingWindow } from './rate-limit-contract.ts';
 
 let redis: TestRedis;
 beforeAll(async () => {
@@ -27,13 +28,7 @@ describe('RedisRateLimitStore', () => {
     const client = new Redis(redis.url);
     try {
       const store = new RedisRateLimitStore(client, new MemoryRateLimitStore(), pino({ level: 'silent' }), 'test:window:');
-      const t0 = 1_000_000;
-      for (let i = 0; i < 3; i++) expect(await store.hit('k', 3, 60_000, t0 + i * 1000)).toEqual({ allowed: true, remaining: 2 - i });
-      expect(await store.hit('k', 3, 60_000, t0 + 59_999)).toEqual({ allowed: false, remaining: 0 });
-      expect(await store.hit('k', 3, 60_000, t0 + 60_000)).toEqual({ allowed: true, remaining: 0 });
-      expect(await store.hit('k', 3, 60_000, t0 + 60_500)).toEqual({ allowed: false, remaining: 0 });
-      expect(await store.hit('k', 3, 60_000, t0 + 61_000)).toEqual({ allowed: true, remaining: 0 });
-      expect(await store.hit('k', 3, 60_000, t0 + 200_000)).toEqual({ allowed: true, remaining: 2 });
+      await expectExactSlidingWindow(store);
       // Idle subjects do not stay in Redis: each window expires with its last hit.
       expect(await client.pttl('test:window:k')).toBeGreaterThan(59_000);
       expect(await client.zcard('test:window:k')).toBe(1);
