@@ -54,6 +54,8 @@ export class RedisBroadcaster implements Broadcaster {
     subscriber.on('message', (channel: string, message: string) => {
       if (channel === this.channel) this.receive(message);
     });
+    // Connection errors are reported by the shared connection (connectRedis); this one retries quietly.
+    subscriber.on('error', () => undefined);
     subscriber.on('close', () => {
       this.subscribed = false;
     });

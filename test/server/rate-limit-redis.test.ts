@@ -3,9 +3,11 @@
  * the in-memory store's exact window, and a Redis outage never fails or hangs a request — each
  * instance limits on its own until Redis is back.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +19,7 @@ import { startRedis, type TestRedis } from '../helpers/redis.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { expectExactSlidingWindow } from './rate-limit-contract.ts';
 
+const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 let redis: TestRedis;
 beforeAll(async () => {
   redis = await startRedis();
@@ -113,6 +116,31 @@ describe('configuration', () => {
       await server.close();
     }
   });
+
+  it('an unreachable Redis costs `museum serve` one warning line, not a stream of client errors', async () => {
+    const closed = await startRedis();
+    const url = closed.url;
+    await closed.close();
+    const dir = mkdtempSync(join(tmpdir(), 'museum-redis-serve-'));
+    const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve'], {
+      cwd: ROOT,
+      env: { ...process.env, REDIS_URL: url, PORT: '0', HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db'), LOG_LEVEL: 'info' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    try {
+      const deadline = Date.now() + 15_000;
+      while (!/museum: serving/.test(stderr) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      expect(stderr).toMatch(/museum: serving/);
+      await new Promise((r) => setTimeout(r, 1_500)); // several reconnection attempts
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+    expect(stderr.match(/Redis connection failed; retrying in the background/g)).toHaveLength(1);
+    expect(stderr).not.toMatch(/Unhandled error event/);
+  }, 30_000);
 
   it('refuses a REDIS_URL that is not a redis:// URL', () => {
     expect(() => loadConfig({ REDIS_URL: 'http://127.0.0.1:6379' })).toThrow(/REDIS_URL/);
