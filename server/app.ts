@@ -17,11 +17,12 @@ import { accessLog } from './middleware/access-log.ts';
 import { cors } from './middleware/cors.ts';
 import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
 import { MemoryRateLimitStore, type RateLimitStore } from './middleware/rate-limit.ts';
-import { connectRedis, RedisRateLimitStore } from './middleware/rate-limit-redis.ts';
+import { RedisRateLimitStore } from './middleware/rate-limit-redis.ts';
 import { requestContext } from './middleware/request-id.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
 import { openStateDb, type StateDb } from './state/db.ts';
 import { KeyStore } from './state/keys.ts';
+import { connectRedis } from './state/redis.ts';
 
 export interface Services {
   config: Config;
@@ -29,7 +30,7 @@ export interface Services {
   db: StateDb;
   keys: KeyStore;
   limiter: RateLimitStore;
-  /** The shared Redis connection when REDIS_URL is set (rate limits, presence fan-out). */
+  /** The shared Redis connection when REDIS_URL is set (rate limits, presence, guide sessions and clips). */
   redis: Redis | null;
   content: ContentStore;
   /** Register cleanup to run when the server closes (timers, upstream sockets, listeners). */
@@ -68,16 +69,16 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const keys = new KeyStore(db);
   const content = await ContentStore.open(config.dataDir, config.publicUrl, log);
   content.watch();
-  // Several instances share rate limits and presence through Redis.
+  // Several instances share rate limits, presence and guide state through Redis.
   const redis = config.redisUrl ? await connectRedis(config.redisUrl, log) : null;
   if (redis) closers.push(() => redis.disconnect());
-  const limiter = options.limiter ?? (redis ? new RedisRateLimitStore(redis, new MemoryRateLimitStore(), log) : undefined);
+  const limiter = options.limiter ?? (redis ? new RedisRateLimitStore(redis, new MemoryRateLimitStore(), log) : new MemoryRateLimitStore());
   const services: Services = {
     config,
     log,
     db,
     keys,
-    limiter: limiter ?? new MemoryRateLimitStore(),
+    limiter,
     redis,
     content,
     onClose: (fn) => closers.push(fn),

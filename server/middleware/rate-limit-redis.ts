@@ -5,7 +5,7 @@
  * refusing or hanging requests, and says so once in the log.
  */
 import { randomBytes } from 'node:crypto';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RateDecision, RateLimitStore } from './rate-limit.ts';
 
@@ -61,38 +61,4 @@ export class RedisRateLimitStore implements RateLimitStore {
       return this.fallback.hit(subject, limit, windowMs, now);
     }
   }
-}
-
-/**
- * A Redis client for request-path work: commands fail fast (no offline queue, one retry, a short
- * timeout) so a Redis outage costs a request ~0.25 s at most, while the client reconnects in the
- * background. Resolves once connected, or after `waitMs` with the client still trying.
- */
-export async function connectRedis(url: string, log: Logger, waitMs = 1_000): Promise<Redis> {
-  const redis = new Redis(url, {
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 1,
-    commandTimeout: 250,
-    // Commands issued in one tick (a burst of requests) go out in one write.
-    enableAutoPipelining: true,
-    connectTimeout: 1_000,
-    retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
-  });
-  let reported = false;
-  redis.on('error', (err: Error) => {
-    if (reported) return;
-    reported = true;
-    log.warn({ err: err.message }, 'Redis connection failed; retrying in the background');
-  });
-  redis.on('ready', () => {
-    reported = false;
-  });
-  await new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, waitMs);
-    redis.once('ready', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-  });
-  return redis;
 }
