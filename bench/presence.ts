@@ -14,7 +14,8 @@
  * of the time until the last listener had a ping. Targets: 10,000 held, p99 ≤ 1.25× bare,
  * < 20 KB per listener.
  *
- * Env: LISTENERS (10000), CLIENTS (4), PINGS (40 per server), PING_GAP_MS (300).
+ * Env: LISTENERS (10000), CLIENTS (4), PINGS (40 per server), PING_GAP_MS (300); BENCH_REDIS=1 runs
+ * our server with REDIS_URL (a local redis-server): every event goes through Redis pub/sub.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -74,6 +75,7 @@ async function runOurServer(): Promise<void> {
     STATE_DB: join(tmp, 'state.db'),
     LOG_LEVEL: 'silent',
     PRESENCE_CAPACITY: String(LISTENERS * 2),
+    REDIS_URL: process.env.REDIS_URL ?? '',
   });
   const server = await startServer(config, { log: pino({ level: 'silent' }) });
   serveRole(server.port, async () => {
@@ -234,7 +236,18 @@ function ping(port: number, path: string, seq: number, localAddress: string): Pr
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
 async function main(): Promise<void> {
-  console.log(`presence bench: ${LISTENERS} listeners per server, ${CLIENTS} client processes, ${PINGS} pings per server`);
+  // The server role inherits REDIS_URL from this process's environment.
+  const redis = process.env.BENCH_REDIS === '1' ? await (await import('../test/helpers/redis.ts')).startRedis() : null;
+  if (redis) process.env.REDIS_URL = redis.url;
+  try {
+    await compare(redis !== null);
+  } finally {
+    await redis?.close();
+  }
+}
+
+async function compare(throughRedis: boolean): Promise<void> {
+  console.log(`presence bench: ${LISTENERS} listeners per server, ${CLIENTS} client processes, ${PINGS} pings per server${throughRedis ? '; ours with REDIS_URL (events through a local redis-server)' : ''}`);
   const ours = spawnRole('server-ours', ['--expose-gc']);
   const bare = spawnRole('server-bare', ['--expose-gc']);
   const clients = Array.from({ length: CLIENTS }, () => spawnRole('client'));
@@ -312,7 +325,7 @@ async function main(): Promise<void> {
     const after = memAfter.get(t.name)!;
     p99s.set(t.name, percentile(all, 99));
     rows.push({
-      server: t.name === 'ours' ? 'ours (Koa route + hub)' : 'bare node:http',
+      server: t.name === 'ours' ? `ours (Koa route + hub${throughRedis ? ' + Redis' : ''})` : 'bare node:http',
       held: stillOpen,
       'connect s': (connectMs.get(t.name)! / 1000).toFixed(1),
       'rss KB/listener': ((after.rss - before.rss) / heldCount / 1024).toFixed(1),
