@@ -79,7 +79,7 @@ describe('two instances behind one Redis', () => {
       const during = await Promise.all([a, b, a, b].map((server) => server.get('/v1/collections', { key })));
       expect(during.map((r) => r.status)).toEqual([200, 200, 200, 200]);
       for (const res of during) expect(res.headers.get('x-ratelimit-limit')).toBe('120');
-      expect(Date.now() - started).toBeLessThan(3_000);
+      expect(Date.now() - started).toBeLessThan(5_000); // no request waits on Redis (each gives up after 0.25 s)
       // The per-instance budgets are fresh ones: each instance counts its own requests.
       expect(during.map((r) => r.headers.get('x-ratelimit-remaining')).sort()).toEqual(['118', '118', '119', '119']);
       expect(logA.lines.some((l) => /Redis does not answer: rate limits are per instance/.test(String(l.msg)))).toBe(true);
