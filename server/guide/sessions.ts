@@ -5,6 +5,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { RedisOrLocal } from '../state/redis.ts';
 
 export interface Turn {
   role: 'user' | 'assistant';
@@ -146,12 +147,13 @@ export class RedisSessionStore implements GuideSessionStore {
   private readonly maxFollowups: number;
   private readonly idleMs: number;
   private readonly prefix: string;
-  private degraded = false;
+  private readonly putScript: (...args: Array<string | number>) => Promise<unknown>;
+  private readonly shared: RedisOrLocal;
 
   constructor(
     private readonly redis: Redis,
     private readonly fallback: GuideSessionStore,
-    private readonly log: Logger,
+    log: Logger,
     options: Omit<MemorySessionOptions, 'maxSessions' | 'now'> & { prefix?: string } = {},
   ) {
     this.maxTurns = options.maxTurns ?? 12;
@@ -159,6 +161,11 @@ export class RedisSessionStore implements GuideSessionStore {
     this.idleMs = options.idleMs ?? 30 * 60_000;
     this.prefix = options.prefix ?? 'museum:guide:';
     redis.defineCommand('museumPutFollowup', { numberOfKeys: 2, lua: PUT_FOLLOWUP });
+    this.putScript = (redis as unknown as { museumPutFollowup: RedisSessionStore['putScript'] }).museumPutFollowup.bind(redis);
+    this.shared = new RedisOrLocal(log, {
+      down: 'Redis does not answer: guide sessions are kept on this instance until it does',
+      back: 'guide sessions are shared through Redis again',
+    });
   }
 
   private keys(key: string) {
@@ -166,27 +173,9 @@ export class RedisSessionStore implements GuideSessionStore {
     return { turns: `${base}:turns`, ready: `${base}:ready`, pending: `${base}:pending` };
   }
 
-  /** Run against Redis; on failure, against the fallback (logged once per outage). */
-  private async shared<T>(viaRedis: () => Promise<T>, viaFallback: () => Promise<T>): Promise<T> {
-    try {
-      const result = await viaRedis();
-      if (this.degraded) {
-        this.degraded = false;
-        this.log.info('guide sessions are shared through Redis again');
-      }
-      return result;
-    } catch (err) {
-      if (!this.degraded) {
-        this.degraded = true;
-        this.log.warn({ err: (err as Error).message }, 'Redis does not answer: guide sessions are kept on this instance until it does');
-      }
-      return viaFallback();
-    }
-  }
-
   turns(key: string): Promise<Turn[]> {
     const k = this.keys(key);
-    return this.shared(
+    return this.shared.run(
       async () => {
         const [[err, items]] = (await this.redis.multi().lrange(k.turns, 0, -1).pexpire(k.turns, this.idleMs).exec())!;
         if (err) throw err;
@@ -199,7 +188,7 @@ export class RedisSessionStore implements GuideSessionStore {
   addTurns(key: string, turns: Turn[]): Promise<void> {
     if (!turns.length) return Promise.resolve();
     const k = this.keys(key);
-    return this.shared(
+    return this.shared.run(
       async () => {
         const results = await this.redis
           .multi()
@@ -215,7 +204,7 @@ export class RedisSessionStore implements GuideSessionStore {
 
   beginFollowup(key: string): Promise<void> {
     const k = this.keys(key);
-    return this.shared(
+    return this.shared.run(
       async () => throwFirst(await this.redis.multi().incr(k.pending).pexpire(k.pending, this.idleMs).exec()),
       () => this.fallback.beginFollowup(key),
     );
@@ -223,10 +212,9 @@ export class RedisSessionStore implements GuideSessionStore {
 
   putFollowup(key: string, followup: Followup): Promise<void> {
     const k = this.keys(key);
-    const put = (this.redis as unknown as { museumPutFollowup: (...args: Array<string | number>) => Promise<unknown> }).museumPutFollowup.bind(this.redis);
-    return this.shared(
+    return this.shared.run(
       async () => {
-        await put(k.pending, k.ready, JSON.stringify(followup), this.maxFollowups, this.idleMs);
+        await this.putScript(k.pending, k.ready, JSON.stringify(followup), this.maxFollowups, this.idleMs);
       },
       () => this.fallback.putFollowup(key, followup),
     );
@@ -234,7 +222,7 @@ export class RedisSessionStore implements GuideSessionStore {
 
   takeFollowup(key: string): Promise<{ followup: Followup | null; pending: boolean }> {
     const k = this.keys(key);
-    return this.shared(
+    return this.shared.run(
       async () => {
         const results = await this.redis.multi().lpop(k.ready).get(k.pending).exec();
         throwFirst(results);

@@ -102,7 +102,7 @@ export class SpeechClips {
       // Start the first chunk now so playback can begin sooner (unless synthesis is backed up).
       if (urls.length === 1 && this.waiting.length < 8) this.audioOf(id, this.clips.get(id)!).catch(() => undefined);
     }
-    while (this.clips.size > this.maxClips) this.forget(this.clips.keys().next().value!);
+    this.evictOverflow();
     return urls;
   }
 
@@ -129,7 +129,7 @@ export class SpeechClips {
     if (existing) return existing;
     const clip: Clip = { text: found.text, voice: found.voice, expiresAt: this.now() + found.ttlMs, bytes: 0 };
     this.clips.set(id, clip);
-    while (this.clips.size > this.maxClips) this.forget(this.clips.keys().next().value!);
+    this.evictOverflow();
     return clip;
   }
 
@@ -162,6 +162,11 @@ export class SpeechClips {
       clip.bytes = 0;
       clip.audio = undefined;
     }
+  }
+
+  /** Oldest clips first, down to the clip bound. */
+  private evictOverflow(): void {
+    while (this.clips.size > this.maxClips) this.forget(this.clips.keys().next().value!);
   }
 
   private forget(id: string): void {

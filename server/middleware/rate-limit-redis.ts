@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { RedisOrLocal } from '../state/redis.ts';
 import type { RateDecision, RateLimitStore } from './rate-limit.ts';
 
 // The window of a subject is a sorted set of its hit times. Atomic per subject: drop the hits that
@@ -31,34 +32,32 @@ type HitCommand = (key: string, now: number, windowMs: number, limit: number, me
 export class RedisRateLimitStore implements RateLimitStore {
   private readonly instance = randomBytes(6).toString('hex');
   private sequence = 0;
-  private degraded = false;
+  private readonly hitScript: HitCommand;
+  private readonly shared: RedisOrLocal;
 
   constructor(
-    private readonly redis: Redis,
+    redis: Redis,
     private readonly fallback: RateLimitStore,
-    private readonly log: Logger,
+    log: Logger,
     private readonly prefix = 'museum:rate:',
   ) {
     redis.defineCommand('museumRateHit', { numberOfKeys: 1, lua: HIT_SCRIPT });
+    this.hitScript = (redis as unknown as { museumRateHit: HitCommand }).museumRateHit.bind(redis);
+    this.shared = new RedisOrLocal(log, {
+      down: 'Redis does not answer: rate limits are per instance until it does',
+      back: 'rate limits are shared through Redis again',
+    });
   }
 
-  async hit(subject: string, limit: number, windowMs: number, now: number): Promise<RateDecision> {
-    const hitCommand = (this.redis as unknown as { museumRateHit: HitCommand }).museumRateHit.bind(this.redis);
-    try {
-      // Hits made in the same millisecond by different instances stay distinct members.
-      const member = `${now}:${this.instance}:${this.sequence++}`;
-      const [allowed, remaining] = await hitCommand(this.prefix + subject, now, windowMs, limit, member);
-      if (this.degraded) {
-        this.degraded = false;
-        this.log.info('rate limits are shared through Redis again');
-      }
-      return { allowed: allowed === 1, remaining };
-    } catch (err) {
-      if (!this.degraded) {
-        this.degraded = true;
-        this.log.warn({ err: (err as Error).message }, 'Redis does not answer: rate limits are per instance until it does');
-      }
-      return this.fallback.hit(subject, limit, windowMs, now);
-    }
+  hit(subject: string, limit: number, windowMs: number, now: number): Promise<RateDecision> {
+    return this.shared.run(
+      async () => {
+        // Hits made in the same millisecond by different instances stay distinct members.
+        const member = `${now}:${this.instance}:${this.sequence++}`;
+        const [allowed, remaining] = await this.hitScript(this.prefix + subject, now, windowMs, limit, member);
+        return { allowed: allowed === 1, remaining };
+      },
+      () => this.fallback.hit(subject, limit, windowMs, now),
+    );
   }
 }

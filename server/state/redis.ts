@@ -39,3 +39,33 @@ export async function connectRedis(url: string, log: Logger, waitMs = 1_000): Pr
   });
   return redis;
 }
+
+/**
+ * Work that goes to Redis while it answers and to a local fallback while it does not, saying so
+ * once per outage (and once when Redis is back) instead of once per request.
+ */
+export class RedisOrLocal {
+  private degraded = false;
+
+  constructor(
+    private readonly log: Logger,
+    private readonly messages: { down: string; back: string },
+  ) {}
+
+  async run<T>(viaRedis: () => Promise<T>, viaFallback: () => T | Promise<T>): Promise<T> {
+    try {
+      const result = await viaRedis();
+      if (this.degraded) {
+        this.degraded = false;
+        this.log.info(this.messages.back);
+      }
+      return result;
+    } catch (err) {
+      if (!this.degraded) {
+        this.degraded = true;
+        this.log.warn({ err: (err as Error).message }, this.messages.down);
+      }
+      return viaFallback();
+    }
+  }
+}
