@@ -42,6 +42,9 @@ const answers = (port: number) =>
     });
   });
 
+/** A redis:// URL on a loopback port nothing listens on. */
+export const unreachableRedisUrl = async (): Promise<string> => `redis://127.0.0.1:${await freePort()}`;
+
 export async function startRedis(): Promise<TestRedis> {
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'museum-redis-'));

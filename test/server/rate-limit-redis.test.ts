@@ -15,7 +15,7 @@ import { loadConfig } from '../../server/config.ts';
 import { MemoryRateLimitStore } from '../../server/middleware/rate-limit.ts';
 import { RedisRateLimitStore } from '../../server/middleware/rate-limit-redis.ts';
 import { capturedLogger } from '../helpers/logs.ts';
-import { startRedis, type TestRedis } from '../helpers/redis.ts';
+import { startRedis, type TestRedis, unreachableRedisUrl } from '../helpers/redis.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { expectExactSlidingWindow } from './rate-limit-contract.ts';
 
@@ -102,9 +102,7 @@ describe('two instances behind one Redis', () => {
 
 describe('configuration', () => {
   it('starts and serves when Redis cannot be reached, limiting per instance', async () => {
-    const closed = await startRedis();
-    const url = closed.url;
-    await closed.close();
+    const url = await unreachableRedisUrl();
     const started = Date.now();
     const server = await startTestServer({ env: { REDIS_URL: url } });
     try {
@@ -118,9 +116,7 @@ describe('configuration', () => {
   });
 
   it('an unreachable Redis costs `museum serve` one warning line, not a stream of client errors', async () => {
-    const closed = await startRedis();
-    const url = closed.url;
-    await closed.close();
+    const url = await unreachableRedisUrl();
     const dir = mkdtempSync(join(tmpdir(), 'museum-redis-serve-'));
     const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve'], {
       cwd: ROOT,
