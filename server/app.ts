@@ -15,6 +15,7 @@ import type { Config } from './config.ts';
 import { ContentStore } from './content.ts';
 import { accessLog } from './middleware/access-log.ts';
 import { cors } from './middleware/cors.ts';
+import { fileResponseHeaders } from './middleware/file-headers.ts';
 import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
 import { MemoryRateLimitStore, type RateLimitStore } from './middleware/rate-limit.ts';
 import { RedisRateLimitStore } from './middleware/rate-limit-redis.ts';
@@ -97,6 +98,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   });
   app.use(requestContext({ trustProxy: config.trustProxy }));
   app.use(accessLog(log));
+  app.use(fileResponseHeaders());
   app.use(cors());
   app.use(errorEnvelope(log));
   app.use(api.router.routes());

@@ -24,6 +24,7 @@ import { type ContentStore, type ContentSnapshot, type FrozenBody, perSnapshot }
 import { envelope, HttpError, notFound } from './errors.ts';
 import { authenticate, keyFromHeaders } from './middleware/auth.ts';
 import { CORS_HEADERS } from './middleware/cors.ts';
+import { FILE_RESPONSE_HEADER_LIST, FILE_RESPONSE_HEADERS, FILES_PATH_PREFIX } from './middleware/file-headers.ts';
 import { hitKeyLimit, KEY_LIMIT, keyLimitExceeded, type RateDecision, type RateLimitStore } from './middleware/rate-limit.ts';
 import { requestIdOf } from './middleware/request-id.ts';
 import type { KeyStore } from './state/keys.ts';
@@ -210,12 +211,11 @@ export class ArtifactFiles {
       throw err;
     });
     if (!stat?.isFile()) return null;
-    const notModified = { ETag: etag, 'Cache-Control': IMMUTABLE_CACHE_CONTROL };
+    const notModified = { ETag: etag, 'Cache-Control': IMMUTABLE_CACHE_CONTROL, ...FILE_RESPONSE_HEADERS };
     const headersFor = (size: number) => ({
       'Content-Type': contentType,
       'Content-Length': String(size),
       'Accept-Ranges': 'bytes',
-      'X-Content-Type-Options': 'nosniff',
       ...notModified,
     });
     if (stat.size <= this.limits.maxInMemoryFile) {
@@ -303,7 +303,7 @@ export const preparedSlotBodies = perSnapshot(
 // The layer: raw responses with the same envelope, headers and log line as the Koa stack
 
 const SLOTS_PATH = /^\/v1\/rooms\/([1-9]\d{0,15})\/slots(?:\?.*)?$/;
-const FILES_PREFIX = '/files/';
+const FILES_PREFIX = FILES_PATH_PREFIX;
 
 /** Response headers as a flat `[name, value, …]` list: node writes those without copying them. */
 type HeaderList = readonly string[];
@@ -422,7 +422,7 @@ export function filesFastPath(files: ArtifactFiles, log: Logger): FastPathHandle
     try {
       answer = answerFile(file, exchange.req.method!, exchange.req.headers);
     } catch (err) {
-      exchange.fail(err);
+      exchange.fail(err, FILE_RESPONSE_HEADER_LIST);
       return;
     }
     if (answer.body === null || Buffer.isBuffer(answer.body)) {
@@ -430,9 +430,9 @@ export function filesFastPath(files: ArtifactFiles, log: Logger): FastPathHandle
       return;
     }
     void files.open(answer.body).then((stream) => {
-      if (!stream) exchange.fail(notFound());
+      if (!stream) exchange.fail(notFound(), FILE_RESPONSE_HEADER_LIST);
       else exchange.stream(answer.status, withCors(answer.headers), stream);
-    }, (err: unknown) => exchange.fail(err));
+    }, (err: unknown) => exchange.fail(err, FILE_RESPONSE_HEADER_LIST));
   };
   return guarded(log, (req, res) => {
     const url = req.url;
@@ -444,8 +444,8 @@ export function filesFastPath(files: ArtifactFiles, log: Logger): FastPathHandle
     if (hit) respond(exchange, hit);
     else {
       files.byName(name).then(
-        (file) => (file ? respond(exchange, file) : exchange.fail(notFound())),
-        (err: unknown) => exchange.fail(err),
+        (file) => (file ? respond(exchange, file) : exchange.fail(notFound(), FILE_RESPONSE_HEADER_LIST)),
+        (err: unknown) => exchange.fail(err, FILE_RESPONSE_HEADER_LIST),
       );
     }
     return true;

@@ -29,6 +29,7 @@ import {
   IMMUTABLE_CACHE_CONTROL,
   type StoredFile,
 } from '../fastpath.ts';
+import { FILE_RESPONSE_HEADERS } from '../middleware/file-headers.ts';
 
 export const VARIANT_FORMATS = ['webp', 'jpeg', 'png', 'avif'] as const;
 export type VariantFormat = (typeof VARIANT_FORMATS)[number];
@@ -96,7 +97,7 @@ export class ImageVariants {
     const plan = await this.plan(name, source, request);
     if (plan.source) return source;
     // A client revalidating a variant it has needs no transform at all.
-    if (etagMatches(ifNoneMatch, plan.etag)) return { status: 304, headers: { ETag: plan.etag, 'Cache-Control': IMMUTABLE_CACHE_CONTROL }, body: null };
+    if (etagMatches(ifNoneMatch, plan.etag)) return { status: 304, headers: { ETag: plan.etag, 'Cache-Control': IMMUTABLE_CACHE_CONTROL, ...FILE_RESPONSE_HEADERS }, body: null };
     let file = await this.files.load(plan.path, plan.contentType, plan.etag);
     if (file) {
       this.touch(plan.name);

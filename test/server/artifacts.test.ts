@@ -228,6 +228,43 @@ describe('files', () => {
   });
 });
 
+describe('every /files response is sandboxed', () => {
+  it('carries nosniff and the sandboxing CSP on every status, method and variant, fast path and Koa alike', async () => {
+    const image = fileUrl('room1.image');
+    const etag = `"${fx.files['room1.image']!.ref.sha256}"`;
+    const variant = await server.get(`${image}?width=32`, { key: null });
+    const variantEtag = variant.headers.get('etag')!;
+    await variant.arrayBuffer();
+    const cases: Array<[string, string, Record<string, string>, number]> = [
+      [image, 'GET', {}, 200],
+      [image, 'HEAD', {}, 200],
+      [image, 'GET', { 'If-None-Match': etag }, 304],
+      [image, 'GET', { Range: 'bytes=0-9' }, 206],
+      [image, 'GET', { Range: 'bytes=999999999-' }, 416],
+      [bigUrl(), 'GET', { Range: 'bytes=0-9' }, 206],
+      [`/files/${'0'.repeat(64)}.png`, 'GET', {}, 404],
+      ['/files/..%2fmanifest.json', 'GET', {}, 404],
+      ['/files/', 'GET', {}, 404],
+      [`${image}?width=32`, 'GET', {}, 200],
+      [`${image}?width=32`, 'GET', { 'If-None-Match': variantEtag }, 304],
+      [`${image}?width=32`, 'HEAD', {}, 200],
+      [`${image}?width=1`, 'GET', {}, 400],
+      [`${fileUrl('room1.model')}?width=100`, 'GET', {}, 400],
+      [image, 'POST', {}, 405],
+      [image, 'OPTIONS', { Origin: 'https://client.example', 'Access-Control-Request-Method': 'GET' }, 204],
+    ];
+    for (const [path, method, headers, status] of cases) {
+      for (const [stack, port] of [['fast', server.port], ['koa', koaOnly.port]] as const) {
+        const res = await nodeRequest(port, { path, method, headers });
+        const what = `${stack} ${method} ${path} ${JSON.stringify(headers)}`;
+        expect(res.status, what).toBe(status);
+        expect(res.headers['x-content-type-options'], what).toBe('nosniff');
+        expect(res.headers['content-security-policy'], what).toBe("default-src 'none'; img-src data:; style-src 'unsafe-inline'; sandbox");
+      }
+    }
+  });
+});
+
 describe('nothing outside DATA_DIR/files is reachable', () => {
   it('rejects traversal attempts, plain and encoded, with a 404/400 envelope and never another file', async () => {
     const manifest = readFileSync(artifactPaths(server.dataDir).manifest);
