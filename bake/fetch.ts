@@ -13,8 +13,9 @@ import { createHash } from 'node:crypto';
 import { createReadStream, promises as fs } from 'node:fs';
 import { dirname, isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { sha256, writeFileAtomic } from '../artifacts/store.ts';
-import { externalUris, isGlb } from './gltf-io.ts';
 import { LruMap } from '../common/lru.ts';
+import { BodyTooLarge, guardedGet, NetRefused, type NetPolicy, netPolicyFromEnv, RetriesExhausted, Transient, withRetries } from '../common/net.ts';
+import { externalUris, isGlb, localResourcePath } from './gltf-io.ts';
 
 /** A source that could not be fetched; one line for operators. */
 export class FetchError extends Error {
@@ -71,7 +72,6 @@ interface RemoteEntry {
   uris?: string[];
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const firstLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 
 async function hashFile(path: string): Promise<string> {
@@ -94,6 +94,8 @@ export interface SourceResolverOptions {
   /** `DATA_DIR/cache`. */
   cacheDir: string;
   fetch?: Partial<FetchOptions>;
+  /** What may be fetched (default: BAKE_ALLOW_HOSTS and CONTENT_UPSTREAM_URL from the environment). */
+  net?: NetPolicy;
   /** Bounds of the persisted indexes. */
   maxStatEntries?: number;
   maxRemoteEntries?: number;
@@ -105,6 +107,7 @@ export interface SourceResolverOptions {
  */
 export class SourceResolver {
   private readonly fetchOptions: FetchOptions;
+  private readonly net: NetPolicy;
   private readonly statCache: LruMap<string, StatEntry>;
   private readonly remoteIndex: LruMap<string, RemoteEntry>;
   private readonly inflight = new Map<string, Promise<ResolvedFile & { uris?: string[] }>>();
@@ -113,6 +116,7 @@ export class SourceResolver {
 
   constructor(private readonly options: SourceResolverOptions) {
     this.fetchOptions = { ...DEFAULT_FETCH_OPTIONS, ...options.fetch };
+    this.net = options.net ?? netPolicyFromEnv();
     this.statCache = new LruMap(options.maxStatEntries ?? 20_000);
     this.remoteIndex = new LruMap(options.maxRemoteEntries ?? 5_000);
   }
@@ -167,17 +171,33 @@ export class SourceResolver {
   async resolveModel(ref: string): Promise<ResolvedModel> {
     const main = await this.resolveWithUris(ref, true);
     const resources: Record<string, ResolvedFile> = {};
-    for (const uri of main.uris ?? []) {
-      if (/^[a-z][a-z0-9+.-]*:/i.test(uri) && !isRemote(uri)) throw new FetchError(`${ref}: unsupported resource URI "${uri}"`);
-      const target = isRemote(ref) ? new URL(uri, ref).href : isRemote(uri) ? uri : join(dirname(ref), decodeURIComponent(uri));
-      resources[uri] = await this.resolveFile(target);
-    }
+    for (const uri of main.uris ?? []) resources[uri] = await this.resolveFile(await this.resourceRef(ref, main.path, uri));
     const { uris: _uris, ...file } = main;
     const names = Object.keys(resources).sort();
     const fingerprint = names.length
       ? sha256(JSON.stringify([file.sha256, ...names.map((n) => [n, resources[n]!.sha256])]))
       : file.sha256;
     return { main: file, resources, fingerprint };
+  }
+
+  /**
+   * Where a model's external resource may be read: inside the model's own folder (local models) or
+   * from the model's own origin (remote ones). Anything else fails the room with one line.
+   */
+  private async resourceRef(modelRef: string, modelPath: string, uri: string): Promise<string> {
+    if (isRemote(modelRef)) {
+      const hasScheme = /^[a-z][a-z0-9+.-]*:/i.test(uri);
+      const target = hasScheme && !isRemote(uri) ? null : new URL(uri, modelRef);
+      if (!target || target.origin !== new URL(modelRef).origin) {
+        throw new FetchError(`${modelRef}: resource "${uri}" refused: a remote model's resources must come from its own origin`);
+      }
+      return target.href;
+    }
+    try {
+      return await localResourcePath(dirname(modelPath), uri);
+    } catch (err) {
+      throw new FetchError(`${modelRef}: ${(err as Error).message}`);
+    }
   }
 
   private resolveWithUris(ref: string, wantUris: boolean): Promise<ResolvedFile & { uris?: string[] }> {
@@ -221,52 +241,41 @@ export class SourceResolver {
   }
 
   private async fetchRemote(url: string, wantUris: boolean): Promise<ResolvedFile & { uris?: string[] }> {
-    const { retries, backoffMs } = this.fetchOptions;
     const known = this.remoteIndex.get(url);
     const haveBlob = known ? await fs.stat(this.blobPath(known.sha256)).then((s) => s.size === known.bytes, () => false) : false;
-    let lastProblem = '';
-    for (let attempt = 0; attempt <= retries; attempt++) {
-      if (attempt > 0) await sleep(backoffMs * 2 ** (attempt - 1));
-      const outcome = await this.fetchOnce(url, haveBlob ? known : undefined);
-      if (outcome.kind === 'retry') {
-        lastProblem = outcome.problem;
-        continue;
-      }
-      const entry = outcome.kind === 'not-modified' ? known! : outcome.entry;
-      if (wantUris && entry.uris === undefined) {
-        entry.uris = gltfUris(await fs.readFile(this.blobPath(entry.sha256)));
-      }
-      this.remoteIndex.set(url, entry);
-      this.dirty = true;
-      return { ref: url, path: this.blobPath(entry.sha256), sha256: entry.sha256, bytes: entry.bytes, uris: entry.uris };
+    const outcome = await withRetries(() => this.fetchOnce(url, haveBlob ? known : undefined), this.fetchOptions).catch((err: unknown) => {
+      throw err instanceof RetriesExhausted ? new FetchError(`GET ${url} ${err.message}`) : err;
+    });
+    const entry = outcome.kind === 'not-modified' ? known! : outcome.entry;
+    if (wantUris && entry.uris === undefined) {
+      entry.uris = gltfUris(await fs.readFile(this.blobPath(entry.sha256)));
     }
-    throw new FetchError(`GET ${url} failed after ${retries + 1} attempts: ${lastProblem}`);
+    this.remoteIndex.set(url, entry);
+    this.dirty = true;
+    return { ref: url, path: this.blobPath(entry.sha256), sha256: entry.sha256, bytes: entry.bytes, uris: entry.uris };
   }
 
-  private async fetchOnce(
-    url: string,
-    known: RemoteEntry | undefined,
-  ): Promise<{ kind: 'retry'; problem: string } | { kind: 'not-modified' } | { kind: 'fetched'; entry: RemoteEntry }> {
+  /** One attempt; throws Transient for what is worth retrying, FetchError for the rest. */
+  private async fetchOnce(url: string, known: RemoteEntry | undefined): Promise<{ kind: 'not-modified' } | { kind: 'fetched'; entry: RemoteEntry }> {
     const { timeoutMs, maxBytes } = this.fetchOptions;
     const headers: Record<string, string> = {};
     if (known?.etag) headers['if-none-match'] = known.etag;
     if (known?.lastModified) headers['if-modified-since'] = known.lastModified;
     const controller = new AbortController();
     const timer = setTimeout(() => controller.abort(), timeoutMs);
+    const timedOut = () => new Transient(`timed out after ${timeoutMs} ms`);
     try {
       let response: Response;
       try {
-        response = await fetch(url, { headers, signal: controller.signal, redirect: 'follow' });
+        response = await guardedGet(url, { policy: this.net, headers, signal: controller.signal, maxBytes });
       } catch (err) {
-        return { kind: 'retry', problem: controller.signal.aborted ? `timed out after ${timeoutMs} ms` : `network error (${networkCause(err)})` };
+        if (err instanceof NetRefused) throw new FetchError(err.message);
+        throw controller.signal.aborted ? timedOut() : new Transient(`network error (${networkCause(err)})`);
       }
-      if (response.status === 304 && known) {
-        await response.body?.cancel();
-        return { kind: 'not-modified' };
-      }
+      if (response.status === 304 && known) return { kind: 'not-modified' };
       if (response.status >= 500 || response.status === 408 || response.status === 429) {
         await response.body?.cancel();
-        return { kind: 'retry', problem: `${response.status} ${response.statusText}`.trim() };
+        throw new Transient(`${response.status} ${response.statusText}`.trim());
       }
       if (!response.ok) {
         await response.body?.cancel();
@@ -277,22 +286,13 @@ export class SourceResolver {
         await response.body?.cancel();
         throw new FetchError(`GET ${url}: ${declared} bytes, over the ${maxBytes}-byte limit`);
       }
-      const chunks: Uint8Array[] = [];
-      let total = 0;
+      let body: Buffer;
       try {
-        for await (const chunk of response.body ?? []) {
-          total += chunk.byteLength;
-          if (total > maxBytes) {
-            controller.abort();
-            throw new FetchError(`GET ${url}: more than ${maxBytes} bytes, over the limit`);
-          }
-          chunks.push(chunk);
-        }
+        body = Buffer.from(await response.arrayBuffer());
       } catch (err) {
-        if (err instanceof FetchError) throw err;
-        return { kind: 'retry', problem: controller.signal.aborted ? `timed out after ${timeoutMs} ms` : `download interrupted (${networkCause(err)})` };
+        if (err instanceof BodyTooLarge) throw new FetchError(`GET ${url}: ${err.message}`);
+        throw controller.signal.aborted ? timedOut() : new Transient(`download interrupted (${networkCause(err)})`);
       }
-      const body = Buffer.concat(chunks);
       const hash = sha256(body);
       const path = this.blobPath(hash);
       const existing = await fs.stat(path).catch(() => null);

@@ -8,7 +8,7 @@
  * from deep inside a parser.
  */
 import { promises as fs } from 'node:fs';
-import { dirname, isAbsolute, resolve as resolvePath } from 'node:path';
+import { dirname, isAbsolute, relative, resolve as resolvePath, sep } from 'node:path';
 import { GLB_BUFFER, Logger, NodeIO, type Document, type GLTF, type JSONDocument } from '@gltf-transform/core';
 
 /** A model that cannot be read; the message is one line meant for operators. */
@@ -261,12 +261,37 @@ export async function readModel(bytes: Uint8Array, loadResource?: ResourceLoader
   }
 }
 
-/** Resolve .gltf resource URIs against a local directory (percent-decoded, relative only). */
-export function localResourceLoader(dir: string): ResourceLoader {
-  return async (uri) => {
-    if (/^[a-z][a-z0-9+.-]*:/i.test(uri) || isAbsolute(uri)) throw new ModelError(`external resource "${uri}" must be a relative path`);
-    return fs.readFile(resolvePath(dir, decodeURIComponent(uri)));
+/**
+ * The file a local .gltf's resource URI names, confined to the model's folder: a relative path
+ * (percent-decoded) that stays inside `dir` once resolved and once symlinks are followed. No scheme
+ * (`file:`, `http:`), no absolute path, no `..` out of the folder. Returns the real path to read.
+ */
+export async function localResourcePath(dir: string, uri: string): Promise<string> {
+  const refuse = (why: string) => new ModelError(`external resource "${uri}" refused: ${why}`);
+  if (/^[a-z][a-z0-9+.-]*:/i.test(uri)) throw refuse("a model's resources must be relative paths inside its folder");
+  let path: string;
+  try {
+    path = decodeURIComponent(uri);
+  } catch {
+    throw refuse('malformed percent-encoding');
+  }
+  if (isAbsolute(path) || path.includes('\0')) throw refuse("a model's resources must be relative paths inside its folder");
+  const inside = (root: string, target: string) => {
+    const rel = relative(root, target);
+    return rel !== '' && rel !== '..' && !rel.startsWith(`..${sep}`) && !isAbsolute(rel);
   };
+  const folder = resolvePath(dir);
+  const target = resolvePath(folder, path);
+  if (!inside(folder, target)) throw refuse('it points outside the model\'s folder');
+  const real = await fs.realpath(target).catch(() => null);
+  if (real === null) return target; // missing: reading it says so
+  if (!inside(await fs.realpath(folder), real)) throw refuse('it links outside the model\'s folder');
+  return real;
+}
+
+/** Resolve .gltf resource URIs inside a local directory (see localResourcePath). */
+export function localResourceLoader(dir: string): ResourceLoader {
+  return async (uri) => fs.readFile(await localResourcePath(dir, uri));
 }
 
 /** Read a local .glb or .gltf (with its external files) into a Document. */

@@ -13,6 +13,7 @@ import { join, resolve as resolvePath } from 'node:path';
 import { artifactPaths, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom, type RoomSlotData } from '../artifacts/format.ts';
 import { DataDirBusyError, lockDataDir, publishManifest, putContentFile, readManifest, sha256, writeFileAtomic } from '../artifacts/store.ts';
 import { type ContentRoom, loadContent, publicCatalog } from './content.ts';
+import type { NetPolicy } from '../common/net.ts';
 import { type FetchOptions, modelFiles, SourceResolver } from './fetch.ts';
 import type { QaRoom } from './report.ts';
 import type { RoomBakeResult, RoomJob } from './room.ts';
@@ -65,6 +66,8 @@ export interface BakeRunOptions {
   concurrency?: number;
   ipfsGateway?: string;
   fetch?: Partial<FetchOptions>;
+  /** What the bake may fetch (default: BAKE_ALLOW_HOSTS and CONTENT_UPSTREAM_URL from the environment). */
+  net?: NetPolicy;
   settings?: OptimizerSettings;
   onEvent?: (event: BakeEvent) => void;
 }
@@ -172,7 +175,7 @@ async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
   const previousRooms = new Map((previous?.rooms ?? []).map((r) => [r.id, r]));
 
   // 1. Plan: resolve sources (hash / fetch) and compare incremental keys.
-  const resolver = new SourceResolver({ baseDir: contentDir, cacheDir: paths.cache, fetch: options.fetch });
+  const resolver = new SourceResolver({ baseDir: contentDir, cacheDir: paths.cache, fetch: options.fetch, net: options.net });
   const optimizerId = optimizerSettingsId(settings);
   const plans = await mapLimit(content.rooms, 8, async (room): Promise<Planned> => {
     const prev = previousRooms.get(room.id) ?? null;

@@ -23,6 +23,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import { writeFileAtomic } from '../artifacts/store.ts';
+import { BodyTooLarge, guardedGet, NetRefused, type NetPolicy, netPolicyFromEnv, RetriesExhausted, Transient, trustingOrigin, withRetries } from '../common/net.ts';
 import {
   CONTENT_FILES,
   ContentArtwork,
@@ -49,6 +50,10 @@ export interface SyncOptions {
   timeoutMs?: number;
   /** Per attempt of one file download (default 10 min). */
   fileTimeoutMs?: number;
+  /** Largest file accepted (default 512 MB). */
+  maxFileBytes?: number;
+  /** What may be fetched besides the store itself (default: BAKE_ALLOW_HOSTS); the store's origin is trusted. */
+  net?: NetPolicy;
   /** Parallel file downloads (default 4). */
   concurrency?: number;
   /** Progress lines (stderr in the CLI). */
@@ -92,20 +97,18 @@ const IMAGE_EXTENSIONS: Record<string, string> = {
   'image/svg+xml': 'svg',
 };
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const firstLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 const causeOf = (err: unknown) => {
   const cause = (err as { cause?: { code?: string; message?: string } }).cause;
   return cause?.code ?? cause?.message ?? firstLine(err);
 };
 
-/** A retryable failure of one attempt. */
-class Transient extends Error {}
-
 class StoreClient {
   readonly base: string;
+  private readonly net: NetPolicy;
   constructor(private readonly o: Required<Pick<SyncOptions, 'retries' | 'backoffMs' | 'timeoutMs' | 'fileTimeoutMs'>> & SyncOptions) {
     this.base = o.upstreamUrl.replace(/\/+$/, '');
+    this.net = trustingOrigin(o.net ?? netPolicyFromEnv(), this.base);
   }
 
   private headers(extra: Record<string, string> = {}): Record<string, string> {
@@ -113,21 +116,10 @@ class StoreClient {
   }
 
   /** Run `attempt` with retries on Transient failures. */
-  private async retrying<T>(what: string, attempt: () => Promise<T>): Promise<T> {
-    let last = '';
-    for (let i = 0; i <= this.o.retries; i++) {
-      if (i > 0) {
-        await sleep(this.o.backoffMs * 2 ** (i - 1));
-        this.o.log?.(`sync: retrying ${what} (${last})`);
-      }
-      try {
-        return await attempt();
-      } catch (err) {
-        if (!(err instanceof Transient)) throw err;
-        last = err.message;
-      }
-    }
-    throw new SyncError(`content store at ${this.base}: ${what} failed after ${this.o.retries + 1} attempts: ${last}`);
+  private retrying<T>(what: string, attempt: () => Promise<T>): Promise<T> {
+    return withRetries(attempt, { ...this.o, onRetry: (problem) => this.o.log?.(`sync: retrying ${what} (${problem})`) }).catch((err: unknown) => {
+      throw err instanceof RetriesExhausted ? new SyncError(`content store at ${this.base}: ${what} ${err.message}`) : err;
+    });
   }
 
   private refusal(what: string, status: number): SyncError {
@@ -135,10 +127,11 @@ class StoreClient {
     return new SyncError(`content store at ${this.base}: ${what}: ${hint}`);
   }
 
-  private async send(url: string, init: RequestInit, timeoutMs: number): Promise<Response> {
+  private async send(url: string, init: { headers: Record<string, string> }, timeoutMs: number): Promise<Response> {
     try {
-      return await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs), redirect: 'follow' });
+      return await guardedGet(url, { ...init, policy: this.net, signal: AbortSignal.timeout(timeoutMs), maxBytes: this.o.maxFileBytes ?? 512 * 1024 * 1024 });
     } catch (err) {
+      if (err instanceof NetRefused) throw new SyncError(`content store at ${this.base}: ${err.message}`);
       throw new Transient((err as Error).name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `unreachable (${causeOf(err)})`);
     }
   }
@@ -219,6 +212,7 @@ class StoreClient {
         }
       } catch (err) {
         await fs.rm(dest, { force: true });
+        if (err instanceof BodyTooLarge) throw new SyncError(`content store at ${this.base}: ${what}: ${err.message}`);
         throw new Transient(`download interrupted (${causeOf(err)})`);
       }
       const bytes = (await fs.stat(dest)).size;

@@ -1,25 +1,27 @@
 import { mkdtempSync } from 'node:fs';
-import { readFile, stat, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { sha256 } from '../../artifacts/store.ts';
 import { FetchError, SourceResolver } from '../../bake/fetch.ts';
-import { startModelServer, type FakeModelServer } from '../fakes/model-server.ts';
+import { startCanary } from '../fakes/canary.ts';
+import { allowing, startModelServer, type FakeModelServer } from '../fakes/model-server.ts';
 
 const fast = { timeoutMs: 300, retries: 3, backoffMs: 10 };
 let dir: string;
-let server: FakeModelServer;
+let server: FakeModelServer | undefined;
 
 beforeEach(() => {
   dir = mkdtempSync(join(tmpdir(), 'museum-fetch-'));
 });
 afterEach(async () => {
   await server?.close();
+  server = undefined;
 });
 
 const resolver = (options: Partial<ConstructorParameters<typeof SourceResolver>[0]> = {}) =>
-  new SourceResolver({ baseDir: dir, cacheDir: join(dir, 'cache'), fetch: fast, ...options });
+  new SourceResolver({ baseDir: dir, cacheDir: join(dir, 'cache'), fetch: fast, ...(server ? { net: allowing(server) } : {}), ...options });
 
 describe('remote sources', () => {
   it('downloads once into the cache by sha256, then revalidates with a conditional request', async () => {
@@ -164,5 +166,59 @@ describe('cache bounds', () => {
     await r.save();
     const exists = (path: string) => stat(path).then(() => true, () => false);
     expect([await exists(a.path), await exists(b.path), await exists(c.path)]).toEqual([false, true, true]);
+  });
+});
+
+describe("a model's resources stay in its own folder or origin", () => {
+  const gltfWith = (uri: string) => JSON.stringify({ asset: { version: '2.0' }, buffers: [{ uri, byteLength: 4 }] });
+
+  it('refuses local resources outside the folder: .., absolute paths, file: and other schemes, symlinks out', async () => {
+    const room = join(dir, 'content', 'rooms');
+    await mkdir(join(room, 'sub'), { recursive: true });
+    await writeFile(join(dir, 'content', 'secret.bin'), 'SECRET');
+    await writeFile(join(room, 'sub', 'ok.bin'), Buffer.from([1, 2, 3, 4]));
+    await symlink(join(dir, 'content', 'secret.bin'), join(room, 'link.bin'));
+    const cases: Record<string, string> = {
+      '../secret.bin': "it points outside the model's folder",
+      '%2e%2e/secret.bin': "it points outside the model's folder",
+      'sub/../../secret.bin': "it points outside the model's folder",
+      '../../../../../../proc/self/environ': "it points outside the model's folder",
+      '/etc/hostname': "a model's resources must be relative paths inside its folder",
+      '%2Fetc%2Fhostname': "a model's resources must be relative paths inside its folder",
+      'file:///etc/hostname': "a model's resources must be relative paths inside its folder",
+      'http://169.254.169.254/latest/meta-data/': "a model's resources must be relative paths inside its folder",
+      'link.bin': "it links outside the model's folder",
+      '%E0%A4%A': 'malformed percent-encoding',
+    };
+    for (const [uri, why] of Object.entries(cases)) {
+      await writeFile(join(room, 'm.gltf'), gltfWith(uri));
+      const error = await resolver().resolveModel('content/rooms/m.gltf').catch((e: Error) => e);
+      expect(error, uri).toBeInstanceOf(FetchError);
+      expect((error as Error).message, uri).toBe(`content/rooms/m.gltf: external resource "${uri}" refused: ${why}`);
+    }
+    await writeFile(join(room, 'm.gltf'), gltfWith('sub/ok.bin'));
+    expect((await resolver().resolveModel('content/rooms/m.gltf')).resources['sub/ok.bin']!.path).toBe(join(room, 'sub', 'ok.bin'));
+  });
+
+  it("refuses a remote model's resource on another host or origin, without fetching it", async () => {
+    const other = await startCanary();
+    try {
+      server = await startModelServer({ '/rooms/a.gltf': { body: Buffer.from(gltfWith(`${other.url}/latest/meta-data/`)) } });
+      const error = await resolver({ net: allowing(server, other) }).resolveModel(`${server.url}/rooms/a.gltf`).catch((e: Error) => e);
+      expect((error as Error).message).toBe(`${server.url}/rooms/a.gltf: resource "${other.url}/latest/meta-data/" refused: a remote model's resources must come from its own origin`);
+      server.files.set('/rooms/b.gltf', { body: Buffer.from(gltfWith('file:///etc/hostname')) });
+      expect(((await resolver().resolveModel(`${server.url}/rooms/b.gltf`).catch((e: Error) => e)) as Error).message).toContain('refused');
+      expect(other.requests).toEqual([]);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('refuses a remote model on a loopback address unless the operator allows the host', async () => {
+    server = await startModelServer({ '/m.glb': { body: Buffer.from('glTF') } });
+    const error = await resolver({ net: { allowHosts: [], trustedOrigins: [] } }).resolveFile(`${server.url}/m.glb`).catch((e: Error) => e);
+    expect(error).toBeInstanceOf(FetchError);
+    expect((error as Error).message).toBe(`${server.url}/m.glb refused: ${new URL(server.url).host} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`);
+    expect(server.requests.size).toBe(0);
   });
 });

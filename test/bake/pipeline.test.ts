@@ -11,7 +11,7 @@ import { readManifest, sha256 } from '../../artifacts/store.ts';
 import { readModel } from '../../bake/gltf-io.ts';
 import { BakeRunError, bakeRooms, type BakeSummary } from '../../bake/pipeline.ts';
 import { writeSampleContent } from '../../bake/sample/generate.ts';
-import { startModelServer } from '../fakes/model-server.ts';
+import { allowing, startModelServer } from '../fakes/model-server.ts';
 import { bufferPastEndGlb, garbageJsonGlb, hugeTextureGlb, SHARED_ASSETS, smallRoomGlb, truncatedGlb, validate, wrongMagicGlb } from './fixtures.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -242,7 +242,7 @@ describe('sources', () => {
         JSON.stringify([{ id: 1, title: 'Remote', slots: 2, token_id: 1, model: `${server.url}/models/small.glb`, image: `${server.url}/images/small.png` }]),
       );
       const data = tmp('museum-pipeline-remote-data-');
-      const summary = await bakeRooms({ contentDir: content, dataDir: data, fetch: { backoffMs: 10 } });
+      const summary = await bakeRooms({ contentDir: content, dataDir: data, fetch: { backoffMs: 10 }, net: allowing(server) });
       expect(summary.baked).toBe(1);
       const manifest = await expectIntact(data);
       expect(manifest.rooms[0]!.model!.sha256).toBe(sha256(server.files.get('/models/small.glb')!.body));

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { type NetPolicy, parseAllowHosts } from '../../common/net.ts';
 
 export interface FakeFile {
   body: Uint8Array;
@@ -91,3 +92,12 @@ export async function startModelServer(files: Record<string, FakeFile> = {}): Pr
     },
   };
 }
+
+/**
+ * The bake refuses loopback addresses unless the operator allows them: a test that fetches from its
+ * fake on 127.0.0.1 says so explicitly, as BAKE_ALLOW_HOSTS=127.0.0.1:<port> would.
+ */
+export const allowing = (...servers: Array<{ url: string }>): NetPolicy => ({
+  allowHosts: parseAllowHosts(servers.map((s) => new URL(s.url).host).join(',')),
+  trustedOrigins: [],
+});
