@@ -29,7 +29,7 @@ import autocannon from 'autocannon';
 import { startServer } from '../server/app.ts';
 import { loadConfig } from '../server/config.ts';
 import { openStateDb } from '../server/state/db.ts';
-import { KeyStore } from '../server/state/keys.ts';
+import { SqliteKeyStore } from '../server/state/keys.ts';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
 import { startRedis } from '../test/helpers/redis.ts';
 
@@ -65,7 +65,7 @@ async function serve(dir: string, redisUrl: string | undefined): Promise<void> {
   const env = { PORT: '0', HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db'), LOG_LEVEL: 'warn' };
   const museum = await startServer(loadConfig(env));
   const museumRedis = redisUrl ? await startServer(loadConfig({ ...env, REDIS_URL: redisUrl })) : null;
-  const probeKey = museum.services.keys.create('bench-probe').key;
+  const probeKey = (await museum.services.keys.create('bench-probe')).key;
   const slots = await fetch(`${museum.url}/v1/rooms/1/slots`);
   const slotsEtag = slots.headers.get('etag')!;
   const slotsBody = Buffer.from(await slots.arrayBuffer());
@@ -156,8 +156,7 @@ async function main(): Promise<void> {
     // ~100k req/s (9,000 in all was too few once this host served 50k req/s).
     const keyCount = Number(process.env.BENCH_KEYS ?? 30_000);
     const db = openStateDb(join(dir, 'state.db'));
-    const store = new KeyStore(db);
-    const keys = db.transaction(() => Array.from({ length: keyCount }, (_, i) => store.create(`bench-${i}`).key))();
+    const keys = await new SqliteKeyStore(db).createMany(Array.from({ length: keyCount }, (_, i) => `bench-${i}`));
     db.close();
 
     const redis = spawnSync('redis-server', ['--version']).status === 0 ? await startRedis() : null;

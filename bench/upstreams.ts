@@ -58,7 +58,7 @@ async function runServer(): Promise<void> {
     LIBRARY_UPSTREAM_URL: upstreams.library,
   });
   const server = await startServer(config, { log: pino({ level: 'silent' }) });
-  const keys = server.services.db.transaction(() => Array.from({ length: KEY_POOL }, (_, i) => server.services.keys.create(`bench-${i}`).key))();
+  const keys = await server.services.keys.createMany(Array.from({ length: KEY_POOL }, (_, i) => `bench-${i}`));
   process.send!({ type: 'ready', url: server.url, keys });
   process.on('message', (m: Msg) => {
     if (m.type === 'stop') void server.close().then(() => {

@@ -17,7 +17,7 @@ import { build } from 'esbuild';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist');
-const EXTERNAL = ['sharp', 'better-sqlite3', 'draco3dgltf', 'pino', 'tsx', 'esbuild'];
+const EXTERNAL = ['sharp', 'better-sqlite3', 'draco3dgltf', 'pino', 'tsx', 'esbuild', 'pg'];
 
 // Taken before reading any source: a file saved during the build counts as newer than the bundle.
 const builtAt = Date.now();

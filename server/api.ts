@@ -83,7 +83,7 @@ const STATUS_TEXT: Record<number, string> = {
   416: 'Range not satisfiable',
   429: 'Rate limit exceeded (Retry-After: 60)',
   502: 'Upstream temporarily unavailable',
-  503: 'Not configured, or at capacity',
+  503: 'Not configured, at capacity, or a store the server needs is down',
 };
 
 interface Registered {
@@ -189,7 +189,7 @@ export class Api {
         responses['200'] = { description: r.description, content };
         if (r.ranges) responses['206'] = { description: 'Partial content (one byte range)', content };
       }
-      const errors = new Set([...(def.errors ?? []), ...(def.access === 'key' ? [401, 429] : []), ...(def.ipLimit ? [429] : [])]);
+      const errors = new Set([...(def.errors ?? []), ...(def.access === 'key' ? [401, 429, 503] : []), ...(def.ipLimit ? [429] : [])]);
       if (def.body) errors.add(400).add(413);
       if (def.query && queryCanFail(def.query)) errors.add(400);
       for (const status of [...errors].sort()) {

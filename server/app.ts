@@ -21,14 +21,15 @@ import { MemoryRateLimitStore, type RateLimitStore } from './middleware/rate-lim
 import { RedisRateLimitStore } from './middleware/rate-limit-redis.ts';
 import { requestContext } from './middleware/request-id.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
-import { openStateDb, type StateDb } from './state/db.ts';
-import { KeyStore } from './state/keys.ts';
+import type { KeyStore } from './state/keys.ts';
 import { connectRedis } from './state/redis.ts';
+import { openStateStore, type StateStore } from './state/store.ts';
 
 export interface Services {
   config: Config;
   log: Logger;
-  db: StateDb;
+  /** Keys and exhibitions: SQLite (STATE_DB) or PostgreSQL (DATABASE_URL). */
+  state: StateStore;
   keys: KeyStore;
   limiter: RateLimitStore;
   /** The shared Redis connection when REDIS_URL is set (rate limits, presence, guide sessions and clips). */
@@ -66,8 +67,8 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const log = options.log ?? pino({ level: config.logLevel, base: undefined }, pino.destination(2));
   const closers: Array<() => void | Promise<void>> = [];
   const fastPaths: FastPathHandler[] = [];
-  const db = openStateDb(config.stateDb);
-  const keys = new KeyStore(db);
+  const state = await openStateStore(config, log, { serving: true });
+  const keys = state.keys;
   const content = await ContentStore.open(config.dataDir, config.publicUrl, log);
   content.watch();
   // Several instances share rate limits, presence and guide state through Redis.
@@ -77,7 +78,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const services: Services = {
     config,
     log,
-    db,
+    state,
     keys,
     limiter,
     redis,
@@ -131,10 +132,9 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
       closing ??= (async () => {
         for (const fn of closers.reverse()) await fn();
         content.close();
-        keys.flushUse();
         server.closeAllConnections();
         await new Promise<void>((resolve) => server.close(() => resolve()));
-        db.close();
+        await state.close();
       })();
       return closing;
     },

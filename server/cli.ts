@@ -18,7 +18,7 @@ export function serveCommand(): Command {
       const server = await startServer(config);
       const lines = [`museum: serving ${config.dataDir} at ${server.url} (public URL ${config.publicUrl})`];
       if (options.devKey) {
-        const { key } = server.services.keys.replace('dev');
+        const { key } = await server.services.keys.replace('dev');
         lines.push(
           `museum: development key (shown once): ${key}`,
           `museum: try  curl -H 'X-API-Key: ${key}' ${server.url}/v1/rooms`,
@@ -33,13 +33,15 @@ export function serveCommand(): Command {
     });
 }
 
-async function withKeys<T>(fn: (keys: KeyStore) => T): Promise<T> {
-  const [{ openStateDb }, { KeyStore }] = await Promise.all([import('./state/db.ts'), import('./state/keys.ts')]);
-  const db = openStateDb(loadConfig().stateDb);
+/** Run `fn` against the configured key store (STATE_DB, or PostgreSQL with DATABASE_URL). */
+async function withKeys<T>(fn: (keys: KeyStore) => Promise<T>): Promise<T> {
+  const { openStateStore } = await import('./state/store.ts');
+  const { default: pino } = await import('pino');
+  const store = await openStateStore(loadConfig(), pino({ level: 'warn', base: undefined }, pino.destination(2)));
   try {
-    return fn(new KeyStore(db));
+    return await fn(store.keys);
   } finally {
-    db.close();
+    await store.close();
   }
 }
 
@@ -47,7 +49,7 @@ const keyLine = (k: ApiKeyInfo) =>
   [String(k.id).padEnd(4), k.name.padEnd(24), `${k.prefix}…`.padEnd(16), k.status.padEnd(8), k.last_used_at ?? 'never'].join(' ');
 
 export function keysCommand(): Command {
-  const keys = new Command('keys').description('Manage API keys in STATE_DB (stored as SHA-256 hashes)');
+  const keys = new Command('keys').description('Manage API keys in STATE_DB, or in PostgreSQL when DATABASE_URL is set (stored as SHA-256 hashes)');
   keys
     .command('create')
     .description('Create a key; it is printed once and cannot be shown again')

@@ -15,6 +15,14 @@ const optionalRedisUrl = z.preprocess(
   (v) => (v === '' ? undefined : v),
   url.refine((u) => /^rediss?:\/\//.test(u), 'must be a redis:// or rediss:// URL').optional(),
 );
+const optionalPostgresUrl = z.preprocess(
+  (v) => (v === '' ? undefined : v),
+  z
+    .string()
+    .trim()
+    .refine((u) => /^postgres(ql)?:\/\/./.test(u), 'must be a postgres:// or postgresql:// URL')
+    .optional(),
+);
 const optionalString = z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
 const flag = z.preprocess(
   (v) => (typeof v === 'string' ? !['', '0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v),
@@ -31,6 +39,10 @@ const EnvSchema = z.object({
   PUBLIC_URL: optionalUrl,
   TRUST_PROXY: flag.default(false),
   REDIS_URL: optionalRedisUrl,
+  DATABASE_URL: optionalPostgresUrl,
+  GUIDE_EXHIBITION_TTL_DAYS: int(180, 1, 36_500),
+  METRICS_PORT: z.preprocess((v) => (v === '' || v === undefined ? undefined : Number(v)), z.number().int().min(0).max(65535).optional()),
+  METRICS_TOKEN: z.preprocess((v) => (v === '' ? undefined : v), z.string().min(16, 'must be at least 16 characters').optional()),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   CHARACTERS_UPSTREAM_URL: optionalUrl,
   CONTENT_UPSTREAM_URL: optionalUrl,
@@ -72,6 +84,14 @@ export interface Config {
   publicUrl: string;
   trustProxy: boolean;
   redisUrl?: string;
+  /** PostgreSQL for what STATE_DB holds, when several machines serve. */
+  databaseUrl?: string;
+  /** Exhibitions nobody read or changed for this long expire. */
+  exhibitionTtlMs: number;
+  /** Prometheus metrics on their own listener (0: any free port)… */
+  metricsPort?: number;
+  /** …or on the main port behind `Authorization: Bearer <token>`; neither: /metrics is 404. */
+  metricsToken?: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   ipfsGateway: string;
   upstreams: {
@@ -121,6 +141,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     publicUrl: e.PUBLIC_URL ?? `http://localhost:${e.PORT}`,
     trustProxy: e.TRUST_PROXY,
     redisUrl: e.REDIS_URL,
+    databaseUrl: e.DATABASE_URL,
+    exhibitionTtlMs: e.GUIDE_EXHIBITION_TTL_DAYS * 86_400_000,
+    metricsPort: e.METRICS_PORT,
+    metricsToken: e.METRICS_TOKEN,
     logLevel: e.LOG_LEVEL,
     ipfsGateway: e.IPFS_GATEWAY,
     upstreams: {

@@ -14,7 +14,8 @@ export type ErrorCode =
   | 'INTERNAL'
   | 'UPSTREAM'
   | 'UNCONFIGURED'
-  | 'BUSY';
+  | 'BUSY'
+  | 'UNAVAILABLE';
 
 const DEFAULT_CODE: Record<number, ErrorCode> = {
   400: 'BAD_REQUEST',
@@ -50,5 +51,8 @@ export const badRequest = (message: string) => new HttpError(400, 'BAD_REQUEST',
 export const notFound = (message = 'Not found') => new HttpError(404, 'NOT_FOUND', message);
 export const upstreamFailed = (service: string) =>
   new HttpError(502, 'UPSTREAM', `The ${service} is temporarily unavailable`);
+/** A store the server needs (PostgreSQL) does not answer: 503 UNAVAILABLE, never a 401 or a 500. */
+export const unavailable = (what: string) =>
+  new HttpError(503, 'UNAVAILABLE', `The ${what} is temporarily unavailable; try again shortly`, { 'Retry-After': '5' });
 export const unconfigured = (service: string) =>
   new HttpError(503, 'UNCONFIGURED', `The ${service} is not configured on this deployment`);

@@ -499,6 +499,12 @@ export function keyedReadsFastPath({ keys, limiter, content, log }: KeyedReadDep
     }
     exchange.send(200, [...CORS_LIST, 'X-RateLimit-Limit', LIMIT, 'X-RateLimit-Remaining', remaining, 'Content-Type', JSON_TYPE, 'Content-Length', String(bytes.length)], bytes);
   };
+  const limitThenAnswer = (exchange: RawExchange, keyId: number | HttpError, body: (snapshot: ContentSnapshot) => Buffer): void => {
+    if (keyId instanceof HttpError) return exchange.fail(keyId);
+    const decision = hitKeyLimit(limiter, keyId);
+    if (decision instanceof Promise) decision.then((d) => answer(exchange, d, body), (err: unknown) => exchange.fail(err));
+    else answer(exchange, decision, body);
+  };
   return guarded(log, (req, res) => {
     const url = req.url;
     if (url === undefined || !url.startsWith(prefix) || !isReadMethod(req.method)) return false;
@@ -509,13 +515,8 @@ export function keyedReadsFastPath({ keys, limiter, content, log }: KeyedReadDep
     if (!body) return false;
     const exchange = new RawExchange(req, res, log);
     const keyId = authenticate(keys, keyFromHeaders(single(req.headers['x-api-key']), req.headers.authorization));
-    if (keyId instanceof HttpError) {
-      exchange.fail(keyId);
-      return true;
-    }
-    const decision = hitKeyLimit(limiter, keyId);
-    if (decision instanceof Promise) decision.then((d) => answer(exchange, d, body), (err: unknown) => exchange.fail(err));
-    else answer(exchange, decision, body);
+    if (keyId instanceof Promise) keyId.then((id) => limitThenAnswer(exchange, id, body), (err: unknown) => exchange.fail(err));
+    else limitThenAnswer(exchange, keyId, body);
     return true;
   });
 }

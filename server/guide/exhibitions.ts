@@ -1,21 +1,15 @@
 /**
- * Guide exhibitions: the `museum-exhibition@1` registration document (validated strictly), the
- * GuideContext built from it and the museum's own baked content, and the SQLite store.
+ * Guide exhibitions: the `museum-exhibition@1` registration document (validated strictly) and the
+ * GuideContext built from it and the museum's own baked content. Where they are stored (and the
+ * ownership, size, quota and expiry rules): server/state/exhibitions.ts.
  *
  * Validation: ids, bounds and types are checked by zod; strings carrying control characters or
  * markup, strings over 1,000 characters and bodies nested deeper than any real document are
  * refused (400, nothing stored); accepted strings are clamped to display lengths. Unknown keys
  * are dropped: the document may carry more than the guide reads.
- *
- * Ownership: the first registration of an id returns an owner token (shown once, stored as its
- * SHA-256). Re-sending identical content needs no token (it refreshes the enrichment); different
- * content needs `X-Exhibition-Token`, else 409 CONFLICT — 401 is reserved for API keys.
  */
-import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
 import type { ContentSnapshot } from '../content.ts';
-import { HttpError } from '../errors.ts';
-import type { StateDb } from '../state/db.ts';
 import { clamp, CONTROL_CHARS, MARKUP, sha256Hex } from './text.ts';
 
 export const EXHIBITION_FORMAT = 'museum-exhibition@1';
@@ -182,143 +176,3 @@ export function buildContext(
 }
 
 export const contentHashOf = (doc: ExhibitionDocument): string => sha256Hex(JSON.stringify(doc));
-
-// ---------------------------------------------------------------------------------------------
-// The store
-
-export type RegisterOutcome = 'created' | 'updated' | 'unchanged';
-
-interface Row {
-  content_hash: string;
-  owner_token_hash: Buffer;
-  context: string;
-  registered_at: number;
-  updated_at: number;
-}
-
-const hashToken = (token: string): Buffer => Buffer.from(sha256Hex(token), 'hex');
-const newOwnerToken = (): string => `exh_${randomBytes(24).toString('hex')}`;
-
-/**
- * Exhibitions in STATE_DB. Reads go through a small cache of parsed contexts keyed by id and
- * checked against `updated_at` (one indexed lookup), so several server processes sharing the file
- * never serve a stale context; the cache is bounded by entries and by serialized size.
- */
-export class ExhibitionStore {
-  private readonly cache = new Map<string, { updatedAt: number; context: GuideContext; contentHash: string; bytes: number }>();
-  private cacheBytes = 0;
-  private readonly stampQuery;
-  private readonly rowQuery;
-
-  constructor(
-    private readonly db: StateDb,
-    private readonly maxCached = 256,
-    private readonly maxCachedBytes = 32 * 1024 * 1024,
-  ) {
-    this.stampQuery = db.prepare<[string], { updated_at: number }>('SELECT updated_at FROM exhibitions WHERE id = ?');
-    this.rowQuery = db.prepare<[string], Row>(
-      'SELECT content_hash, owner_token_hash, context, registered_at, updated_at FROM exhibitions WHERE id = ?',
-    );
-  }
-
-  get(id: string): { context: GuideContext; contentHash: string } | null {
-    const stamp = this.stampQuery.get(id);
-    if (!stamp) {
-      this.drop(id);
-      return null;
-    }
-    const cached = this.cache.get(id);
-    if (cached && cached.updatedAt === stamp.updated_at) {
-      this.cache.delete(id);
-      this.cache.set(id, cached);
-      return cached;
-    }
-    const row = this.rowQuery.get(id);
-    if (!row) return null;
-    const context = JSON.parse(row.context) as GuideContext;
-    this.remember(id, { updatedAt: row.updated_at, context, contentHash: row.content_hash, bytes: row.context.length });
-    return { context, contentHash: row.content_hash };
-  }
-
-  /**
-   * Register or refresh. `build(registeredAt, starters)` makes the context to store (starters kept
-   * when the content is unchanged). Throws 409 CONFLICT when the content differs and the token
-   * is missing or wrong.
-   */
-  register(
-    doc: ExhibitionDocument,
-    presentedToken: string | undefined,
-    build: (times: { registeredAt: string; updatedAt: string }, starters: string[]) => GuideContext,
-    now = Date.now(),
-  ): { outcome: RegisterOutcome; ownerToken?: string; context: GuideContext; contentHash: string } {
-    const contentHash = contentHashOf(doc);
-    const run = this.db.transaction(() => {
-      const row = this.rowQuery.get(doc.id);
-      // Timestamps only move forward, so the cache stamp always changes with the row.
-      const stamp = Math.max(now, (row?.updated_at ?? 0) + 1);
-      if (!row) {
-        const ownerToken = newOwnerToken();
-        const context = build({ registeredAt: new Date(now).toISOString(), updatedAt: new Date(stamp).toISOString() }, []);
-        this.db
-          .prepare('INSERT INTO exhibitions (id, content_hash, owner_token_hash, context, registered_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)')
-          .run(doc.id, contentHash, hashToken(ownerToken), JSON.stringify(context), now, stamp);
-        return { outcome: 'created' as const, ownerToken, context };
-      }
-      const registeredAt = new Date(row.registered_at).toISOString();
-      const previous = JSON.parse(row.context) as GuideContext;
-      const unchanged = row.content_hash === contentHash;
-      if (!unchanged) {
-        if (presentedToken === undefined) {
-          throw new HttpError(409, 'CONFLICT', 'This exhibition id is registered with different content; send its owner token in X-Exhibition-Token to change it');
-        }
-        const presented = hashToken(presentedToken);
-        if (presented.length !== row.owner_token_hash.length || !timingSafeEqual(presented, row.owner_token_hash)) {
-          throw new HttpError(409, 'CONFLICT', 'X-Exhibition-Token does not match the owner token of this exhibition');
-        }
-      }
-      // Unchanged content keeps its starters; changed content gets new ones (asynchronously).
-      const context = build({ registeredAt, updatedAt: new Date(stamp).toISOString() }, unchanged ? previous.starters : []);
-      this.db
-        .prepare('UPDATE exhibitions SET content_hash = ?, context = ?, updated_at = ? WHERE id = ?')
-        .run(contentHash, JSON.stringify(context), stamp, doc.id);
-      return { outcome: unchanged ? ('unchanged' as const) : ('updated' as const), context };
-    });
-    const result = run.immediate();
-    this.drop(doc.id);
-    return { ...result, contentHash };
-  }
-
-  /** Store generated starters, unless the content changed meanwhile. Returns whether they were stored. */
-  setStarters(id: string, contentHash: string, starters: string[], now = Date.now()): boolean {
-    const run = this.db.transaction(() => {
-      const row = this.rowQuery.get(id);
-      if (!row || row.content_hash !== contentHash) return false;
-      const stamp = Math.max(now, row.updated_at + 1);
-      const context = { ...(JSON.parse(row.context) as GuideContext), starters, updatedAt: new Date(stamp).toISOString() };
-      this.db.prepare('UPDATE exhibitions SET context = ?, updated_at = ? WHERE id = ?').run(JSON.stringify(context), stamp, id);
-      return true;
-    });
-    const stored = run.immediate();
-    this.drop(id);
-    return stored;
-  }
-
-  private remember(id: string, entry: { updatedAt: number; context: GuideContext; contentHash: string; bytes: number }): void {
-    this.drop(id);
-    if (entry.bytes > this.maxCachedBytes / 4) return;
-    this.cache.set(id, entry);
-    this.cacheBytes += entry.bytes;
-    for (const [oldest, e] of this.cache) {
-      if (this.cache.size <= this.maxCached && this.cacheBytes <= this.maxCachedBytes) break;
-      this.cache.delete(oldest);
-      this.cacheBytes -= e.bytes;
-    }
-  }
-
-  private drop(id: string): void {
-    const e = this.cache.get(id);
-    if (!e) return;
-    this.cache.delete(id);
-    this.cacheBytes -= e.bytes;
-  }
-}

@@ -18,7 +18,8 @@ import type { Logger } from 'pino';
 import type { CharactersClient } from '../upstream/characters.ts';
 import type { LibraryClient } from '../upstream/library.ts';
 import type { ChatMessage, LlmClient } from '../upstream/llm.ts';
-import type { ExhibitionStore, GuideContext } from './exhibitions.ts';
+import type { ExhibitionStore } from '../state/exhibitions.ts';
+import type { GuideContext } from './exhibitions.ts';
 import type { Followup, GuideSessionStore, Turn } from './sessions.ts';
 import type { SpeechClips } from './speech.ts';
 import { describeForPrompt, suggest } from './suggestions.ts';
@@ -261,7 +262,7 @@ export class Guide {
   constructor(private readonly deps: GuideDeps) {}
 
   async ask(input: AskInput, signal?: AbortSignal): Promise<GuideAnswer | null> {
-    const found = this.deps.store.get(input.exhibition);
+    const found = await this.deps.store.get(input.exhibition);
     if (!found) return null;
     const { context } = found;
     const session = input.session ?? randomBytes(12).toString('base64url');

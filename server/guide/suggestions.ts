@@ -7,7 +7,8 @@
  */
 import type { Logger } from 'pino';
 import type { LlmClient } from '../upstream/llm.ts';
-import type { ExhibitionStore, GuideContext } from './exhibitions.ts';
+import type { ExhibitionStore } from '../state/exhibitions.ts';
+import type { GuideContext } from './exhibitions.ts';
 import { cleanText, seededRandom } from './text.ts';
 
 export const MAX_STARTERS = 6;
@@ -190,11 +191,11 @@ export class StarterJobs {
 
   private async run(id: string, contentHash: string): Promise<void> {
     try {
-      const current = this.deps.store.get(id);
+      const current = await this.deps.store.get(id);
       if (!current || current.contentHash !== contentHash) return;
       const starters = await this.generate(current.context);
       if (this.abort.signal.aborted) return;
-      this.deps.store.setStarters(id, contentHash, starters);
+      await this.deps.store.setStarters(id, contentHash, starters);
     } catch (err) {
       this.deps.log.error({ err, exhibition: id }, 'starter generation failed');
     }

@@ -16,16 +16,26 @@ export const presentedKey = (ctx: Context): string | null => keyFromHeaders(ctx.
 const KEY_INVALID = new HttpError(401, 'UNAUTHORIZED', 'Invalid or revoked API key');
 const KEY_MISSING = new HttpError(401, 'UNAUTHORIZED', 'An API key is required (X-API-Key or Authorization: Bearer)');
 
-/** The id of the active key presented, or the 401 to answer (shared with the fast path). */
-export function authenticate(keys: KeyStore, presented: string | null): number | HttpError {
-  const keyId = presented ? keys.verify(presented) : null;
-  if (keyId !== null) return keyId;
-  return presented ? KEY_INVALID : KEY_MISSING;
+const verdict = (keyId: number | null): number | HttpError => keyId ?? KEY_INVALID;
+const failure = (err: unknown): HttpError => {
+  // The store could not be asked (503 UNAVAILABLE): never a 401, never accepted.
+  if (err instanceof HttpError) return err;
+  throw err;
+};
+
+/**
+ * The id of the active key presented, or the error to answer (shared with the fast path):
+ * synchronous when the key store answers from memory, a promise when it must ask its database.
+ */
+export function authenticate(keys: KeyStore, presented: string | null): number | HttpError | Promise<number | HttpError> {
+  if (!presented) return KEY_MISSING;
+  const keyId = keys.verify(presented);
+  return keyId instanceof Promise ? keyId.then(verdict, failure) : verdict(keyId);
 }
 
 export function requireKey(keys: KeyStore) {
   return async function requireKeyMiddleware(ctx: Context, next: Next) {
-    const keyId = authenticate(keys, presentedKey(ctx));
+    const keyId = await authenticate(keys, presentedKey(ctx));
     if (keyId instanceof HttpError) throw keyId;
     ctx.state.keyId = keyId;
     await next();

@@ -18,7 +18,6 @@ import {
   depthOf,
   EXHIBITION_ID,
   ExhibitionDocument,
-  ExhibitionStore,
   GuideContext,
   LIMITS,
 } from '../guide/exhibitions.ts';
@@ -126,7 +125,7 @@ function speechEngine(config: Config, log: Logger): SpeechEngine | null {
 
 export const guideRoutes: RouteModule = (api, services) => {
   const { config, log, content } = services;
-  const store = new ExhibitionStore(services.db);
+  const store = services.state.exhibitions;
   // With REDIS_URL a follow-up prepared on one instance can be fetched from any other.
   const sessions = services.redis ? new RedisSessionStore(services.redis, new MemorySessionStore(), log) : new MemorySessionStore();
   const llmConfig = config.upstreams.llm;
@@ -159,11 +158,11 @@ export const guideRoutes: RouteModule = (api, services) => {
     ipLimit: { name: 'guide-register', perMinute: 6 },
     body: ExhibitionDocument,
     response: { json: Registration },
-    errors: [409],
+    errors: [409, 413, 429, 503],
     async handler(ctx, { body }) {
       if (depthOf(ctx.state.body, LIMITS.depth) > LIMITS.depth) throw badRequest(`Invalid body: nested deeper than ${LIMITS.depth} levels`);
       const token = ctx.get('x-exhibition-token').trim() || undefined;
-      const result = store.register(body, token, (times, kept) => buildContext(body, content.snapshot, times, kept));
+      const result = await store.register(body, token, (times, kept) => buildContext(body, content.snapshot, times, kept), { ip: ctx.state.clientIp as string });
       const { context } = result;
       if (result.outcome !== 'unchanged' || context.starters.length === 0) {
         // Starters are generated once the response has gone out.
@@ -193,8 +192,8 @@ export const guideRoutes: RouteModule = (api, services) => {
     params: exhibitionParam,
     response: { json: z.object({ data: GuideContext }) },
     errors: [404],
-    handler(ctx, { params }) {
-      const found = store.get(params.id);
+    async handler(ctx, { params }) {
+      const found = await store.get(params.id);
       if (!found) throw notFound('No exhibition with this id is registered');
       ctx.set('Cache-Control', 'no-cache');
       ctx.body = { data: found.context };
@@ -214,8 +213,8 @@ export const guideRoutes: RouteModule = (api, services) => {
     }),
     response: { json: z.object({ data: z.object({ seed: z.string(), suggestions: z.array(z.string()) }) }) },
     errors: [404],
-    handler(ctx, { params, query }) {
-      const found = store.get(params.id);
+    async handler(ctx, { params, query }) {
+      const found = await store.get(params.id);
       if (!found) throw notFound('No exhibition with this id is registered');
       const seed = query.seed ?? '';
       ctx.body = { data: { seed, suggestions: suggest(found.context, seed, query.limit) } };

@@ -1,6 +1,9 @@
 /**
  * The SQLite state store (STATE_DB): API keys and guide exhibitions. WAL mode so several server
- * processes and the `museum keys` CLI can share one file; migrations are idempotent.
+ * processes and the `museum keys` CLI can share one file. Migrations are versioned
+ * (`PRAGMA user_version`) and applied in one immediate transaction, so two processes opening the
+ * file together never race; the first two are written so that files made before versioning
+ * (user_version 0, tables present) pass through them unchanged.
  */
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
@@ -8,6 +11,7 @@ import Database from 'better-sqlite3';
 
 export type StateDb = Database.Database;
 
+/** Migration N is MIGRATIONS[N - 1]; never edit one that has shipped, append. */
 const MIGRATIONS: string[] = [
   `CREATE TABLE IF NOT EXISTS api_keys (
      id INTEGER PRIMARY KEY,
@@ -26,6 +30,14 @@ const MIGRATIONS: string[] = [
      registered_at INTEGER NOT NULL,
      updated_at INTEGER NOT NULL
    )`,
+  // Last read (ms), for expiring exhibitions nobody reads; 0 = never read since this column came.
+  `ALTER TABLE exhibitions ADD COLUMN read_at INTEGER NOT NULL DEFAULT 0`,
+  `CREATE TABLE exhibition_registrations (
+     ip TEXT NOT NULL,
+     day INTEGER NOT NULL,
+     count INTEGER NOT NULL,
+     PRIMARY KEY (ip, day)
+   )`,
 ];
 
 export function openStateDb(path: string): StateDb {
@@ -35,8 +47,11 @@ export function openStateDb(path: string): StateDb {
   db.pragma('synchronous = NORMAL');
   // Other processes (CLI, sibling servers) may hold the write lock briefly.
   db.pragma('busy_timeout = 5000');
-  db.transaction(() => {
-    for (const sql of MIGRATIONS) db.exec(sql);
-  })();
+  const migrate = db.transaction(() => {
+    const version = db.pragma('user_version', { simple: true }) as number;
+    for (let v = version; v < MIGRATIONS.length; v++) db.exec(MIGRATIONS[v]!);
+    if (version < MIGRATIONS.length) db.pragma(`user_version = ${MIGRATIONS.length}`);
+  });
+  migrate.immediate();
   return db;
 }

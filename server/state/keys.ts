@@ -1,20 +1,21 @@
 /**
  * API keys (decisions: `museum_` + 48 lowercase hex, stored only as SHA-256 hashes, compared in
- * constant time, shown once). A revocation made by any process takes effect on the next request:
- * verified keys are remembered for a few seconds at most, and only while STATE_DB is unchanged.
- * SQLite's `data_version` moves whenever another connection (the CLI, a sibling server) commits; it
- * is read at most once per millisecond, because reading it opens a read transaction — under load the
+ * constant time, shown once): the store interface both backends implement, what they share, and
+ * the SQLite store (STATE_DB). The PostgreSQL store (DATABASE_URL) is in postgres.ts.
+ *
+ * SQLite: a revocation made by any process takes effect on the next request: verified keys are
+ * remembered for a few seconds at most, and only while STATE_DB is unchanged. SQLite's
+ * `data_version` moves whenever another connection (the CLI, a sibling server) commits; it is read
+ * at most once per millisecond, because reading it opens a read transaction — under load the
  * dearest part of a key check, more than the rest of a cached keyed request. So a revocation
- * committed elsewhere is seen by every request that starts in a later millisecond: long before a
- * revoke command has even exited, and far inside decisions.md's "no positive cache longer than a
- * few seconds". This store's own revocations forget everything at once. `last_used_at` writes are
- * batched.
+ * committed elsewhere is seen by every request that starts in a later millisecond. This store's own
+ * revocations forget everything at once. `last_used_at` writes are batched.
  */
 import { createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { StateDb } from './db.ts';
 
 export const KEY_PATTERN = /^museum_[0-9a-f]{48}$/;
-const PREFIX_LENGTH = 'museum_'.length + 6;
+export const PREFIX_LENGTH = 'museum_'.length + 6;
 
 export interface ApiKeyInfo {
   id: number;
@@ -26,7 +27,31 @@ export interface ApiKeyInfo {
   last_used_at: string | null;
 }
 
-interface KeyRow {
+/** What every key store offers: the CLI's commands, and `verify` for the request path. */
+export interface KeyStore {
+  create(name: string): Promise<{ key: string; info: ApiKeyInfo }>;
+  /** Create many keys in one transaction (provisioning, benchmarks); returns the keys in order. */
+  createMany(names: string[]): Promise<string[]>;
+  /**
+   * Issue a fresh key under `name`, revoking (and renaming) any key that had it — how `make run`
+   * hands a newcomer a working development key without ever storing a key in clear.
+   */
+  replace(name: string): Promise<{ key: string; info: ApiKeyInfo }>;
+  list(): Promise<ApiKeyInfo[]>;
+  /** Find by name or numeric id. */
+  find(nameOrId: string): Promise<ApiKeyInfo | null>;
+  revoke(nameOrId: string): Promise<ApiKeyInfo>;
+  /**
+   * The id of the active key matching `presented`, or null. Synchronous when answered from memory
+   * (the hot path); a promise when the store must be asked, rejected with 503 UNAVAILABLE when it
+   * cannot be.
+   */
+  verify(presented: string): number | null | Promise<number | null>;
+  /** Write batched last-use times. */
+  flushUse(): Promise<void>;
+}
+
+export interface KeyRow {
   id: number;
   name: string;
   prefix: string;
@@ -36,21 +61,77 @@ interface KeyRow {
   last_used_at: number | null;
 }
 
-const hashKey = (key: string): Buffer => createHash('sha256').update(key).digest();
+export const hashKey = (key: string): Buffer => createHash('sha256').update(key).digest();
+export const newKey = (): string => `museum_${randomBytes(24).toString('hex')}`;
 
-/** How long a verified key is trusted without a row lookup (if STATE_DB does not change meanwhile). */
+/** A clean key name, or an Error saying why not. */
+export function checkKeyName(name: string): string {
+  const clean = name.trim();
+  if (!clean || clean.length > 64) throw new Error('key name must be 1 to 64 characters');
+  if (/^\d+$/.test(clean)) throw new Error('key name must not be a number (numbers address key ids)');
+  return clean;
+}
+export const duplicateName = (name: string) => new Error(`a key named "${name}" already exists`);
+export const noSuchKey = (nameOrId: string) => new Error(`no key named or numbered "${nameOrId}"`);
+
+/** Verified keys remembered in memory: base64 SHA-256 → key id and when it was verified. Bounded. */
+export class VerifiedKeys {
+  private readonly entries = new Map<string, { id: number; at: number }>();
+  constructor(private readonly max = 10_000) {}
+  get(digest: string) {
+    return this.entries.get(digest);
+  }
+  set(digest: string, id: number, at: number): void {
+    if (this.entries.size >= this.max) this.entries.clear();
+    this.entries.set(digest, { id, at });
+  }
+  delete(digest: string): void {
+    this.entries.delete(digest);
+  }
+  /** Forget one key (by id), e.g. on a revocation notice. */
+  forgetId(id: number): void {
+    for (const [digest, e] of this.entries) if (e.id === id) this.entries.delete(digest);
+  }
+  clear(): void {
+    this.entries.clear();
+  }
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+/** Last-use times gathered per key and written in one batch every couple of seconds. */
+export class UseBatch {
+  private pending = new Map<number, number>();
+  private timer: NodeJS.Timeout | null = null;
+  constructor(private readonly write: (uses: Map<number, number>) => void | Promise<void>) {}
+  note(id: number, at: number): void {
+    this.pending.set(id, at);
+    this.timer ??= setTimeout(() => void this.flush().catch(() => {}), 2_000).unref();
+  }
+  async flush(): Promise<void> {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    const pending = this.pending;
+    if (pending.size === 0) return;
+    this.pending = new Map();
+    await this.write(pending);
+  }
+}
+
+export const matches = (stored: Buffer, presented: Buffer): boolean =>
+  stored.length === presented.length && timingSafeEqual(stored, presented);
+
+/** How long the SQLite store trusts a verified key without a row lookup (if STATE_DB does not change meanwhile). */
 const RECENT_MS = 5_000;
-const MAX_RECENT = 10_000;
-const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+const iso = (ms: number | null) => (ms === null ? null : new Date(Number(ms)).toISOString());
 
-export class KeyStore {
+export class SqliteKeyStore implements KeyStore {
   private readonly byHash;
   private readonly touch;
   private readonly dataVersion;
-  private pendingUse = new Map<number, number>();
-  private flushTimer: NodeJS.Timeout | null = null;
-  /** base64 SHA-256 of recently verified active keys → key id and when it was verified. */
-  private readonly recent = new Map<string, { id: number; at: number }>();
+  private readonly uses: UseBatch;
+  private readonly recent = new VerifiedKeys();
   private recentVersion: number;
   /** The millisecond in which `data_version` was last read. */
   private versionReadAt = 0;
@@ -62,64 +143,72 @@ export class KeyStore {
     this.touch = db.prepare<[{ id: number; at: number }]>(
       'UPDATE api_keys SET last_used_at = @at WHERE id = @id AND (last_used_at IS NULL OR last_used_at < @at)',
     );
+    this.uses = new UseBatch((pending) => {
+      this.db.transaction(() => {
+        for (const [id, at] of pending) this.touch.run({ id, at });
+      })();
+    });
   }
 
-  create(name: string): { key: string; info: ApiKeyInfo } {
-    const clean = name.trim();
-    if (!clean || clean.length > 64) throw new Error('key name must be 1 to 64 characters');
-    if (/^\d+$/.test(clean)) throw new Error('key name must not be a number (numbers address key ids)');
-    const key = `museum_${randomBytes(24).toString('hex')}`;
+  async create(name: string) {
+    return this.createNow(name);
+  }
+
+  async createMany(names: string[]) {
+    return this.db.transaction(() => names.map((name) => this.createNow(name).key))();
+  }
+
+  private createNow(name: string): { key: string; info: ApiKeyInfo } {
+    const clean = checkKeyName(name);
+    const key = newKey();
     try {
       this.db
         .prepare('INSERT INTO api_keys (name, prefix, hash, created_at) VALUES (?, ?, ?, ?)')
         .run(clean, key.slice(0, PREFIX_LENGTH), hashKey(key), Date.now());
     } catch (err) {
-      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw new Error(`a key named "${clean}" already exists`);
+      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE') throw duplicateName(clean);
       throw err;
     }
-    return { key, info: this.find(clean)! };
+    return { key, info: this.findNow(clean)! };
   }
 
-  /**
-   * Issue a fresh key under `name`, revoking (and renaming) any key that had it — how `make run`
-   * hands a newcomer a working development key without ever storing a key in clear.
-   */
-  replace(name: string): { key: string; info: ApiKeyInfo } {
+  async replace(name: string) {
     return this.db.transaction(() => {
-      const old = this.find(name);
+      const old = this.findNow(name);
       if (old) {
-        const now = Date.now();
         this.db
           .prepare('UPDATE api_keys SET name = ?, revoked_at = COALESCE(revoked_at, ?) WHERE id = ?')
-          .run(`${old.name}#${old.id}`, now, old.id);
+          .run(`${old.name}#${old.id}`, Date.now(), old.id);
         this.recent.clear();
       }
-      return this.create(name);
+      return this.createNow(name);
     })();
   }
 
-  list(): ApiKeyInfo[] {
-    return this.db.prepare<[], KeyRow>('SELECT * FROM api_keys ORDER BY id').all().map(toInfo);
+  async list() {
+    return this.db.prepare<[], KeyRow>('SELECT * FROM api_keys ORDER BY id').all().map(keyInfo);
   }
 
-  /** Find by name or numeric id. */
-  find(nameOrId: string): ApiKeyInfo | null {
+  async find(nameOrId: string) {
+    return this.findNow(nameOrId);
+  }
+
+  private findNow(nameOrId: string): ApiKeyInfo | null {
     const row = /^\d+$/.test(nameOrId)
       ? this.db.prepare<[number], KeyRow>('SELECT * FROM api_keys WHERE id = ?').get(Number(nameOrId))
       : this.db.prepare<[string], KeyRow>('SELECT * FROM api_keys WHERE name = ?').get(nameOrId);
-    return row ? toInfo(row) : null;
+    return row ? keyInfo(row) : null;
   }
 
-  revoke(nameOrId: string): ApiKeyInfo {
-    const info = this.find(nameOrId);
-    if (!info) throw new Error(`no key named or numbered "${nameOrId}"`);
+  async revoke(nameOrId: string) {
+    const info = this.findNow(nameOrId);
+    if (!info) throw noSuchKey(nameOrId);
     this.db.prepare('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL').run(Date.now(), info.id);
     // Our own writes do not move data_version for this connection.
     this.recent.clear();
-    return this.find(String(info.id))!;
+    return this.findNow(String(info.id))!;
   }
 
-  /** The id of the active key matching `presented`, or null. */
   verify(presented: string): number | null {
     if (!KEY_PATTERN.test(presented)) return null;
     const digest = hash('sha256', presented, 'base64');
@@ -140,35 +229,25 @@ export class KeyStore {
       const presentedHash = Buffer.from(digest, 'base64');
       const row = this.byHash.get(presentedHash);
       // The lookup is by hash, so timing reveals nothing about the key; compare anyway in constant time.
-      if (!row || !timingSafeEqual(row.hash, presentedHash) || row.revoked_at !== null) {
+      if (!row || !matches(row.hash, presentedHash) || row.revoked_at !== null) {
         this.recent.delete(digest);
         return null;
       }
       id = row.id;
-      if (this.recent.size >= MAX_RECENT) this.recent.clear();
-      this.recent.set(digest, { id, at: now });
+      this.recent.set(digest, id, now);
     }
-    this.pendingUse.set(id, now);
-    this.flushTimer ??= setTimeout(() => this.flushUse(), 2_000).unref();
+    this.uses.note(id, now);
     return id;
   }
 
-  /** Write batched last-use times (one transaction instead of one write per request). */
-  flushUse(): void {
-    if (this.flushTimer) clearTimeout(this.flushTimer);
-    this.flushTimer = null;
-    const pending = this.pendingUse;
-    if (pending.size === 0) return;
-    this.pendingUse = new Map();
-    this.db.transaction(() => {
-      for (const [id, at] of pending) this.touch.run({ id, at });
-    })();
+  flushUse(): Promise<void> {
+    return this.uses.flush();
   }
 }
 
-function toInfo(row: KeyRow): ApiKeyInfo {
+export function keyInfo(row: KeyRow): ApiKeyInfo {
   return {
-    id: row.id,
+    id: Number(row.id),
     name: row.name,
     prefix: row.prefix,
     status: row.revoked_at === null ? 'active' : 'revoked',

@@ -5,6 +5,7 @@
  * deterministic suggestions, and conformance to the OpenAPI document.
  */
 import { createHash } from 'node:crypto';
+import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { type OpenApiDoc, validateAgainstOpenApi } from '../helpers/openapi.ts';
 import type { TestServer } from '../helpers/server.ts';
@@ -20,7 +21,16 @@ const server = async (env: Record<string, string> = {}) => {
   servers.push(s);
   return s;
 };
-const stored = (s: TestServer) => (s.services.db.prepare('SELECT COUNT(*) AS n FROM exhibitions').get() as { n: number }).n;
+/** Rows in the test server's SQLite file, read through a connection of our own. */
+const rows = (s: TestServer, sql: string): Array<Record<string, unknown>> => {
+  const db = new Database(s.stateDb, { readonly: true });
+  try {
+    return db.prepare(sql).all() as Array<Record<string, unknown>>;
+  } finally {
+    db.close();
+  }
+};
+const stored = (s: TestServer) => rows(s, 'SELECT id FROM exhibitions').length;
 const context = async (s: TestServer, id = 'spring-show:2025') => (await call(s, 'GET', `/v1/guide/exhibitions/${encodeURIComponent(id)}`)).json.data;
 
 function nested(depth: number): unknown {
@@ -165,7 +175,7 @@ describe('registration', () => {
     const first = await register(s, exhibitionDoc());
     const token = first.json.data.owner_token as string;
     expect(token).toMatch(/^exh_[0-9a-f]{48}$/);
-    const row = s.services.db.prepare('SELECT * FROM exhibitions').get() as Record<string, unknown>;
+    const row = rows(s, 'SELECT * FROM exhibitions')[0]!;
     expect(Buffer.compare(row.owner_token_hash as Buffer, createHash('sha256').update(token).digest())).toBe(0);
     expect(JSON.stringify(row)).not.toContain(token);
 

@@ -32,7 +32,7 @@ export async function startTestServer(
     limiter: options.limiter,
   });
   // Instances sharing one STATE_DB need distinct key names.
-  const { key } = server.services.keys.create(options.keyName ?? 'test');
+  const { key } = await server.services.keys.create(options.keyName ?? 'test');
   const withKey = (init: RequestInit & { key?: string | null } = {}): RequestInit => {
     const headers = new Headers(init.headers);
     const k = init.key === undefined ? key : init.key;

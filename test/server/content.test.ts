@@ -26,8 +26,9 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 let keyCounter = 0;
-const freshKey = () => server.services.keys.create(`content-${++keyCounter}`).key;
-const json = async <T>(path: string, key = freshKey()): Promise<T> => {
+const freshKey = async () => (await server.services.keys.create(`content-${++keyCounter}`)).key;
+const json = async <T>(path: string, key?: string): Promise<T> => {
+  key ??= await freshKey();
   const res = await server.get(path, { key });
   expect(res.status, path).toBe(200);
   expect(res.headers.get('content-type')).toBe('application/json; charset=utf-8');
@@ -64,7 +65,7 @@ describe('collections', () => {
 
   it('answers 404 for drafts, drafts\' descendants and unknown slugs', async () => {
     for (const slug of ['genesis-sketches', 'archive', 'nope', 'GENESIS', '%20genesis']) {
-      expect(await errorOf(await server.get(`/v1/collections/${slug}`, { key: freshKey() }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect(await errorOf(await server.get(`/v1/collections/${slug}`, { key: (await freshKey()) }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
     }
   });
 });
@@ -128,7 +129,7 @@ describe('artworks: fields and media normalization', () => {
 
   it('answers 404 for unknown ids, unpublished artworks and ids that are not positive integers', async () => {
     for (const id of ['999999', String(fx.artworks.inDraftCollection), '0', '-1', '1.5', 'abc', '1e3', '00101', '99999999999999999999']) {
-      expect(await errorOf(await server.get(`/v1/artworks/${id}`, { key: freshKey() })), id).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect(await errorOf(await server.get(`/v1/artworks/${id}`, { key: (await freshKey()) })), id).toMatchObject({ status: 404, code: 'NOT_FOUND' });
     }
   });
 });

@@ -27,7 +27,7 @@ afterAll(async () => {
 });
 
 let keyCounter = 0;
-const freshKey = () => server.services.keys.create(`fast-${++keyCounter}`).key;
+const freshKey = async () => (await server.services.keys.create(`fast-${++keyCounter}`)).key;
 const comparable = (r: RawResponse) => {
   const { date: _date, connection: _connection, 'keep-alive': _keepAlive, ...headers } = r.headers;
   return { status: r.status, headers, body: r.body.toString('utf8') };
@@ -38,12 +38,12 @@ async function compare(
   path: string,
   options: { method?: string; headers?: Record<string, string>; key?: 'fresh' | 'none' | string; bearer?: boolean } = {},
 ) {
-  const keyFor = () => (options.key === undefined || options.key === 'fresh' ? freshKey() : options.key === 'none' ? null : options.key);
+  const keyFor = async () => (options.key === undefined || options.key === 'fresh' ? (await freshKey()) : options.key === 'none' ? null : options.key);
   const auth = (key: string | null): Record<string, string> => (!key ? {} : options.bearer ? { Authorization: `Bearer ${key}` } : { 'X-API-Key': key });
   const send = (port: number, key: string | null) =>
     nodeRequest(port, { path, method: options.method ?? 'GET', headers: { 'X-Request-Id': 'same', ...auth(key), ...options.headers } });
-  const fast = await send(server.port, keyFor());
-  const koa = await send(koaOnly.port, keyFor());
+  const fast = await send(server.port, await keyFor());
+  const koa = await send(koaOnly.port, await keyFor());
   expect(comparable(fast), `${options.method ?? 'GET'} ${path} ${JSON.stringify(options.headers ?? {})}`).toEqual(comparable(koa));
   return fast;
 }
@@ -115,14 +115,14 @@ describe('keyed reads on the fast path', () => {
     await compare('/v1/rooms', { key: 'none', headers: { Authorization: 'Bearer nope' } });
     const bearer = await compare('/v1/collections', { bearer: true });
     expect(bearer.status).toBe(200);
-    const { key } = server.services.keys.create('fast-revoked');
-    server.services.keys.revoke('fast-revoked');
+    const { key } = await server.services.keys.create('fast-revoked');
+    await server.services.keys.revoke('fast-revoked');
     const revoked = await compare('/v1/artworks/101', { key });
     expect(revoked.status).toBe(401);
   });
 
   it('share one budget per key with the Koa path and answer the 429 alike', async () => {
-    const key = freshKey();
+    const key = (await freshKey());
     const fast = (path: string) => nodeRequest(server.port, { path, headers: { 'X-API-Key': key } });
     const koa = (path: string) => nodeRequest(koaOnly.port, { path, headers: { 'X-API-Key': key } });
     for (let i = 0; i < 60; i++) {
@@ -137,8 +137,8 @@ describe('keyed reads on the fast path', () => {
 
   it('really serves these requests without Koa', async () => {
     const before = logLines.length;
-    await nodeRequest(server.port, { path: '/v1/artworks?page=2', headers: { 'X-API-Key': freshKey() } });
-    await nodeRequest(server.port, { path: '/v1/artworks/%31', headers: { 'X-API-Key': freshKey() } });
+    await nodeRequest(server.port, { path: '/v1/artworks?page=2', headers: { 'X-API-Key': (await freshKey()) } });
+    await nodeRequest(server.port, { path: '/v1/artworks/%31', headers: { 'X-API-Key': (await freshKey()) } });
     const lines = logLines.slice(before).filter((l) => l.msg === 'request');
     expect(lines.map((l) => [l.path, l.fast ?? false])).toEqual([
       ['/v1/artworks', true],
@@ -165,14 +165,14 @@ describe('cached character reads on the fast path', () => {
   });
 
   it('a miss goes through Koa to the upstream; the cached answer is then served without Koa, identically', async () => {
-    const key = () => withUpstream.services.keys.create(`chars-${++keyCounter}`).key;
+    const key = async () => (await withUpstream.services.keys.create(`chars-${++keyCounter}`)).key;
     const paths = ['/v1/characters/7', '/v1/characters/7?include=codex', '/v1/characters?limit=5&page=2', '/v1/characters?fields=name,owner&search=a'];
     for (const path of paths) {
       const before = lines.length;
       const upstreamBefore = directus.requestsTo(/^\/items\/codex/).length;
-      const first = await nodeRequest(withUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': key() } });
-      const cached = await nodeRequest(withUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': key() } });
-      const viaKoa = await nodeRequest(koaOnlyUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': key() } });
+      const first = await nodeRequest(withUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': await key() } });
+      const cached = await nodeRequest(withUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': await key() } });
+      const viaKoa = await nodeRequest(koaOnlyUpstream.port, { path, headers: { 'X-Request-Id': 'same', 'X-API-Key': await key() } });
       expect(first.status, path).toBe(200);
       expect(comparable(cached), path).toEqual(comparable(first));
       expect(comparable(viaKoa), path).toEqual(comparable(cached));

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStateDb } from '../../server/state/db.ts';
-import { KeyStore } from '../../server/state/keys.ts';
+import { SqliteKeyStore } from '../../server/state/keys.ts';
 import { errorOf, startTestServer, type TestServer } from '../helpers/server.ts';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -72,9 +72,9 @@ describe('presenting a key', () => {
 
 describe('storage', () => {
   it('keeps only SHA-256 hashes and a short prefix: the key never appears in the SQLite files', async () => {
-    const { key } = server.services.keys.create('storage-check');
+    const { key } = await server.services.keys.create('storage-check');
     expect((await server.get('/v1/rooms', { key })).status).toBe(200);
-    server.services.keys.flushUse();
+    await server.services.keys.flushUse();
     const db = new Database(server.stateDb, { readonly: true });
     const row = db.prepare('SELECT * FROM api_keys WHERE name = ?').get('storage-check') as Record<string, unknown>;
     db.close();
@@ -101,10 +101,10 @@ describe('storage', () => {
 
 describe('revocation', () => {
   it('takes effect on the next request and leaves other keys alone', async () => {
-    const a = server.services.keys.create('revoke-a').key;
-    const b = server.services.keys.create('revoke-b').key;
+    const a = (await server.services.keys.create('revoke-a')).key;
+    const b = (await server.services.keys.create('revoke-b')).key;
     expect((await server.get('/v1/rooms', { key: a })).status).toBe(200);
-    server.services.keys.revoke('revoke-a');
+    await server.services.keys.revoke('revoke-a');
     expect(await errorOf(await server.get('/v1/rooms', { key: a }))).toMatchObject({ status: 401, code: 'UNAUTHORIZED' });
     expect((await server.get('/v1/rooms', { key: b })).status).toBe(200);
   });
@@ -127,30 +127,30 @@ describe('revocation', () => {
 });
 
 describe('KeyStore across connections', () => {
-  it('sees keys created and revoked through another connection on the first verification a millisecond later', () => {
+  it('sees keys created and revoked through another connection on the first verification a millisecond later', async () => {
     const dbs = [openStateDb(server.stateDb), openStateDb(server.stateDb)];
-    const [here, there] = dbs.map((db) => new KeyStore(db)) as [KeyStore, KeyStore];
+    const [here, there] = dbs.map((db) => new SqliteKeyStore(db)) as [SqliteKeyStore, SqliteKeyStore];
     // The store reads data_version at most once per millisecond (see keys.ts).
     const nextMillisecond = () => {
       const start = Date.now();
       while (Date.now() === start);
     };
     try {
-      const { key } = there.create('other-connection');
+      const { key } = await there.create('other-connection');
       nextMillisecond();
       expect(here.verify(key)).toEqual(expect.any(Number));
       expect(here.verify(key)).toEqual(expect.any(Number)); // now remembered
-      there.revoke('other-connection');
+      await there.revoke('other-connection');
       nextMillisecond();
       expect(here.verify(key)).toBeNull();
       // Its own revocations too, although they do not move its connection's data_version.
-      const own = here.create('own-connection').key;
+      const own = (await here.create('own-connection')).key;
       expect(here.verify(own)).toEqual(expect.any(Number));
-      here.revoke('own-connection');
+      await here.revoke('own-connection');
       expect(here.verify(own)).toBeNull();
     } finally {
-      here.flushUse();
-      there.flushUse();
+      await here.flushUse();
+      await there.flushUse();
       for (const db of dbs) db.close();
     }
   });
@@ -165,7 +165,7 @@ describe('museum keys CLI', () => {
     expect(created.stderr).toMatch(/plain-cli/);
     expect(created.stderr).not.toContain(key);
     expect((await server.get('/v1/rooms', { key })).status).toBe(200);
-    server.services.keys.flushUse();
+    await server.services.keys.flushUse();
 
     const listed = await museum(server.stateDb, 'keys', 'list', '--json');
     expect(listed.code).toBe(0);

@@ -14,7 +14,7 @@ let server: TestServer;
 let fx: FixtureBake;
 let doc: OpenApiDoc;
 let keyCounter = 0;
-const freshKey = () => server.services.keys.create(`openapi-${++keyCounter}`).key;
+const freshKey = async () => (await server.services.keys.create(`openapi-${++keyCounter}`)).key;
 
 beforeAll(async () => {
   server = await startTestServer();
@@ -121,7 +121,7 @@ describe('real responses of the content routes validate', () => {
       `/files/${image.sha256}.png`,
       `/files/${image.sha256}.png?width=50&format=webp`,
     ]) {
-      const res = await exchange('GET', path, { key: freshKey() });
+      const res = await exchange('GET', path, { key: (await freshKey()) });
       expect(res.status, path).toBe(200);
     }
     expect((await exchange('GET', `/files/${image.sha256}.png`, { headers: { Range: 'bytes=0-99' } })).status).toBe(206);
@@ -134,9 +134,9 @@ describe('real responses of the content routes validate', () => {
     const image = fx.files['room1.image']!.ref;
     const cases: Array<[string, number, string | null, Record<string, string>?]> = [
       ['/v1/collections', 401, null],
-      ['/v1/collections/nope', 404, freshKey()],
+      ['/v1/collections/nope', 404, (await freshKey())],
       ['/v1/artworks', 401, 'museum_' + '0'.repeat(48)],
-      ['/v1/artworks/424242', 404, freshKey()],
+      ['/v1/artworks/424242', 404, (await freshKey())],
       ['/v1/rooms', 401, null],
       ['/v1/rooms/3/slots', 404, null],
       [`/files/${'0'.repeat(64)}.png`, 404, null],
@@ -146,7 +146,7 @@ describe('real responses of the content routes validate', () => {
     for (const [path, status, key, headers] of cases) {
       expect((await exchange('GET', path, { key, headers })).status, path).toBe(status);
     }
-    const { key } = server.services.keys.create('openapi-exhausted');
+    const { key } = await server.services.keys.create('openapi-exhausted');
     await Promise.all(Array.from({ length: 120 }, () => server.get('/v1/rooms', { key })));
     expect((await exchange('GET', '/v1/rooms', { key })).status).toBe(429);
   });
@@ -185,11 +185,11 @@ describe('real responses of every registered route validate', () => {
       const keyed = (operation.security ?? []).length > 0;
       const bodySchema = operation.requestBody?.content['application/json']?.schema;
       const attempts: Array<{ path: string; key: string | null; body?: unknown }> = [
-        { path: fill(template), key: freshKey(), body: bodySchema ? sample(bodySchema) : undefined },
+        { path: fill(template), key: (await freshKey()), body: bodySchema ? sample(bodySchema) : undefined },
       ];
       if (keyed) attempts.push({ path: fill(template), key: null, body: bodySchema ? {} : undefined });
-      if (template.includes('{')) attempts.push({ path: fill(template, { id: '999999', slug: 'no-such-slug', tokenId: '999999' }), key: freshKey() });
-      if (bodySchema) attempts.push({ path: fill(template), key: freshKey(), body: {} });
+      if (template.includes('{')) attempts.push({ path: fill(template, { id: '999999', slug: 'no-such-slug', tokenId: '999999' }), key: (await freshKey()) });
+      if (bodySchema) attempts.push({ path: fill(template), key: (await freshKey()), body: {} });
       for (const attempt of attempts) {
         try {
           await exchange(method, attempt.path, { key: attempt.key, body: attempt.body });

@@ -59,7 +59,7 @@ describe('two instances behind one Redis', () => {
   });
 
   it('give one key exactly 120 of 200 concurrent requests between them', async () => {
-    const { key } = a.services.keys.create('shared-burst');
+    const { key } = await a.services.keys.create('shared-burst');
     const responses = await Promise.all(Array.from({ length: 200 }, (_, i) => (i % 2 ? a : b).get('/v1/rooms', { key })));
     const ok = responses.filter((r) => r.status === 200);
     expect(ok).toHaveLength(120);
@@ -71,7 +71,7 @@ describe('two instances behind one Redis', () => {
   });
 
   it('keep serving through a Redis outage, limiting per instance, and share again when it is back', async () => {
-    const { key } = a.services.keys.create('outage');
+    const { key } = await a.services.keys.create('outage');
     expect((await a.get('/v1/rooms', { key })).headers.get('x-ratelimit-remaining')).toBe('119');
     await redis.stop();
     try {

@@ -17,7 +17,7 @@ afterAll(() => server.close());
 
 describe('per-key limit over HTTP', () => {
   it('lets exactly 120 of 200 concurrent requests with one key through; the rest are 429 with headers', async () => {
-    const { key } = server.services.keys.create('burst');
+    const { key } = await server.services.keys.create('burst');
     const responses = await Promise.all(Array.from({ length: 200 }, () => server.get('/v1/rooms', { key })));
     const ok = responses.filter((r) => r.status === 200);
     const limited = responses.filter((r) => r.status === 429);
@@ -37,8 +37,8 @@ describe('per-key limit over HTTP', () => {
   });
 
   it('counts every keyed route against the same budget, and keys independently', async () => {
-    const a = server.services.keys.create('independent-a').key;
-    const b = server.services.keys.create('independent-b').key;
+    const a = (await server.services.keys.create('independent-a')).key;
+    const b = (await server.services.keys.create('independent-b')).key;
     const first = await server.get('/v1/collections', { key: a });
     expect(first.headers.get('x-ratelimit-remaining')).toBe('119');
     const second = await server.get('/v1/artworks', { key: a });
@@ -53,7 +53,7 @@ describe('per-key limit over HTTP', () => {
   });
 
   it('does not count unauthenticated requests, and does not put key headers on public routes', async () => {
-    const { key } = server.services.keys.create('uncounted');
+    const { key } = await server.services.keys.create('uncounted');
     for (let i = 0; i < 5; i++) expect((await server.get('/v1/rooms', { key: `${key.slice(0, -1)}0` })).status).toBe(401);
     expect((await server.get('/v1/rooms', { key })).headers.get('x-ratelimit-remaining')).toBe('119');
     const open = await server.get('/v1', { key });
