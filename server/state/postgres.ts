@@ -395,23 +395,31 @@ export class PgKeyStore implements KeyStore {
     const digest = hash('sha256', presented, 'base64');
     const now = Date.now();
     const known = this.verified.get(digest);
-    // While the listener is down (database unreachable) remembered keys keep working as they are.
-    if (known && (now - known.at < TRUST_MS || !this.db.listening)) {
+    // Remembered keys: trusted while notices flow, and kept working as they are while the database
+    // is down; otherwise (listener reconnecting, or a minute old) asked again.
+    if (known && ((now - known.at < TRUST_MS && this.db.listening) || this.db.outage.down)) {
       this.uses.note(known.id, now);
       return known.id;
     }
     let lookup = this.inflight.get(digest);
     if (!lookup) {
-      lookup = this.lookup(digest).finally(() => this.inflight.delete(digest));
+      lookup = this.lookup(digest, known?.id).finally(() => this.inflight.delete(digest));
       this.inflight.set(digest, lookup);
     }
     return lookup;
   }
 
-  private async lookup(digest: string): Promise<number | null> {
+  private async lookup(digest: string, knownId: number | undefined): Promise<number | null> {
     const generation = this.generation;
     const presentedHash = Buffer.from(digest, 'base64');
-    const { rows } = await this.db.query<{ id: string; hash: Buffer; revoked_at: string | null }>('SELECT id, hash, revoked_at FROM api_keys WHERE hash = $1', [presentedHash]);
+    let rows: Array<{ id: string; hash: Buffer; revoked_at: string | null }>;
+    try {
+      ({ rows } = await this.db.query<(typeof rows)[number]>('SELECT id, hash, revoked_at FROM api_keys WHERE hash = $1', [presentedHash]));
+    } catch (err) {
+      // The database just went away: a key verified before keeps working.
+      if (knownId !== undefined && this.verified.get(digest)?.id === knownId) return knownId;
+      throw err;
+    }
     const row = rows[0];
     if (!row || !matches(row.hash, presentedHash) || row.revoked_at !== null) {
       this.verified.delete(digest);

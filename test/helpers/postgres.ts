@@ -78,6 +78,7 @@ export async function startPostgres(): Promise<TestPostgres> {
 
   let child: ChildProcess | null = null;
   const start = async () => {
+    if (child && child.exitCode === null) return;
     const args = ['-D', data, '-p', String(port), '-h', '127.0.0.1', '-k', dir, '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=100'];
     const [cmd, argv] = command(user, join(bin, 'postgres'), args);
     child = spawn(cmd, argv, { stdio: 'ignore' });
