@@ -5,6 +5,7 @@
  */
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
+import { printable } from '../common/terminal.ts';
 import type { BakeEvent, BakeSummary, RoomOutcome } from './pipeline.ts';
 
 const positiveInt = (name: string) => (value: string) => {
@@ -26,6 +27,7 @@ const idList = (value: string) => {
 export const formatBytes = (n: number): string =>
   n < 1024 ? `${n} B` : n < 1024 ** 2 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1024 ** 2).toFixed(1)} MB`;
 const formatMs = (ms: number) => (ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`);
+// Lines for people (not --json): whatever came from content is escaped (printable).
 const out = (text: string) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
 const err = (text: string) => process.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
 
@@ -38,8 +40,9 @@ function progressReporter(stream: NodeJS.WriteStream): (event: BakeEvent) => voi
       return;
     }
     const { outcome, done, total } = event;
-    const line = `${outcome.status.padEnd(7)} room ${outcome.id} ${outcome.title}${outcome.ms !== null ? ` (${formatMs(outcome.ms)})` : ''}${
-      outcome.status === 'failed' ? `: ${outcome.reason}` : ''
+    const title = printable(outcome.title);
+    const line = `${outcome.status.padEnd(7)} room ${outcome.id} ${title}${outcome.ms !== null ? ` (${formatMs(outcome.ms)})` : ''}${
+      outcome.status === 'failed' ? `: ${printable(outcome.reason)}` : ''
     }`;
     if (!tty) {
       // Unchanged rooms are listed only for small runs; the summary counts them anyway.
@@ -48,7 +51,7 @@ function progressReporter(stream: NodeJS.WriteStream): (event: BakeEvent) => voi
     }
     const width = 24;
     const filled = Math.round((done / total) * width);
-    const bar = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${total} ${outcome.title}`;
+    const bar = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${total} ${title}`;
     stream.write(`\r\x1b[2K${outcome.status === 'failed' ? `${line}\n` : ''}${bar}${done === total ? '\n' : ''}`);
   };
 }
@@ -56,11 +59,11 @@ function progressReporter(stream: NodeJS.WriteStream): (event: BakeEvent) => voi
 export function summaryTable(summary: BakeSummary): string {
   const rows = summary.rooms.map((r: RoomOutcome) => [
     String(r.id),
-    r.title,
+    printable(r.title),
     r.status,
     r.bytes_in !== null ? `${formatBytes(r.bytes_in)} → ${formatBytes(r.bytes_out ?? 0)}` : '',
     r.ms !== null ? formatMs(r.ms) : '',
-    r.status === 'failed' ? r.reason : r.status === 'skipped' ? r.reason : r.warnings.join('; '),
+    printable(r.status === 'failed' ? r.reason : r.status === 'skipped' ? r.reason : r.warnings.join('; ')),
   ]);
   const header = ['room', 'title', 'status', 'model in → out', 'time', 'notes'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -164,7 +167,7 @@ function roomCommand(): Command {
       const s = result.slot_summary;
       out(`slots            ${s.count} (${s.authored} authored, ${s.generated} generated, ${s.flipped} flipped, ${s.ambiguous} ambiguous)`);
       out(`model            ${formatBytes(result.bytesIn)} → ${formatBytes(result.bytesOut)} in ${formatMs(result.ms)}`);
-      for (const w of result.warnings) err(`warning: ${w}`);
+      for (const w of result.warnings) err(`warning: ${printable(w)}`);
     });
 }
 
@@ -181,9 +184,9 @@ function syncCommand(): Command {
         upstreamUrl: store.url,
         token: store.token,
         contentDir: opts.content ?? process.env.CONTENT_DIR ?? 'content',
-        log: (line) => process.stderr.write(`${line}\n`),
+        log: (line) => process.stderr.write(`${printable(line)}\n`),
       });
-      for (const w of summary.warnings) process.stderr.write(`warning: ${w}\n`);
+      for (const w of summary.warnings) process.stderr.write(`warning: ${printable(w)}\n`);
       if (opts.json) out(JSON.stringify(summary));
       else {
         out(

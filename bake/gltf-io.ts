@@ -254,11 +254,61 @@ export async function parseModel(bytes: Uint8Array, loadResource?: ResourceLoade
 export async function readModel(bytes: Uint8Array, loadResource?: ResourceLoader): Promise<Document> {
   const jsonDoc = await parseModel(bytes, loadResource);
   const io = await ioWith(codecsFor(jsonDoc.json.extensionsUsed ?? [], 'decoder'));
+  let document: Document;
   try {
-    return await io.readJSON(jsonDoc);
+    document = await io.readJSON(jsonDoc);
   } catch (err) {
     throw new ModelError(`invalid glTF: ${firstLine(err)}`);
   }
+  assertTexturesAreImages(document);
+  return document;
+}
+
+type ImageFormat = 'png' | 'jpeg' | 'webp' | 'avif' | 'gif' | 'ktx2' | 'dds';
+const ascii = (bytes: Uint8Array, start: number, end: number) => Buffer.from(bytes.subarray(start, end)).toString('latin1');
+
+/** An image format from its magic number, or null. */
+export function imageFormatOf(bytes: Uint8Array): ImageFormat | null {
+  if (bytes.length >= 8 && ascii(bytes, 0, 8) === '\x89PNG\r\n\x1a\n') return 'png';
+  if (bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === 0xd8 && bytes[2] === 0xff) return 'jpeg';
+  if (bytes.length >= 12 && ascii(bytes, 0, 4) === 'RIFF' && ascii(bytes, 8, 12) === 'WEBP') return 'webp';
+  if (bytes.length >= 12 && ascii(bytes, 4, 8) === 'ftyp' && /^avi[fs]$/.test(ascii(bytes, 8, 12))) return 'avif';
+  if (bytes.length >= 6 && /^GIF8[79]a$/.test(ascii(bytes, 0, 6))) return 'gif';
+  if (bytes.length >= 12 && ascii(bytes, 0, 12) === '\xabKTX 20\xbb\r\n\x1a\n') return 'ktx2';
+  if (bytes.length >= 4 && ascii(bytes, 0, 4) === 'DDS ') return 'dds';
+  return null;
+}
+
+const RASTER: ImageFormat[] = ['png', 'jpeg', 'webp', 'avif', 'gif'];
+/** The formats a declared mimeType allows (a PNG/JPEG mix-up is common in real models and harmless). */
+const ALLOWED_BY_MIME: Record<string, ImageFormat[]> = {
+  'image/png': RASTER,
+  'image/jpeg': RASTER,
+  'image/webp': RASTER,
+  'image/avif': RASTER,
+  'image/gif': RASTER,
+  'image/ktx2': ['ktx2'],
+  'image/vnd-ms.dds': ['dds'],
+};
+
+/**
+ * Every texture must be an image by its bytes: a "texture" that is really some other file (a
+ * resource URI pointing at anything) fails the model instead of being packed into a public file.
+ */
+function assertTexturesAreImages(document: Document): void {
+  document.getRoot().listTextures().forEach((texture, i) => {
+    const image = texture.getImage();
+    if (!image) return;
+    const mime = texture.getMimeType();
+    const declared = Object.hasOwn(ALLOWED_BY_MIME, mime) ? mime : null; // else glTF-Transform guessed it from the URI
+    const allowed = declared ? ALLOWED_BY_MIME[declared]! : [...RASTER, 'ktx2', 'dds'];
+    const format = imageFormatOf(image);
+    if (format && allowed.includes(format)) return;
+    const label = texture.getURI() || texture.getName() || `#${i}`;
+    throw new ModelError(
+      `texture ${label} is not an image: its bytes are ${format ?? 'no known image format'}, not ${allowed.join('/')}${declared ? ` (declared ${declared})` : ''}`,
+    );
+  });
 }
 
 /**

@@ -15,7 +15,7 @@ import { isGlb, ModelError, readModel, writeGlb, type ResourceLoader } from './g
 import { renderPlanPng } from './report.ts';
 import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, type OptimizerSettings, type StepName } from './optimize.ts';
 import { computeSlots, embedGeneratedSlots, SLOT_ALGORITHM, type RoomKind } from './slots/index.ts';
-import { inspectPreview, makeThumbnail } from './thumbnail.ts';
+import { makeThumbnail, publishablePreview } from './thumbnail.ts';
 import { serveJobs } from './workers.ts';
 
 export interface RoomJob {
@@ -122,10 +122,9 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   let image: FileRef | null = null;
   let thumbnail: FileRef | null = null;
   if (job.image) {
-    const preview = await readSource(job.image.path, 'preview image');
-    const { ext } = await inspectPreview(preview, settings.maxTexturePixels);
-    const thumb = await makeThumbnail(preview, settings.maxTexturePixels);
-    image = await putContentFile(job.dataDir, preview, ext);
+    const preview = await publishablePreview(await readSource(job.image.path, 'preview image'), settings.maxTexturePixels);
+    const thumb = await makeThumbnail(preview.bytes, settings.maxTexturePixels);
+    image = await putContentFile(job.dataDir, preview.bytes, preview.ext);
     thumbnail = await putContentFile(job.dataDir, thumb, 'webp');
   }
   const model = await putContentFile(job.dataDir, modelGlb, 'glb');

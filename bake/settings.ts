@@ -6,8 +6,11 @@ import { readFileSync } from 'node:fs';
 import { sha256 } from '../artifacts/store.ts';
 
 export const OPTIMIZER_SETTINGS = {
-  /** Bump when the step code changes in a way that changes output. */
-  revision: 2,
+  /**
+   * Bump when the step code changes in a way that changes output. 3: hostile-input checks (textures
+   * must be images, SVG previews rasterized) — every room is re-checked once.
+   */
+  revision: 3,
   textures: {
     format: 'webp' as const,
     /** Longest side after resizing, in pixels. */

@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError } from 'commander';
 import { bakeCommand } from '../bake/cli.ts';
+import { printable } from '../common/terminal.ts';
 import { keysCommand, serveCommand, soulsCommand } from '../server/cli.ts';
 
 export class CliFailure extends Error {}
@@ -40,7 +41,7 @@ export async function main(argv: string[]): Promise<void> {
     }
     // Operators get one line, not a stack trace.
     const message = err instanceof Error ? err.message : String(err);
-    process.stderr.write(`museum: ${message.split('\n')[0]}\n`);
+    process.stderr.write(`museum: ${printable(message.split('\n')[0]!)}\n`);
     process.exitCode = 1;
   }
 }

@@ -1,6 +1,7 @@
 /** `museum serve`, `museum keys …`, `museum souls verify`. */
 import { readFile } from 'node:fs/promises';
 import { Command } from 'commander';
+import { printable } from '../common/terminal.ts';
 import { loadConfig } from './config.ts';
 import type { ApiKeyInfo, KeyStore } from './state/keys.ts';
 
@@ -46,7 +47,7 @@ async function withKeys<T>(fn: (keys: KeyStore) => Promise<T>): Promise<T> {
 }
 
 const keyLine = (k: ApiKeyInfo) =>
-  [String(k.id).padEnd(4), k.name.padEnd(24), `${k.prefix}…`.padEnd(16), k.status.padEnd(8), k.last_used_at ?? 'never'].join(' ');
+  [String(k.id).padEnd(4), printable(k.name).padEnd(24), `${k.prefix}…`.padEnd(16), k.status.padEnd(8), k.last_used_at ?? 'never'].join(' ');
 
 export function keysCommand(): Command {
   const keys = new Command('keys').description('Manage API keys in STATE_DB, or in PostgreSQL when DATABASE_URL is set (stored as SHA-256 hashes)');
@@ -86,18 +87,50 @@ export function keysCommand(): Command {
   return keys;
 }
 
-/** Read a soul document from a file or an http(s) URL (a museum URL takes `--key`). */
+/** Largest soul document `museum souls verify` reads (a soul is a few KB). */
+export const SOUL_DOCUMENT_MAX_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Read a soul document from a file or an http(s) URL (a museum URL takes `--key`). Redirects are
+ * followed by hand: the key is sent only to the origin the operator named, never to another one.
+ */
 async function readSoulDocument(source: string, key?: string): Promise<unknown> {
   let text: string;
   if (/^https?:\/\//i.test(source)) {
+    const { BodyTooLarge, guardedGet, NetRefused } = await import('../common/net.ts');
+    const failed = (why: string) => new Error(`could not fetch ${source}: ${why}`);
+    const cause = (err: unknown) => {
+      if (err instanceof BodyTooLarge) return `the answer is larger than ${SOUL_DOCUMENT_MAX_BYTES} bytes`;
+      if ((err as Error).name === 'TimeoutError') return 'timed out';
+      return (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
+    };
     let response: Response;
     try {
-      response = await fetch(source, { headers: key ? { 'x-api-key': key } : {}, signal: AbortSignal.timeout(20_000) });
+      response = await guardedGet(source, {
+        // The operator named this URL: any address, but credentials stay on its origin.
+        policy: { allowHosts: [], trustedOrigins: [], anyAddress: true },
+        headers: key ? { 'x-api-key': key } : {},
+        signal: AbortSignal.timeout(20_000),
+        maxBytes: SOUL_DOCUMENT_MAX_BYTES,
+      });
     } catch (err) {
-      throw new Error(`could not fetch ${source}: ${(err as Error).name === 'TimeoutError' ? 'timed out' : ((err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message)}`);
+      if (err instanceof NetRefused) throw failed(err.message.replace(/^\S+ refused: /, ''));
+      throw failed(cause(err));
     }
-    if (!response.ok) throw new Error(`could not fetch ${source}: HTTP ${response.status}`);
-    text = await response.text();
+    if (!response.ok) {
+      await response.body?.cancel();
+      throw failed(`HTTP ${response.status}`);
+    }
+    const declared = Number(response.headers.get('content-length') ?? NaN);
+    if (declared > SOUL_DOCUMENT_MAX_BYTES) {
+      await response.body?.cancel();
+      throw failed(`the answer is larger than ${SOUL_DOCUMENT_MAX_BYTES} bytes`);
+    }
+    try {
+      text = await response.text();
+    } catch (err) {
+      throw failed(cause(err));
+    }
   } else {
     text = await readFile(source, 'utf8').catch((err: NodeJS.ErrnoException) => {
       throw new Error(`could not read ${source}: ${err.code === 'ENOENT' ? 'no such file' : err.message}`);
@@ -124,9 +157,9 @@ export function soulsCommand(): Command {
       if (options.json) {
         process.stdout.write(JSON.stringify({ source, ...result }) + '\n');
       } else {
-        const who = result.tokenId === null ? 'soul' : `soul of token ${result.tokenId}`;
+        const who = result.tokenId === null ? 'soul' : `soul of token ${printable(result.tokenId)}`;
         const lines = [`${who}: ${result.ok ? 'valid' : 'INVALID'}`];
-        for (const check of result.checks) lines.push(`  ${check.ok ? 'ok  ' : 'FAIL'}  ${RULE_TITLES[check.rule]} (${check.detail})`);
+        for (const check of result.checks) lines.push(`  ${check.ok ? 'ok  ' : 'FAIL'}  ${RULE_TITLES[check.rule]} (${printable(check.detail)})`);
         process.stdout.write(lines.join('\n') + '\n');
       }
       if (!result.ok) process.exitCode = 1;

@@ -1,7 +1,8 @@
 import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ModelError, readModel, readModelFile, writeGlb } from '../../bake/gltf-io.ts';
+import sharp from 'sharp';
+import { imageFormatOf, ModelError, readModel, readModelFile, writeGlb } from '../../bake/gltf-io.ts';
 import { bufferPastEndGlb, garbageJsonGlb, joinGlb, sharedModels, smallRoomGlb, splitGlb, truncatedGlb, validate, wrongMagicGlb } from './fixtures.ts';
 
 describe('reading models', () => {
@@ -61,5 +62,29 @@ describe('broken models fail with one clear line', () => {
     }).catch((e: Error) => e);
     expect(error).toBeInstanceOf(ModelError);
     expect((error as Error).message).toBe('external resource "garage.bin" cannot be read (ENOENT: no such file)');
+  });
+
+  it('fails a "texture" whose bytes are not an image, as its declared type allows', async () => {
+    const png = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#808080' } }).png().toBuffer();
+    const jpeg = await sharp(png).jpeg().toBuffer();
+    const environ = Buffer.from('HOME=/root\0CONTENT_UPSTREAM_TOKEN=secret\0');
+    const model = (image: Record<string, string>) => Buffer.from(JSON.stringify({ asset: { version: '2.0' }, images: [image], textures: [{ source: 0 }] }));
+    const read = (image: Record<string, string>, bytes: Buffer) => readModel(model(image), async () => bytes).then(() => null, (e: Error) => e);
+    const failures: Array<[Record<string, string>, Buffer, string]> = [
+      [{ uri: 'environ' }, environ, 'texture environ is not an image: its bytes are no known image format, not png/jpeg/webp/avif/gif/ktx2/dds'],
+      [{ uri: 'wall.png' }, environ, 'texture wall.png is not an image: its bytes are no known image format, not png/jpeg/webp/avif/gif (declared image/png)'],
+      [{ uri: 'wall.bin', mimeType: 'image/jpeg' }, environ, 'texture wall.bin is not an image: its bytes are no known image format, not png/jpeg/webp/avif/gif (declared image/jpeg)'],
+      [{ uri: 'wall.ktx2', mimeType: 'image/ktx2' }, png, 'texture wall.ktx2 is not an image: its bytes are png, not ktx2 (declared image/ktx2)'],
+    ];
+    for (const [image, bytes, message] of failures) {
+      const error = await read(image, bytes);
+      expect(error, JSON.stringify(image)).toBeInstanceOf(ModelError);
+      expect(error!.message).toBe(message);
+      expect(error!.message).not.toContain('secret');
+    }
+    // Real images pass, also a JPEG named .png (common in real models).
+    for (const [image, bytes] of [[{ uri: 'a.png' }, png], [{ uri: 'b.png' }, jpeg], [{ uri: 'c' }, jpeg]] as const) expect(await read(image, bytes)).toBeNull();
+    expect(imageFormatOf(Buffer.from('\xabKTX 20\xbb\r\n\x1a\n', 'latin1'))).toBe('ktx2');
+    expect(imageFormatOf(Buffer.from('RIFF\0\0\0\0WEBPVP8 ', 'latin1'))).toBe('webp');
   });
 });

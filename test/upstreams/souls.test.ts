@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifySoul } from '../../server/souls-verify.ts';
+import { startCanary } from '../fakes/canary.ts';
 import { type SoulRecord, type SoulsFake, signSoul, SOULS_TEST_PRIVATE_KEY, startFakeSouls } from '../fakes/souls.ts';
 import { type OpenApiDoc, validateAgainstOpenApi } from '../helpers/openapi.ts';
 import { errorOf, startTestServer, type TestServer } from '../helpers/server.ts';
@@ -180,6 +181,77 @@ describe('museum souls verify', () => {
     expect(missing.code).toBe(1);
     expect(missing.stderr.trim().split('\n')).toHaveLength(1);
     expect(missing.stderr).toContain('no such file');
+  });
+});
+
+describe('museum souls verify against hostile servers', () => {
+  const run = (args: string[]) =>
+    promisify(execFile)(process.execPath, ['bin/museum.js', 'souls', 'verify', ...args], { cwd: process.cwd(), maxBuffer: 1 << 20 }).then(
+      (r) => ({ code: 0, stdout: r.stdout, stderr: r.stderr }),
+      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+    );
+
+  it('never sends the key to another host or port on a redirect; keeps it on the same origin', async () => {
+    const document = JSON.stringify(fake.souls.get('9'));
+    const elsewhere = await startCanary((req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(document));
+    const museum = await startCanary((req, res) => {
+      if (req.url === '/moved') res.writeHead(302, { location: `${elsewhere.url}/soul` }).end();
+      else if (req.url === '/here') res.writeHead(301, { location: '/soul' }).end();
+      else res.writeHead(200, { 'content-type': 'application/json' }).end(document);
+    });
+    try {
+      const [away, same] = [await run([`${museum.url}/moved`, '--key', 'museum_secretkey']), await run([`${museum.url}/here`, '--key', 'museum_secretkey'])];
+      expect(away.code).toBe(0);
+      expect(same.code).toBe(0);
+      expect(museum.requests.map((r) => [r.path, r.headers['x-api-key']])).toEqual([
+        ['/moved', 'museum_secretkey'],
+        ['/here', 'museum_secretkey'],
+        ['/soul', 'museum_secretkey'],
+      ]);
+      expect(elsewhere.requests).toHaveLength(1);
+      expect(elsewhere.requests[0]!.headers['x-api-key']).toBeUndefined();
+    } finally {
+      await Promise.all([elsewhere.close(), museum.close()]);
+    }
+  });
+
+  it('stops reading a huge answer at the cap: exit 1 with one line', async () => {
+    const chunk = Buffer.alloc(256 * 1024, 0x20);
+    const flood = await startCanary((req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      const pump = () => {
+        while (!res.destroyed && res.write(chunk));
+        if (!res.destroyed) res.once('drain', pump);
+      };
+      pump();
+    });
+    try {
+      const result = await run([`${flood.url}/soul`, '--key', 'k']);
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).toBe(`museum: could not fetch ${flood.url}/soul: the answer is larger than 4194304 bytes\n`);
+    } finally {
+      await flood.close();
+    }
+  });
+
+  it('refuses endless redirects with one line, and prints content with control characters escaped', async () => {
+    const loop = await startCanary((req, res) => res.writeHead(302, { location: `/r${req.url}` }).end());
+    const hostile = clone(fake.souls.get('9')!) as SoulRecord & { tokenId: string };
+    hostile.tokenId = '9\u001b]0;pwned\u0007\u001b[2J\u009b31m';
+    const file = join(tmp, 'hostile.json');
+    writeFileSync(file, JSON.stringify(hostile));
+    try {
+      const redirects = await run([`${loop.url}/soul`]);
+      expect(redirects.code).toBe(1);
+      expect(redirects.stderr).toBe(`museum: could not fetch ${loop.url}/soul: more than 5 redirects\n`);
+      const printed = await run([file]);
+      expect(printed.code).toBe(1); // the message names token 9, the document this one
+      expect(printed.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+      expect(printed.stdout).toContain('soul of token 9\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m: INVALID');
+    } finally {
+      await loop.close();
+    }
   });
 });
 
