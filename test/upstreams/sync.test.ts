@@ -7,6 +7,7 @@ import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { loadContent } from '../../bake/content.ts';
 import { SyncError, syncContent } from '../../bake/sync.ts';
+import { startCanary } from '../fakes/canary.ts';
 import { type DirectusFake, sampleContentStore, startFakeDirectus } from '../fakes/directus.ts';
 
 const TOKEN = 'content-token';
@@ -141,6 +142,31 @@ describe('syncContent', () => {
     await expect(sync(dir, { retries: 2 })).rejects.toThrow(/downloading file [\w-]+ failed after 3 attempts: HTTP 500/);
     expect(snapshotDir(dir)).toEqual(before);
     expect(leftovers()).toEqual([]);
+  });
+
+  it('trusts the store but checks where it redirects: an asset redirected inward fails the sync with one line, the token stays home', async () => {
+    const inside = await startCanary();
+    const store = await startCanary((req, res) => {
+      const path = new URL(req.url!, 'http://x').pathname;
+      if (path === '/items/rooms') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: [{ id: 1, title: 'R', slots: 2, model: 'm1', image: null }] }));
+      else if (path.startsWith('/items/')) res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[]}');
+      else if (path === '/assets/m1') res.writeHead(302, { location: `${inside.url}/latest/meta-data/` }).end();
+      else res.writeHead(404).end();
+    });
+    try {
+      const dir = previousContent();
+      const before = snapshotDir(dir);
+      const error = await sync(dir, { upstreamUrl: store.url, net: { allowHosts: [], trustedOrigins: [] } }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SyncError);
+      expect((error as Error).message).toBe(
+        `content store at ${store.url}: ${inside.url}/latest/meta-data/ refused: 127.0.0.1:${inside.port} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`,
+      );
+      expect(inside.requests).toEqual([]);
+      expect(store.requests.every((r) => r.headers.authorization === `Bearer ${TOKEN}`)).toBe(true);
+      expect(snapshotDir(dir)).toEqual(before);
+    } finally {
+      await Promise.all([inside.close(), store.close()]);
+    }
   });
 
   it('keeps the previous content when the store answers garbage', async () => {
