@@ -12,8 +12,10 @@ import { chromium, type Browser } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { artifactPaths } from '../../artifacts/format.ts';
+import { putContentFile, readManifest } from '../../artifacts/store.ts';
 import { bakeRooms, type BakeSummary } from '../../bake/pipeline.ts';
 import { writeSampleContent } from '../../bake/sample/generate.ts';
+import { startTestServer } from '../helpers/server.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 // The flags a root sandbox without network needs (see the machine notes): no sandbox, no GPU, no
@@ -75,5 +77,35 @@ describe.skipIf(!existsSync(CHROMIUM))('the QA report in Chromium', () => {
     expect(meta.width).toBe(1400);
     expect(meta.height!).toBeGreaterThan(900 * rooms.length * 0.5);
     await context.close();
+  });
+
+  it('renders served from /files under its sandboxing CSP, while a scripted SVG served there runs nothing', async () => {
+    const server = await startTestServer({ dataDir });
+    const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+    try {
+      const report = (await readManifest(dataDir))!.report!;
+      const svg = await putContentFile(dataDir, '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>document.title = "ran"; fetch("/v1/rooms")</script></svg>', 'svg');
+      const page = await context.newPage();
+      const blocked: string[] = [];
+      const requests: string[] = [];
+      page.on('console', (m) => blocked.push(m.text()));
+      page.on('request', (r) => requests.push(r.url()));
+      await page.goto(`${server.url}/files/${report.sha256}.html`, { waitUntil: 'load' });
+      const facts = (await page.evaluate(`({
+        pictures: [...document.images].filter((img) => img.complete && img.naturalWidth > 0).length,
+        border: getComputedStyle(document.querySelector('td')).borderTopStyle,
+      })`)) as { pictures: number; border: string };
+      expect(facts.pictures).toBe(summary.rooms.length * 2); // data: pictures allowed
+      expect(facts.border).toBe('solid'); // inline style allowed
+      expect(blocked).toEqual([]);
+
+      await page.goto(`${server.url}/files/${svg.sha256}.svg`, { waitUntil: 'load' });
+      expect(await page.title()).not.toBe('ran');
+      expect(requests.filter((u) => u.includes('/v1/'))).toEqual([]);
+      expect(blocked.some((m) => /Content Security Policy|sandbox/i.test(m))).toBe(true);
+    } finally {
+      await context.close();
+      await server.close();
+    }
   });
 });
