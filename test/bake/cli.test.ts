@@ -1,10 +1,11 @@
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { startModelServer } from '../fakes/model-server.ts';
 import { smallRoomGlb, truncatedGlb } from './fixtures.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -45,6 +46,31 @@ describe('museum bake (CLI)', () => {
     expect(run.status).toBe(1);
     expect(run.stderr.trim().split('\n')).toHaveLength(1);
     expect(run.stderr).toMatch(/rooms\.json: not found/);
+  });
+
+  it('bake room <url> refuses a loopback host unless BAKE_ALLOW_HOSTS names it', async () => {
+    const server = await startModelServer({ '/m.glb': { body: await smallRoomGlb() } });
+    // Async: the fake server in this process must answer while the CLI runs.
+    const run = (env: Record<string, string>) =>
+      new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
+        const { BAKE_ALLOW_HOSTS: _a, CONTENT_UPSTREAM_URL: _c, ...base } = process.env;
+        execFile(process.execPath, [join(ROOT, 'bin/museum.js'), 'bake', 'room', `${server.url}/m.glb`, '--room', '1', '--out', tmp('museum-cli-url-'), '--json'], { cwd: ROOT, env: { ...base, ...env } }, (err, stdout, stderr) =>
+          done({ code: err ? Number((err as { code?: number }).code) : 0, stdout, stderr }),
+        );
+      });
+    try {
+      const refused = await run({});
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toBe(`museum: ${server.url}/m.glb refused: ${new URL(server.url).host} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)\n`);
+      expect(server.requests.size).toBe(0);
+      const allowed = await run({ BAKE_ALLOW_HOSTS: new URL(server.url).host });
+      expect(allowed.code, allowed.stderr).toBe(0);
+      expect(JSON.parse(allowed.stdout)).toMatchObject({ room: 1, slot_summary: { authored: 2 } });
+      const badList = await run({ BAKE_ALLOW_HOSTS: 'http://nope/' });
+      expect([badList.code, badList.stderr]).toEqual([1, 'museum: BAKE_ALLOW_HOSTS: "http://nope/" is not host or host:port\n']);
+    } finally {
+      await server.close();
+    }
   });
 
   it.each([
