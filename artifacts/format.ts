@@ -103,6 +103,14 @@ export const Artwork = z
   .meta({ id: 'Artwork' });
 export type Artwork = z.infer<typeof Artwork>;
 
+/**
+ * An artwork as the manifest keeps it: the public Artwork plus the slug of its museum collection
+ * (the content store's `collection_type`), which the artworks list's `collection` filter matches.
+ * The server strips it from responses; manifests written before it existed read as null.
+ */
+export const ManifestArtwork = Artwork.extend({ museum_collection: z.string().nullable().default(null) });
+export type ManifestArtwork = z.infer<typeof ManifestArtwork>;
+
 // ---------------------------------------------------------------------------------------------
 // Content-addressed files and the manifest
 
@@ -168,7 +176,7 @@ export const Manifest = z.object({
   published_at: z.string(),
   rooms: z.array(ManifestRoom),
   collections: z.array(Collection),
-  artworks: z.array(Artwork),
+  artworks: z.array(ManifestArtwork),
   /** QA report (HTML) of the bake that published this manifest. */
   report: FileRef.nullable().optional(),
 });

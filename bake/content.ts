@@ -6,18 +6,23 @@
  *   rooms.json        [{ id, title, architect, description, series, slots, token_id, model, image, kind? }]
  *                     slots = onchain slot count; model = .glb or .gltf; image = preview image or null;
  *                     kind = 'room' | 'sculpture' (detected from the geometry when absent)
- *   collections.json  [{ id, name, title, description, slug, status: 'published' | 'draft', parent }]
- *                     parent = id of the parent collection or null
- *   artworks.json     [{ id, name, artist_name, collection, marketplace_url, image_url, width, height,
- *                        content_type, display_image_url, original_image_url, animation_url,
- *                        display_animation_url, animation_content_type, animation_width, animation_height }]
- *                     the marketplace record as stored; media normalization (bake/media.ts) turns it
- *                     into the public Artwork. collection = marketplace collection slug.
+ *   collections.json  [{ id, name, title, description, slug, status: 'published' | 'draft', parent, sort? }]
+ *                     parent = id of the parent collection or null; sort = display order (then id)
+ *   artworks.json     [{ id, name, artist_name, collection, museum_collection, marketplace_url,
+ *                        media_info, display_media_info, display_animation_info, marketplace }]
+ *                     The artwork as the content store holds it (decisions: "Content store"):
+ *                     collection = the marketplace's collection slug (shown as the Artwork's
+ *                     `collection`); museum_collection = slug of the museum collection in
+ *                     collections.json, or null (what the artworks list's `collection` filter
+ *                     matches); the three media blobs { url, type, content_type, width, height } or
+ *                     null; marketplace = the marketplace record's media URLs (image_url,
+ *                     display_image_url, original_image_url, animation_url, display_animation_url).
+ *                     Media normalization (bake/media.ts) turns it into the public Artwork.
  */
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { Artwork, Collection } from '../artifacts/format.ts';
+import type { Collection, ManifestArtwork } from '../artifacts/format.ts';
 import { normalizeArtwork, type NormalizeOptions } from './media.ts';
 
 export const CONTENT_FILES = { rooms: 'rooms.json', collections: 'collections.json', artworks: 'artworks.json' } as const;
@@ -26,6 +31,7 @@ const text = z.string();
 const optionalText = z.string().nullish().transform((v) => v ?? '');
 const nullableText = z.string().min(1).nullish().transform((v) => v ?? null);
 const dimension = z.number().int().positive().nullish().transform((v) => v ?? null);
+const SLUG = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'slug must be URL-safe');
 const ref = z
   .string()
   .min(1)
@@ -50,31 +56,50 @@ export const ContentCollection = z.object({
   name: text,
   title: optionalText,
   description: optionalText,
-  slug: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'slug must be URL-safe'),
+  slug: SLUG,
   status: z.enum(['published', 'draft']),
   parent: z.number().int().positive().nullish().transform((v) => v ?? null),
+  /** Display order among siblings (the store's `sort`); then by id. */
+  sort: z.number().int().nullish().transform((v) => v ?? null),
 });
 export type ContentCollection = z.infer<typeof ContentCollection>;
+
+/** One of the store's media blobs: a file of the work as the store describes it. */
+export const ContentMedia = z.object({
+  url: z.string().min(1),
+  /** The store's kind of file (image, video, model, …), when it says. */
+  type: nullableText,
+  content_type: nullableText,
+  width: dimension,
+  height: dimension,
+});
+export type ContentMedia = z.infer<typeof ContentMedia>;
+
+/** The media URLs of the work's marketplace record (the four normalization rules read them). */
+export const MarketplaceMedia = z.object({
+  image_url: nullableText,
+  display_image_url: nullableText,
+  original_image_url: nullableText,
+  animation_url: nullableText,
+  display_animation_url: nullableText,
+});
+export type MarketplaceMedia = z.infer<typeof MarketplaceMedia>;
+
+const media = ContentMedia.nullish().transform((v) => v ?? null);
 
 export const ContentArtwork = z.object({
   id: z.number().int().positive(),
   name: optionalText,
   artist_name: optionalText,
-  collection: text,
+  /** The marketplace's collection slug, shown as the artwork's `collection`. */
+  collection: optionalText,
+  /** Slug of the museum collection (collections.json) the artwork belongs to, or null. */
+  museum_collection: SLUG.nullish().transform((v) => v ?? null),
   marketplace_url: optionalText,
-  /** The still image as the store holds it, with the dimensions and type reported for it. */
-  image_url: nullableText,
-  width: dimension,
-  height: dimension,
-  content_type: nullableText,
-  /** The rest of the marketplace record's media. */
-  display_image_url: nullableText,
-  original_image_url: nullableText,
-  animation_url: nullableText,
-  display_animation_url: nullableText,
-  animation_content_type: nullableText,
-  animation_width: dimension,
-  animation_height: dimension,
+  media_info: media,
+  display_media_info: media,
+  display_animation_info: media,
+  marketplace: MarketplaceMedia.nullish().transform((v) => v ?? MarketplaceMedia.parse({})),
 });
 export type ContentArtwork = z.infer<typeof ContentArtwork>;
 
@@ -146,15 +171,22 @@ export async function loadContent(dir: string): Promise<Content> {
     }
     if (c.parent === c.id) throw new ContentError(`${at(CONTENT_FILES.collections)}: collection ${c.id} is its own parent`);
   }
+  const slugs = new Set(collections.map((c) => c.slug));
+  const stray = artworks.find((a) => a.museum_collection !== null && !slugs.has(a.museum_collection));
+  if (stray) {
+    throw new ContentError(`${at(CONTENT_FILES.artworks)}: artwork ${stray.id} is in museum collection "${stray.museum_collection}", which is not in ${CONTENT_FILES.collections}`);
+  }
   return { dir, rooms, collections, artworks };
 }
 
 /**
  * What the API publishes from the content: collections that are published together with all their
  * ancestors (a draft hides its subtree), with parent / child references, and the normalized
- * artworks except those of hidden collections. Sorted by id, so the manifest is deterministic.
+ * artworks (with their museum collection, for the list's filter) except those of hidden
+ * collections. Collections in display order (`sort`, then id), artworks by id, so the manifest is
+ * deterministic.
  */
-export function publicCatalog(content: Pick<Content, 'collections' | 'artworks'>, options: NormalizeOptions): { collections: Collection[]; artworks: Artwork[] } {
+export function publicCatalog(content: Pick<Content, 'collections' | 'artworks'>, options: NormalizeOptions): { collections: Collection[]; artworks: ManifestArtwork[] } {
   const byId = new Map(content.collections.map((c) => [c.id, c]));
   const visible = (c: ContentCollection): boolean => {
     const seen = new Set<number>();
@@ -164,7 +196,8 @@ export function publicCatalog(content: Pick<Content, 'collections' | 'artworks'>
     }
     return true;
   };
-  const shown = content.collections.filter(visible).sort((a, b) => a.id - b.id);
+  const order = (c: ContentCollection) => c.sort ?? Number.MAX_SAFE_INTEGER;
+  const shown = content.collections.filter(visible).sort((a, b) => order(a) - order(b) || a.id - b.id);
   const refOf = (c: ContentCollection) => ({ id: c.id, name: c.name, slug: c.slug });
   const collections: Collection[] = shown.map((c) => ({
     id: c.id,
@@ -177,8 +210,8 @@ export function publicCatalog(content: Pick<Content, 'collections' | 'artworks'>
   }));
   const hiddenSlugs = new Set(content.collections.filter((c) => !visible(c)).map((c) => c.slug));
   const artworks = content.artworks
-    .filter((a) => !hiddenSlugs.has(a.collection))
+    .filter((a) => a.museum_collection === null || !hiddenSlugs.has(a.museum_collection))
     .sort((a, b) => a.id - b.id)
-    .map((a) => normalizeArtwork(a, options));
+    .map((a): ManifestArtwork => ({ ...normalizeArtwork(a, options), museum_collection: a.museum_collection }));
   return { collections, artworks };
 }

@@ -1,6 +1,8 @@
 /**
- * Media normalization (spec + decisions), as pure functions from the stored marketplace record to
- * the public Artwork:
+ * Media normalization (spec + decisions), as pure functions from the stored artwork (its media
+ * blobs and marketplace record, bake/content.ts) to the public Artwork. The still is the first of
+ * media_info, display_media_info that is not a video or a model; the animation is
+ * display_animation_info; then:
  *  1. dead hosts (openseauserdata.com and subdomains) → the first live URL of the record:
  *     display_image_url, image_url, then the animation URLs;
  *  2. square-crop CDN variants (i2c.seadn.io) → original_image_url when present, alive and a still
@@ -10,7 +12,7 @@
  *  4. ipfs://X and ipfs://ipfs/X → <gateway>/ipfs/X.
  */
 import type { Artwork, Media } from '../artifacts/format.ts';
-import type { ContentArtwork } from './content.ts';
+import type { ContentArtwork, ContentMedia } from './content.ts';
 
 const DEAD_HOSTS = ['openseauserdata.com'];
 const SQUARE_CROP_HOSTS = ['i2c.seadn.io'];
@@ -82,60 +84,102 @@ const isStillImage = (url: string, declared: string | null) => {
   return mime === null || mime.startsWith('image/');
 };
 
-function media(url: string, declared: string | null, width: number | null, height: number | null, gateway: string): Media {
-  const contentType = declared ?? mimeFromUrl(url) ?? 'application/octet-stream';
-  return { url: resolveIpfs(url, gateway), type: mediaType(contentType), content_type: contentType, width, height };
+/** A blob that is a video or a 3D model (by the store's type, else its MIME type): never the still. */
+const isMotionOrModel = (blob: ContentMedia): boolean => {
+  const type = blob.type?.toLowerCase() ?? null;
+  if (type !== null && type !== '') return type.startsWith('video') || type.startsWith('model') || type === '3d';
+  const mime = blob.content_type ?? mimeFromUrl(blob.url);
+  return mime !== null && (mime.startsWith('video/') || mime.startsWith('model/'));
+};
+
+/** A file of the work on its way to becoming a public Media. */
+interface Candidate {
+  url: string;
+  /** MIME type the store declared for this very URL, or null (then it comes from the URL's name). */
+  contentType: string | null;
+  /** The store's kind for this very URL, or null. */
+  kind: string | null;
+  width: number | null;
+  height: number | null;
+}
+
+const fromBlob = (blob: ContentMedia): Candidate => ({
+  url: blob.url,
+  contentType: blob.content_type,
+  kind: blob.type,
+  width: blob.width,
+  height: blob.height,
+});
+
+function media(c: Candidate, gateway: string): Media {
+  const contentType = c.contentType ?? mimeFromUrl(c.url);
+  return {
+    url: resolveIpfs(c.url, gateway),
+    type: contentType ? mediaType(contentType) : (c.kind?.toLowerCase() ?? 'image'),
+    content_type: contentType ?? 'application/octet-stream',
+    width: c.width,
+    height: c.height,
+  };
 }
 
 export interface NormalizeOptions {
   ipfsGateway: string;
 }
 
+/**
+ * The work's animation: display_animation_info; on a dead host, the first live animation URL of
+ * the marketplace record (same work: the blob's dimensions still hold, its MIME type does not).
+ */
+function animationOf(record: ContentArtwork): Candidate | null {
+  const blob = record.display_animation_info;
+  if (!blob) return null;
+  if (!isDeadHost(blob.url)) return fromBlob(blob);
+  const live = [record.marketplace.display_animation_url, record.marketplace.animation_url].find(isLive);
+  return live ? { ...fromBlob(blob), url: live, contentType: null, kind: null } : null;
+}
+
+/**
+ * The still as the store holds it: the first of media_info, display_media_info that is not a video
+ * or a model. Without one, the marketplace record's display image, then image (live still images
+ * only), without dimensions.
+ */
+function storedStill(record: ContentArtwork): Candidate | null {
+  const blob = [record.media_info, record.display_media_info].find((b) => b && !isMotionOrModel(b));
+  if (blob) return fromBlob(blob);
+  const url = [record.marketplace.display_image_url, record.marketplace.image_url].find((u) => isLive(u) && isStillImage(u, null));
+  return url ? { url, contentType: null, kind: null, width: null, height: null } : null;
+}
+
 /** The public Artwork of a stored record (rules 1–4 above). */
 export function normalizeArtwork(record: ContentArtwork, options: NormalizeOptions): Artwork {
   const gateway = options.ipfsGateway;
-  const animationUrls = [record.display_animation_url, record.animation_url];
+  const market = record.marketplace;
+  const animation = animationOf(record);
+  let still = storedStill(record);
 
-  // The still image: what the store holds, with the dimensions reported for it.
-  let url = record.image_url ?? record.display_image_url;
-  let contentType = record.content_type;
-  let width = record.width;
-  let height = record.height;
-
-  // 1. A dead host: the first live URL of the record.
-  if (url && isDeadHost(url)) {
-    const replacement = [record.display_image_url, record.image_url].find(isLive) ?? animationUrls.find(isLive) ?? null;
-    if (replacement && animationUrls.includes(replacement)) {
-      contentType = record.animation_content_type;
-      width = record.animation_width;
-      height = record.animation_height;
-    } else if (replacement !== url) {
-      contentType = null; // another file: its type comes from its own name
-    }
-    url = replacement;
+  // 1. A dead host: the first live URL of the marketplace record (images, then animations).
+  if (still && isDeadHost(still.url)) {
+    const animationUrls = [animation?.url, market.display_animation_url, market.animation_url];
+    const image = [market.display_image_url, market.image_url].find(isLive);
+    const motion = image ? undefined : animationUrls.find(isLive);
+    if (image) still = { ...still, url: image, contentType: null, kind: null }; // same work, another file
+    else if (motion && animation) still = { ...animation, url: motion, ...(motion === animation.url ? {} : { contentType: null, kind: null }) };
+    else if (motion) still = { url: motion, contentType: null, kind: null, width: null, height: null };
+    else still = null;
   }
 
   // 2. A square crop: the original file when it is a live still image; crop dimensions are not the work's.
-  if (url && isSquareCrop(url)) {
-    if (width !== null && width === height) {
-      width = null;
-      height = null;
-    }
-    const original = record.original_image_url;
-    if (isLive(original) && isStillImage(original, null)) {
-      url = original;
-      contentType = null;
-    }
+  if (still && isSquareCrop(still.url)) {
+    if (still.width !== null && still.width === still.height) still = { ...still, width: null, height: null };
+    const original = market.original_image_url;
+    if (isLive(original) && isStillImage(original, null)) still = { ...still, url: original, contentType: null, kind: null };
   }
 
-  const still = url ? media(url, contentType, width, height, gateway) : null;
-  const animationUrl = animationUrls.find(isLive) ?? null;
-  const animation = animationUrl
-    ? media(animationUrl, record.animation_content_type, record.animation_width, record.animation_height, gateway)
-    : null;
+  const stillMedia = still ? media(still, gateway) : null;
+  const animationMedia = animation ? media(animation, gateway) : null;
 
   // 3. Ratio from the first trustworthy dimensions.
-  const dims = [still, animation].find((m) => m && m.width && m.height);
+  const dims = [stillMedia, animationMedia].find((m) => m && m.width && m.height);
   const ratio = dims ? dims.width! / dims.height! : 1;
 
   return {
@@ -143,8 +187,8 @@ export function normalizeArtwork(record: ContentArtwork, options: NormalizeOptio
     name: record.name,
     artist_name: record.artist_name,
     collection: record.collection,
-    media: still,
-    animation,
+    media: stillMedia,
+    animation: animationMedia,
     ratio,
     marketplace_url: record.marketplace_url,
   };

@@ -74,8 +74,11 @@ export interface ContentSnapshot {
   /** Published top-level collections (with child_collections). */
   readonly topCollections: Collection[];
   readonly collectionsBySlug: ReadonlyMap<string, Collection>;
+  /** Public artworks (what the API answers), in manifest order. */
   readonly artworks: Artwork[];
   readonly artworksById: ReadonlyMap<number, Artwork>;
+  /** The museum collection slug of each artwork that has one (the list's `collection` filter matches it). */
+  readonly museumCollectionOf: ReadonlyMap<number, string>;
   /** Lower-cased `title \n artist` per artwork, aligned with `artworks`, for search. */
   readonly artworkSearchText: string[];
 }
@@ -107,6 +110,11 @@ export async function buildSnapshot(dataDir: string, manifest: Manifest, publicU
     });
   }
   const collectionsBySlug = new Map(manifest.collections.map((c) => [c.slug, c]));
+  const museumCollectionOf = new Map<number, string>();
+  const artworks = manifest.artworks.map(({ museum_collection, ...artwork }): Artwork => {
+    if (museum_collection !== null) museumCollectionOf.set(artwork.id, museum_collection);
+    return artwork;
+  });
   return {
     manifest,
     rooms,
@@ -114,9 +122,10 @@ export async function buildSnapshot(dataDir: string, manifest: Manifest, publicU
     slotBodies,
     topCollections: manifest.collections.filter((c) => c.parent_collection === null),
     collectionsBySlug,
-    artworks: manifest.artworks,
-    artworksById: new Map(manifest.artworks.map((a) => [a.id, a])),
-    artworkSearchText: manifest.artworks.map((a) => `${a.name}\n${a.artist_name}`.toLowerCase()),
+    artworks,
+    artworksById: new Map(artworks.map((a) => [a.id, a])),
+    museumCollectionOf,
+    artworkSearchText: artworks.map((a) => `${a.name}\n${a.artist_name}`.toLowerCase()),
   };
 }
 

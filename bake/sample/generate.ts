@@ -470,48 +470,57 @@ const ROOMS: SampleRoomSpec[] = [
   },
 ];
 
-const COLLECTIONS: ContentCollection[] = [
-  { id: 1, name: 'Founders', title: 'The Founders Collection', description: 'Works from the first season.', slug: 'founders', status: 'published', parent: null },
-  { id: 2, name: 'Founders: Portraits', title: 'Portraits', description: 'Faces of the first season.', slug: 'founders-portraits', status: 'published', parent: 1 },
-  { id: 3, name: 'Founders: Landscapes', title: 'Landscapes', description: 'Places of the first season.', slug: 'founders-landscapes', status: 'published', parent: 1 },
-  { id: 4, name: 'Generative', title: 'Generative Works', description: 'Code-made works.', slug: 'generative', status: 'published', parent: null },
-  { id: 5, name: 'Generative: Studies', title: 'Studies', description: 'Unreleased studies.', slug: 'generative-studies', status: 'draft', parent: 4 },
-  { id: 6, name: 'Vault', title: 'The Vault', description: 'Not yet public.', slug: 'vault', status: 'draft', parent: null },
+export const SAMPLE_COLLECTIONS: ContentCollection[] = [
+  { id: 1, name: 'Founders', title: 'The Founders Collection', description: 'Works from the first season.', slug: 'founders', status: 'published', parent: null, sort: 1 },
+  { id: 2, name: 'Founders: Portraits', title: 'Portraits', description: 'Faces of the first season.', slug: 'founders-portraits', status: 'published', parent: 1, sort: 1 },
+  { id: 3, name: 'Founders: Landscapes', title: 'Landscapes', description: 'Places of the first season.', slug: 'founders-landscapes', status: 'published', parent: 1, sort: 2 },
+  { id: 4, name: 'Generative', title: 'Generative Works', description: 'Code-made works.', slug: 'generative', status: 'published', parent: null, sort: 2 },
+  { id: 5, name: 'Generative: Studies', title: 'Studies', description: 'Unreleased studies.', slug: 'generative-studies', status: 'draft', parent: 4, sort: 1 },
+  { id: 6, name: 'Vault', title: 'The Vault', description: 'Not yet public.', slug: 'vault', status: 'draft', parent: null, sort: 3 },
 ];
 
 const CDN = 'https://media.museum.example';
-const artwork = (fields: Partial<ContentArtwork> & Pick<ContentArtwork, 'id' | 'name' | 'artist_name' | 'collection'>): ContentArtwork => ({
-  marketplace_url: `https://marketplace.example/assets/ethereum/0x5a3e0000000000000000000000000000000000aa/${fields.id}`,
-  image_url: null,
-  width: null,
-  height: null,
-  content_type: null,
-  display_image_url: null,
-  original_image_url: null,
-  animation_url: null,
-  display_animation_url: null,
-  animation_content_type: null,
-  animation_width: null,
-  animation_height: null,
+const MARKET = 'https://marketplace.example/assets/ethereum/0x5a3e0000000000000000000000000000000000aa';
+type Blob = NonNullable<ContentArtwork['media_info']>;
+const image = (url: string, width: number | null = null, height: number | null = null, content_type: string | null = null): Blob => ({ url, type: 'image', content_type, width, height });
+const video = (url: string, width: number | null = null, height: number | null = null): Blob => ({ url, type: 'video', content_type: 'video/mp4', width, height });
+const NO_MARKET_MEDIA: ContentArtwork['marketplace'] = { image_url: null, display_image_url: null, original_image_url: null, animation_url: null, display_animation_url: null };
+
+type ArtworkFields = Pick<ContentArtwork, 'id' | 'name' | 'artist_name' | 'collection' | 'museum_collection' | 'media_info'> & {
+  display_media_info?: Blob;
+  display_animation_info?: Blob;
+  marketplace?: Partial<ContentArtwork['marketplace']>;
+};
+/** An artwork as the content store holds it (media blobs + marketplace record). */
+const artwork = ({ marketplace, ...fields }: ArtworkFields): ContentArtwork => ({
+  marketplace_url: `${MARKET}/${fields.id}`,
+  display_media_info: null,
+  display_animation_info: null,
   ...fields,
+  marketplace: { ...NO_MARKET_MEDIA, ...marketplace },
 });
 
-/** One artwork per normalization case (the name says which). */
-const ARTWORKS: ContentArtwork[] = [
-  artwork({ id: 101, name: 'Plain image', artist_name: 'Ada Quill', collection: 'founders-portraits', image_url: `${CDN}/works/101.png`, width: 1200, height: 1600, content_type: 'image/png' }),
-  artwork({ id: 102, name: 'Dead host, live display image', artist_name: 'Ada Quill', collection: 'founders-portraits', image_url: 'https://storage.openseauserdata.com/files/102.png', width: 1600, height: 900, display_image_url: `${CDN}/works/102-display.png` }),
-  artwork({ id: 103, name: 'Dead host everywhere but the animation', artist_name: 'Bo Lindqvist', collection: 'founders-landscapes', image_url: 'https://openseauserdata.com/files/103.png', display_image_url: 'https://i.openseauserdata.com/files/103-d.png', animation_url: `${CDN}/works/103.mp4`, animation_content_type: 'video/mp4', animation_width: 1920, animation_height: 1080 }),
-  artwork({ id: 104, name: 'Square crop with original', artist_name: 'Bo Lindqvist', collection: 'founders-landscapes', image_url: 'https://i2c.seadn.io/ethereum/0x5a3e/104.png?w=500', width: 500, height: 500, original_image_url: `${CDN}/originals/104.png` }),
-  artwork({ id: 105, name: 'Square crop whose original is a video', artist_name: 'Chen Wu', collection: 'generative', image_url: 'https://i2c.seadn.io/ethereum/0x5a3e/105.png?w=500', width: 500, height: 500, original_image_url: `${CDN}/originals/105.mp4` }),
-  artwork({ id: 106, name: 'Square crop whose original is on a dead host', artist_name: 'Chen Wu', collection: 'generative', image_url: 'https://i2c.seadn.io/ethereum/0x5a3e/106.webp?w=500', width: 500, height: 500, original_image_url: 'https://storage.openseauserdata.com/originals/106.png' }),
-  artwork({ id: 107, name: 'Square crop without original', artist_name: 'Dana Roe', collection: 'generative', image_url: 'https://i2c.seadn.io/ethereum/0x5a3e/107.jpg?w=500', width: 500, height: 500 }),
-  artwork({ id: 108, name: 'IPFS image', artist_name: 'Dana Roe', collection: 'founders', image_url: 'ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/108.png', width: 800, height: 1000 }),
-  artwork({ id: 109, name: 'IPFS image with ipfs/ prefix', artist_name: 'Eli Park', collection: 'founders', image_url: 'ipfs://ipfs/QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG/109.jpg' }),
-  artwork({ id: 110, name: 'Still with motion variant', artist_name: 'Eli Park', collection: 'generative', image_url: `${CDN}/works/110.gif`, animation_url: 'ipfs://bafybeihkoviema7g3gxyt6la7vd5ho32ictqbilu3wnlo3rs7ewhnp7lly/110.mp4', animation_content_type: 'video/mp4', animation_width: 1080, animation_height: 1350 }),
-  artwork({ id: 111, name: 'No dimensions anywhere', artist_name: 'Fay Ortiz', collection: 'founders-landscapes', image_url: `${CDN}/works/111.webp` }),
-  artwork({ id: 112, name: 'No media at all', artist_name: 'Fay Ortiz', collection: 'founders' }),
-  artwork({ id: 113, name: 'In a draft collection', artist_name: 'Gil Hart', collection: 'generative-studies', image_url: `${CDN}/works/113.png`, width: 1000, height: 1000 }),
-  artwork({ id: 114, name: 'In the draft vault', artist_name: 'Gil Hart', collection: 'vault', image_url: `${CDN}/works/114.png`, width: 640, height: 480 }),
+/**
+ * One artwork per normalization case (the name says which). `collection` is the marketplace's
+ * collection slug (shown); `museum_collection` the museum collection (the list's filter).
+ */
+export const SAMPLE_ARTWORKS: ContentArtwork[] = [
+  artwork({ id: 101, name: 'Plain image', artist_name: 'Ada Quill', collection: 'first-season', museum_collection: 'founders-portraits', media_info: image(`${CDN}/works/101.png`, 1200, 1600, 'image/png') }),
+  artwork({ id: 102, name: 'Dead host, live display image', artist_name: 'Ada Quill', collection: 'first-season', museum_collection: 'founders-portraits', media_info: image('https://storage.openseauserdata.com/files/102.png', 1600, 900), marketplace: { image_url: 'https://storage.openseauserdata.com/files/102.png', display_image_url: `${CDN}/works/102-display.png` } }),
+  artwork({ id: 103, name: 'Dead host everywhere but the animation', artist_name: 'Bo Lindqvist', collection: 'first-season', museum_collection: 'founders-landscapes', media_info: image('https://openseauserdata.com/files/103.png'), display_animation_info: video(`${CDN}/works/103.mp4`, 1920, 1080), marketplace: { image_url: 'https://openseauserdata.com/files/103.png', display_image_url: 'https://i.openseauserdata.com/files/103-d.png', animation_url: `${CDN}/works/103.mp4` } }),
+  artwork({ id: 104, name: 'Square crop with original', artist_name: 'Bo Lindqvist', collection: 'first-season', museum_collection: 'founders-landscapes', media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/104.png?w=500', 500, 500), marketplace: { original_image_url: `${CDN}/originals/104.png` } }),
+  artwork({ id: 105, name: 'Square crop whose original is a video', artist_name: 'Chen Wu', collection: 'code-lab', museum_collection: 'generative', media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/105.png?w=500', 500, 500), marketplace: { original_image_url: `${CDN}/originals/105.mp4` } }),
+  artwork({ id: 106, name: 'Square crop whose original is on a dead host', artist_name: 'Chen Wu', collection: 'code-lab', museum_collection: 'generative', media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/106.webp?w=500', 500, 500), marketplace: { original_image_url: 'https://storage.openseauserdata.com/originals/106.png' } }),
+  artwork({ id: 107, name: 'Square crop without original', artist_name: 'Dana Roe', collection: 'code-lab', museum_collection: 'generative', media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/107.jpg?w=500', 500, 500) }),
+  artwork({ id: 108, name: 'IPFS image', artist_name: 'Dana Roe', collection: 'first-season', museum_collection: 'founders', media_info: image('ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/108.png', 800, 1000) }),
+  artwork({ id: 109, name: 'IPFS image with ipfs/ prefix', artist_name: 'Eli Park', collection: 'first-season', museum_collection: 'founders', media_info: image('ipfs://ipfs/QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG/109.jpg') }),
+  artwork({ id: 110, name: 'Video first, still second, with motion variant', artist_name: 'Eli Park', collection: 'code-lab', museum_collection: 'generative', media_info: video('ipfs://bafybeihkoviema7g3gxyt6la7vd5ho32ictqbilu3wnlo3rs7ewhnp7lly/110.mp4', 1080, 1350), display_media_info: image(`${CDN}/works/110.gif`), display_animation_info: video('ipfs://bafybeihkoviema7g3gxyt6la7vd5ho32ictqbilu3wnlo3rs7ewhnp7lly/110.mp4', 1080, 1350) }),
+  artwork({ id: 111, name: 'No dimensions anywhere', artist_name: 'Fay Ortiz', collection: 'first-season', museum_collection: 'founders-landscapes', media_info: image(`${CDN}/works/111.webp`) }),
+  artwork({ id: 112, name: 'Nothing live', artist_name: 'Fay Ortiz', collection: 'first-season', museum_collection: 'founders', media_info: image('https://openseauserdata.com/files/112.png', 900, 900) }),
+  artwork({ id: 113, name: 'In a draft collection', artist_name: 'Gil Hart', collection: 'code-lab', museum_collection: 'generative-studies', media_info: image(`${CDN}/works/113.png`, 1000, 1000) }),
+  artwork({ id: 114, name: 'In the draft vault', artist_name: 'Gil Hart', collection: 'vault-drops', museum_collection: 'vault', media_info: image(`${CDN}/works/114.png`, 640, 480) }),
+  artwork({ id: 115, name: 'A 3D model with a poster', artist_name: 'Hana Sato', collection: 'code-lab', museum_collection: 'generative', media_info: { url: `${CDN}/works/115.glb`, type: 'model', content_type: 'model/gltf-binary', width: null, height: null }, display_media_info: image(`${CDN}/works/115-poster.jpg`, 1000, 750, 'image/jpeg') }),
+  artwork({ id: 116, name: 'In no museum collection', artist_name: 'Hana Sato', collection: 'loose-drops', museum_collection: null, media_info: image(`${CDN}/works/116.png`, 900, 600, 'image/png') }),
 ];
 
 export interface SampleSummary {
@@ -540,9 +549,9 @@ export async function writeSampleContent(outDir: string): Promise<SampleSummary>
     rooms.push({ ...spec.record, model, image, kind: spec.record.kind });
   }
   await write(CONTENT_FILES.rooms, json(rooms));
-  await write(CONTENT_FILES.collections, json(COLLECTIONS));
-  await write(CONTENT_FILES.artworks, json(ARTWORKS));
-  return { rooms: rooms.length, collections: COLLECTIONS.length, artworks: ARTWORKS.length, files };
+  await write(CONTENT_FILES.collections, json(SAMPLE_COLLECTIONS));
+  await write(CONTENT_FILES.artworks, json(SAMPLE_ARTWORKS));
+  return { rooms: rooms.length, collections: SAMPLE_COLLECTIONS.length, artworks: SAMPLE_ARTWORKS.length, files };
 }
 
 // Exported for tests that need the sample's ground truth without a directory.

@@ -149,7 +149,8 @@ export function buildContext(
       if (seen.has(ref.id)) continue;
       seen.add(ref.id);
       const known = snapshot.artworksById.get(ref.id);
-      const collection = known ? snapshot.collectionsBySlug.get(known.collection) : undefined;
+      const museumCollection = known ? snapshot.museumCollectionOf.get(known.id) : undefined;
+      const collection = museumCollection ? snapshot.collectionsBySlug.get(museumCollection) : undefined;
       const description = (known as { description?: unknown } | undefined)?.description;
       artworks.push({
         id: known ? known.id : null,

@@ -19,7 +19,7 @@ const CACHED_MATCHES = 256;
 /** Longer query keys are answered without caching (they are rare and would bloat the cache). */
 const MAX_CACHE_KEY = 512;
 
-/** The slugs a `collection` filter matches: each named slug plus its published descendants. */
+/** The museum collection slugs a `collection` filter matches: each named slug plus its published descendants. */
 export function expandCollectionFilter(snapshot: ContentSnapshot, filter: string): Set<string> {
   const slugs = new Set<string>();
   const visit = (slug: string) => {
@@ -53,9 +53,9 @@ function matching(snapshot: ContentSnapshot, collection: string, search: string)
   const slugs = collection ? expandCollectionFilter(snapshot, collection) : null;
   if ((!slugs || slugs.size === 0) && !search) return null;
   const out: number[] = [];
-  const { artworks, artworkSearchText } = snapshot;
+  const { artworks, artworkSearchText, museumCollectionOf } = snapshot;
   for (let i = 0; i < artworks.length; i++) {
-    if (slugs && slugs.size > 0 && !slugs.has(artworks[i]!.collection)) continue;
+    if (slugs && slugs.size > 0 && !slugs.has(museumCollectionOf.get(artworks[i]!.id)!)) continue; // Set.has(undefined): false
     if (search && !artworkSearchText[i]!.includes(search)) continue;
     out.push(i);
   }
@@ -92,7 +92,7 @@ const ListQuery = z.object({
     .string()
     .optional()
     .describe(
-      "comma-separated collection slugs; an artwork matches when its collection is one of them or a (published) descendant of one of them — a parent collection's slug also matches its child collections' artworks",
+      "comma-separated museum collection slugs (GET /v1/collections); an artwork matches when its museum collection is one of them or a (published) descendant of one of them — a parent collection's slug also matches its child collections' artworks. The artwork's own `collection` field is its marketplace collection, which this filter does not match",
     ),
   search: z.string().optional().describe('case-insensitive substring of the artwork title or the artist name'),
   page: pageParam(),

@@ -37,7 +37,8 @@ describe('loading content', () => {
     ['rooms.json', (items: Array<Record<string, unknown>>) => void (items[1]!.id = 1), /rooms\.json: duplicate room id 1$/],
     ['collections.json', (items: Array<Record<string, unknown>>) => void (items[1]!.parent = 99), /collections\.json: collection 2 has parent 99, which does not exist$/],
     ['collections.json', (items: Array<Record<string, unknown>>) => void (items[0]!.status = 'archived'), /collections\.json: record 0 \(id 1\) field status: /],
-    ['artworks.json', (items: Array<Record<string, unknown>>) => void (items[3]!.width = -5), /artworks\.json: record 3 \(id 104\) field width: /],
+    ['artworks.json', (items: Array<Record<string, unknown>>) => void ((items[3]!.media_info as Record<string, unknown>).width = -5), /artworks\.json: record 3 \(id 104\) field media_info\.width: /],
+    ['artworks.json', (items: Array<Record<string, unknown>>) => void (items[0]!.museum_collection = 'nowhere'), /artworks\.json: artwork 101 is in museum collection "nowhere", which is not in collections\.json$/],
   ])('rejects an invalid %s with one line naming the record', async (file, edit, message) => {
     const dir = await withEdit(file, edit);
     const error = await loadContent(dir).catch((e: Error) => e);
@@ -72,17 +73,34 @@ describe('public catalog', () => {
     const dir = await withEdit('collections.json', (items) => void (items.find((c) => c.id === 1)!.status = 'draft'));
     const { collections, artworks } = publicCatalog(await loadContent(dir), { ipfsGateway: 'https://gw.example' });
     expect(collections.map((c) => c.slug)).toEqual(['generative']);
-    expect(artworks.every((a) => !a.collection.startsWith('founders'))).toBe(true);
+    expect(artworks.every((a) => !a.museum_collection?.startsWith('founders'))).toBe(true);
   });
 
   it('normalizes artworks and leaves out those of draft collections', async () => {
     const { artworks } = publicCatalog(await loadContent(sample), { ipfsGateway: 'https://gw.example' });
     artworks.forEach((a) => Artwork.parse(a));
-    expect(artworks.map((a) => a.id)).toEqual([101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112]);
+    expect(artworks.map((a) => a.id)).toEqual([101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 112, 115, 116]);
     const byId = new Map(artworks.map((a) => [a.id, a]));
     expect(byId.get(102)!.media?.url).toBe('https://media.museum.example/works/102-display.png');
     expect(byId.get(104)!.media?.url).toBe('https://media.museum.example/originals/104.png');
     expect(byId.get(108)!.media?.url).toMatch(/^https:\/\/gw\.example\/ipfs\/bafy/);
     expect(byId.get(112)!.media).toBeNull();
+    // A video blob is never the still: the next blob is; the animation is display_animation_info.
+    expect(byId.get(110)!.media).toMatchObject({ url: 'https://media.museum.example/works/110.gif', type: 'image', content_type: 'image/gif' });
+    expect(byId.get(110)!.animation).toMatchObject({ type: 'video', width: 1080, height: 1350 });
+    expect(byId.get(115)!.media).toEqual({ url: 'https://media.museum.example/works/115-poster.jpg', type: 'image', content_type: 'image/jpeg', width: 1000, height: 750 });
+    // Both collections are kept: the marketplace slug is shown, the museum collection filters.
+    expect(byId.get(101)).toMatchObject({ collection: 'first-season', museum_collection: 'founders-portraits' });
+    expect(byId.get(116)).toMatchObject({ collection: 'loose-drops', museum_collection: null });
+  });
+
+  it('orders collections by their sort value, then id', async () => {
+    const dir = await withEdit('collections.json', (items) => {
+      items.find((c) => c.id === 4)!.sort = 0;
+      items.find((c) => c.id === 3)!.sort = null;
+    });
+    const { collections } = publicCatalog(await loadContent(dir), { ipfsGateway: 'https://gw.example' });
+    expect(collections.map((c) => c.slug)).toEqual(['generative', 'founders', 'founders-portraits', 'founders-landscapes']);
+    expect(collections.find((c) => c.slug === 'founders')!.child_collections.map((c) => c.slug)).toEqual(['founders-portraits', 'founders-landscapes']);
   });
 });

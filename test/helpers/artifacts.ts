@@ -212,104 +212,85 @@ function storedCollections(tag: string): ContentCollection[] {
   ].map((c) => ContentCollection.parse(c));
 }
 
+type Blob = { url: string; type?: string; content_type?: string; width?: number; height?: number };
+const blob = (url: string, fields: Omit<Blob, 'url'> = {}): Blob => ({ url, type: fields.content_type?.startsWith('video/') ? 'video' : 'image', ...fields });
+
+/** Artworks as the content store holds them: media blobs, the marketplace record, both collections. */
 function storedArtworks(tag: string, extra: number): ContentArtwork[] {
   const t = tag ? ` [${tag}]` : '';
   const record = (fields: Record<string, unknown>) =>
-    ContentArtwork.parse({ marketplace_url: `https://market.example.org/assets/${String(fields.id)}`, ...fields });
+    ContentArtwork.parse({ marketplace_url: `https://market.example.org/assets/${String(fields.id)}`, collection: 'genesis-drop', ...fields });
   const works = [
     record({
       id: 101,
       name: `Dead Host Study${t}`,
       artist_name: 'Ada Palette',
-      collection: 'genesis',
-      image_url: 'https://openseauserdata.com/files/101-study.png',
-      width: 1200,
-      height: 800,
-      content_type: 'image/png',
-      display_image_url: 'https://i.seadn.io/gcs/files/101-display.png',
+      museum_collection: 'genesis',
+      media_info: blob('https://openseauserdata.com/files/101-study.png', { width: 1200, height: 800, content_type: 'image/png' }),
+      marketplace: { image_url: 'https://openseauserdata.com/files/101-study.png', display_image_url: 'https://i.seadn.io/gcs/files/101-display.png' },
     }),
     record({
       id: 102,
       name: `Square Crop Portrait${t}`,
       artist_name: 'Bruno Lumen',
-      collection: 'genesis-portraits',
-      image_url: 'https://i2c.seadn.io/gcs/files/102-crop.png?w=500',
-      width: 500,
-      height: 500,
-      content_type: 'image/png',
-      original_image_url: 'https://arweave.net/102-original.jpg',
+      museum_collection: 'genesis-portraits',
+      media_info: blob('https://i2c.seadn.io/gcs/files/102-crop.png?w=500', { width: 500, height: 500, content_type: 'image/png' }),
+      marketplace: { original_image_url: 'https://arweave.net/102-original.jpg' },
     }),
     record({
       id: 103,
       name: `Square Crop In Motion${t}`,
       artist_name: 'Bruno Lumen',
-      collection: 'genesis-portraits',
-      image_url: 'https://i2c.seadn.io/gcs/files/103-crop.png',
-      width: 512,
-      height: 512,
-      content_type: 'image/png',
+      museum_collection: 'genesis-portraits',
+      media_info: blob('https://i2c.seadn.io/gcs/files/103-crop.png', { width: 512, height: 512, content_type: 'image/png' }),
       // The "original" is a video: not a still, so the crop stays, without its square dimensions.
-      original_image_url: 'https://cdn.example.org/103-original.mp4',
-      animation_url: 'https://cdn.example.org/103.mp4',
-      animation_content_type: 'video/mp4',
-      animation_width: 1280,
-      animation_height: 720,
+      marketplace: { original_image_url: 'https://cdn.example.org/103-original.mp4', animation_url: 'https://cdn.example.org/103.mp4' },
+      display_animation_info: blob('https://cdn.example.org/103.mp4', { content_type: 'video/mp4', width: 1280, height: 720 }),
     }),
     record({
       id: 104,
       name: `Trustworthy Landscape${t}`,
       artist_name: 'Chiara Voss',
-      collection: 'genesis',
-      image_url: 'https://cdn.example.org/104-landscape.jpg',
-      width: 1920,
-      height: 1080,
-      content_type: 'image/jpeg',
+      museum_collection: 'genesis',
+      media_info: blob('https://cdn.example.org/104-landscape.jpg', { width: 1920, height: 1080, content_type: 'image/jpeg' }),
     }),
     record({
       id: 105,
       name: `Pinned Portrait${t}`,
       artist_name: 'Émile Ünger',
-      collection: 'genesis-portraits',
-      image_url: 'ipfs://QmYwAPJzv5CZsnAzt8auVTLpG1bG6dkprdFM5ocTyBCQb/105.png',
-      width: 1000,
-      height: 1250,
+      museum_collection: 'genesis-portraits',
+      media_info: blob('ipfs://QmYwAPJzv5CZsnAzt8auVTLpG1bG6dkprdFM5ocTyBCQb/105.png', { width: 1000, height: 1250 }),
     }),
     record({
       id: 106,
       name: `Double Prefix${t}`,
       artist_name: 'Émile Ünger',
-      collection: 'rooms',
-      image_url: 'ipfs://ipfs/bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/106.gif',
-      animation_url: 'ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/106.mp4',
-      animation_content_type: 'video/mp4',
+      collection: 'room-posters',
+      museum_collection: 'rooms',
+      media_info: blob('ipfs://ipfs/bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/106.gif'),
+      display_animation_info: blob('ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/106.mp4', { content_type: 'video/mp4' }),
     }),
     record({
       id: 107,
       name: `Hidden Sketch${t}`,
       artist_name: 'Ada Palette',
-      collection: 'genesis-sketches',
-      image_url: 'https://cdn.example.org/107.png',
-      width: 800,
-      height: 800,
+      museum_collection: 'genesis-sketches',
+      media_info: blob('https://cdn.example.org/107.png', { width: 800, height: 800 }),
     }),
     record({
       id: 108,
       name: `Eye Close-up${t}`,
       artist_name: 'Chiara Voss',
-      collection: 'portrait-close-ups',
-      image_url: 'https://cdn.example.org/108.webp',
-      width: 600,
-      height: 900,
-      content_type: 'image/webp',
+      museum_collection: 'portrait-close-ups',
+      media_info: blob('https://cdn.example.org/108.webp', { width: 600, height: 900, content_type: 'image/webp' }),
     }),
     record({
       id: 109,
       name: `Marketplace Stray${t}`,
       artist_name: 'Dana Quill',
       collection: 'loose-marketplace-collection',
-      image_url: 'https://cdn.example.org/109.png',
-      width: 640,
-      height: 480,
+      museum_collection: null,
+      media_info: blob('https://cdn.example.org/109.png', { width: 640, height: 480 }),
     }),
   ];
   const slugs = ['genesis', 'genesis-portraits', 'rooms', 'portrait-close-ups'];
@@ -319,11 +300,9 @@ function storedArtworks(tag: string, extra: number): ContentArtwork[] {
         id: 1000 + i,
         name: `Generated Work ${i}${t}`,
         artist_name: `Artist ${i % 17}`,
-        collection: slugs[i % slugs.length],
-        image_url: `https://cdn.example.org/generated/${i}.png`,
-        width: 800 + (i % 5) * 100,
-        height: 600 + (i % 3) * 100,
-        content_type: 'image/png',
+        collection: `drop-${i % 3}`,
+        museum_collection: slugs[i % slugs.length],
+        media_info: blob(`https://cdn.example.org/generated/${i}.png`, { width: 800 + (i % 5) * 100, height: 600 + (i % 3) * 100, content_type: 'image/png' }),
       }),
     );
   }
@@ -436,7 +415,7 @@ export async function publishFixtureBake(dataDir: string, options: FixtureOption
     published_at: generatedAt,
     rooms,
     collections: catalog.collections,
-    artworks: catalog.artworks satisfies Artwork[],
+    artworks: catalog.artworks,
     report: null,
   };
   await publishManifest(dataDir, manifest);

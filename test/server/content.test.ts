@@ -80,7 +80,7 @@ describe('artworks: fields and media normalization', () => {
       name: stored.name,
       artist_name: stored.artist_name,
       collection: stored.collection,
-      media: { url: stored.image_url, type: 'image', content_type: 'image/jpeg', width: 1920, height: 1080 },
+      media: { url: stored.media_info!.url, type: 'image', content_type: 'image/jpeg', width: 1920, height: 1080 },
       animation: null,
       ratio: 1920 / 1080,
       marketplace_url: stored.marketplace_url,
@@ -89,17 +89,17 @@ describe('artworks: fields and media normalization', () => {
 
   it('(1) replaces a dead-host URL with the live one of the marketplace record', async () => {
     const stored = record(fx.artworks.deadHost);
-    expect(stored.image_url).toMatch(/openseauserdata\.com/);
+    expect(stored.media_info!.url).toMatch(/openseauserdata\.com/);
     const { data } = await json<{ data: Artwork }>(`/v1/artworks/${stored.id}`);
-    expect(data.media!.url).toBe(stored.display_image_url);
+    expect(data.media!.url).toBe(stored.marketplace.display_image_url);
     expect(JSON.stringify(data)).not.toMatch(/openseauserdata/);
   });
 
   it('(2) replaces a square CDN crop with the original file and drops the crop dimensions', async () => {
     const stored = record(fx.artworks.squareCrop);
-    expect(stored.image_url).toMatch(/i2c\.seadn\.io/);
+    expect(stored.media_info!.url).toMatch(/i2c\.seadn\.io/);
     const { data } = await json<{ data: Artwork }>(`/v1/artworks/${stored.id}`);
-    expect(data.media).toMatchObject({ url: stored.original_image_url, width: null, height: null });
+    expect(data.media).toMatchObject({ url: stored.marketplace.original_image_url, width: null, height: null });
     // (3) no trustworthy dimensions: ratio stays 1 (and the 500×500 crop did not produce it).
     expect(data.ratio).toBe(1);
   });
@@ -108,9 +108,9 @@ describe('artworks: fields and media normalization', () => {
     const stored = record(fx.artworks.squareCropWithMotion);
     const { data } = await json<{ data: Artwork }>(`/v1/artworks/${stored.id}`);
     // The "original" is a video, so the crop URL stays — without its square dimensions…
-    expect(data.media).toMatchObject({ url: stored.image_url, width: null, height: null });
+    expect(data.media).toMatchObject({ url: stored.media_info!.url, width: null, height: null });
     // …and the ratio comes from the animation's real dimensions.
-    expect(data.animation).toMatchObject({ url: stored.animation_url, type: 'video', content_type: 'video/mp4', width: 1280, height: 720 });
+    expect(data.animation).toMatchObject({ url: stored.display_animation_info!.url, type: 'video', content_type: 'video/mp4', width: 1280, height: 720 });
     expect(data.ratio).toBeCloseTo(16 / 9, 10);
     const portrait = (await json<{ data: Artwork }>(`/v1/artworks/${fx.artworks.inGrandchild}`)).data;
     expect(portrait.ratio).toBeCloseTo(600 / 900, 10);
@@ -201,7 +201,7 @@ describe('artworks: search and collection filter', () => {
   });
 
   it('filters by comma-separated slugs; a parent slug also matches its descendants\' artworks', async () => {
-    const ofCollections = (slugs: string[]) => published().filter((a) => slugs.includes(a.collection)).map((a) => a.id);
+    const ofCollections = (slugs: string[]) => published().filter((a) => slugs.includes(a.museum_collection!)).map((a) => a.id);
     const genesis = await artworksPage('?collection=genesis&limit=100');
     expect(genesis.data.map((a) => a.id)).toEqual(ofCollections(['genesis', 'genesis-portraits', 'portrait-close-ups']));
     expect(genesis.data.map((a) => a.id)).toContain(fx.artworks.inGrandchild);
@@ -210,9 +210,12 @@ describe('artworks: search and collection filter', () => {
     const two = await artworksPage('?collection=rooms,%20portrait-close-ups&limit=100');
     expect(two.data.map((a) => a.id)).toEqual(ofCollections(['rooms', 'portrait-close-ups']));
     expect(two.meta.total).toBe(ofCollections(['rooms', 'portrait-close-ups']).length);
-    // Marketplace slugs that are not museum collections still filter by the artwork's own field.
-    const stray = await artworksPage('?collection=loose-marketplace-collection');
-    expect(stray.data.map((a) => a.id)).toEqual([fx.artworks.outsideMuseumCollections]);
+    // The filter matches the museum collection, never the marketplace slug shown as `collection`.
+    expect(genesis.data.every((a) => a.collection !== 'genesis')).toBe(true); // shown: the marketplace slug
+    expect((await artworksPage('?collection=genesis-drop')).meta.total).toBe(0);
+    expect((await artworksPage('?collection=loose-marketplace-collection')).meta.total).toBe(0);
+    const all = await artworksPage('?limit=100');
+    expect(all.data.map((a) => a.id)).toContain(fx.artworks.outsideMuseumCollections); // listed, in no museum collection
     // Drafts are not published, so nothing matches them.
     expect((await artworksPage('?collection=genesis-sketches')).meta.total).toBe(0);
     expect((await artworksPage('?collection=unknown')).meta.total).toBe(0);
@@ -221,7 +224,7 @@ describe('artworks: search and collection filter', () => {
   });
 
   it('combines the filter, search and paging', async () => {
-    const all = published().filter((a) => ['rooms'].includes(a.collection) && a.name.toLowerCase().includes('generated'));
+    const all = published().filter((a) => a.museum_collection === 'rooms' && a.name.toLowerCase().includes('generated'));
     const first = await artworksPage('?collection=rooms&search=Generated&limit=5');
     expect(first.meta).toEqual({ total: all.length, page: 1, limit: 5 });
     expect(first.data.map((a) => a.id)).toEqual(all.slice(0, 5).map((a) => a.id));

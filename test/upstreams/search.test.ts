@@ -34,7 +34,7 @@ let server: TestServer;
 beforeAll(async () => {
   fake = await startFakeDirectus();
   server = await startTestServer({ env: { CHARACTERS_UPSTREAM_URL: fake.url, UPSTREAM_TIMEOUT_MS: '400' } });
-  await publishManifest(server.dataDir, { ...emptyManifest(), bake_id: 'search-test', collections: [parent, child, other], artworks });
+  await publishManifest(server.dataDir, { ...emptyManifest(), bake_id: 'search-test', collections: [parent, child, other], artworks: artworks.map((a) => ({ ...a, museum_collection: a.collection })) });
   await server.services.content.reload();
 });
 afterAll(async () => {
