@@ -2,19 +2,20 @@
  * `museum bake sync`: pull the museum's content from its content store (a Directus instance with
  * the collections `collections`, `nfts` and `rooms`, files at `/assets/<id>`) into a content
  * directory in the bake's format (bake/content.ts), so `museum bake rooms` runs on real data.
+ * bake/store-records.ts maps the store's records (its schema is in decisions: "Content store").
  *
  * - Every collection is read page by page (`limit`/`offset`, sorted by id); requests are retried
  *   with exponential backoff on timeouts, network errors, 408/429 and 5xx. Other refusals (401,
- *   403) fail at once with one clear line.
- * - Room model and preview files are downloaded next to the JSON (`files/<file id>.<ext>`); a file
- *   unchanged since the previous sync (same id, ETag answered 304) is reused, not downloaded again.
+ *   403) fail at once with one clear line. A store that caps `limit` below ours (Directus's
+ *   QUERY_LIMIT_MAX: 400 '"limit" must be less than or equal to N') is paged with what it allows.
+ * - Room model and preview files are downloaded next to the JSON (`files/<file id>.<ext>`). A file
+ *   whose `/files/<id>` metadata (filesize, modified_on) is what the previous sync stored is reused
+ *   without downloading it (stores send no ETag by default); with an ETag, a 304 reuses it too.
  * - Records that cannot be used (no model file, fields the bake cannot read) are skipped with a
- *   warning in the summary; the rest of the museum still syncs.
+ *   warning in the summary; the rest of the museum still syncs. Signs that the records are not
+ *   what we read (expected fields absent, most listed artworks without media) fail the sync.
  * - The new content is assembled in a sibling temp directory, validated with the bake's own loader,
  *   and only then swapped in. A failed sync leaves the previous content untouched.
- * Artworks are stored as the marketplace records the store holds; the bake normalizes their media
- * (bake/media.ts) when it publishes, and the summary reports records normalization leaves without
- * a still image.
  */
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, promises as fs } from 'node:fs';
@@ -24,14 +25,19 @@ import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import { writeFileAtomic } from '../artifacts/store.ts';
 import { BodyTooLarge, guardedGet, NetRefused, type NetPolicy, netPolicyFromEnv, RetriesExhausted, Transient, trustingOrigin, withRetries } from '../common/net.ts';
+import { CONTENT_FILES, ContentRoom, loadContent } from './content.ts';
 import {
-  CONTENT_FILES,
-  ContentArtwork,
-  ContentCollection,
-  ContentRoom,
-  loadContent,
-} from './content.ts';
-import { normalizeArtwork } from './media.ts';
+  checkFields,
+  describeIssue,
+  isPublished,
+  mapArtworks,
+  mapCollections,
+  type StoreCollection,
+  type StoreRecord,
+  SyncError,
+} from './store-records.ts';
+
+export { SyncError };
 
 export interface SyncOptions {
   /** Base URL of the content store (CONTENT_UPSTREAM_URL). */
@@ -65,15 +71,12 @@ export interface SyncSummary {
   upstream: string;
   collections: number;
   artworks: number;
+  /** Artwork records without media_info (not listed, not synced). */
+  unlisted: number;
   rooms: number;
   files: { downloaded: number; reused: number; bytes: number };
   warnings: string[];
   ms: number;
-}
-
-/** The sync failed; one line for operators. The previous content is untouched. */
-export class SyncError extends Error {
-  override name = 'SyncError';
 }
 
 /** What a sync remembers about the files it wrote, to reuse them next time. */
@@ -81,12 +84,32 @@ const SYNC_STATE = '.sync.json';
 const FILES_DIR = 'files';
 const SyncState = z.object({
   upstream: z.string(),
-  files: z.record(z.string(), z.object({ name: z.string(), etag: z.string().nullable(), bytes: z.number() })),
+  files: z.record(
+    z.string(),
+    z.object({
+      name: z.string(),
+      etag: z.string().nullable(),
+      bytes: z.number(),
+      /** `<filesize>|<modified_on>` from `/files/<id>` when the file was stored, or null. */
+      version: z.string().nullable().default(null),
+    }),
+  ),
 });
 type SyncState = z.infer<typeof SyncState>;
 
 const DirectusPage = z.object({ data: z.array(z.record(z.string(), z.unknown())) });
-type StoreRecord = Record<string, unknown>;
+const DirectusFile = z.object({
+  data: z.object({
+    filesize: z.union([z.number(), z.string()]).nullish(),
+    modified_on: z.string().nullish(),
+    uploaded_on: z.string().nullish(),
+  }),
+});
+/** A Directus error body; the reason of an INVALID_QUERY names the limit the store allows. */
+const DirectusErrors = z.object({
+  errors: z.array(z.object({ message: z.string().optional(), extensions: z.object({ reason: z.string().optional() }).loose().optional() }).loose()),
+});
+const LIMIT_CAP = /"?limit"? must be less than or equal to (\d+)/i;
 
 const IMAGE_EXTENSIONS: Record<string, string> = {
   'image/png': 'png',
@@ -103,12 +126,20 @@ const causeOf = (err: unknown) => {
   return cause?.code ?? cause?.message ?? firstLine(err);
 };
 
+/** The store answered that it allows at most `max` records per request. */
+class LimitCapped extends Error {
+  constructor(readonly max: number) {
+    super(`limit capped at ${max}`);
+  }
+}
+
 class StoreClient {
   readonly base: string;
   private readonly net: NetPolicy;
   constructor(private readonly o: Required<Pick<SyncOptions, 'retries' | 'backoffMs' | 'timeoutMs' | 'fileTimeoutMs'>> & SyncOptions) {
     this.base = o.upstreamUrl.replace(/\/+$/, '');
     this.net = trustingOrigin(o.net ?? netPolicyFromEnv(), this.base);
+    this.pageSize = o.pageSize ?? 100;
   }
 
   private headers(extra: Record<string, string> = {}): Record<string, string> {
@@ -136,12 +167,15 @@ class StoreClient {
     }
   }
 
-  /** Every record of a collection, page by page. */
-  async readAll(collection: string): Promise<StoreRecord[]> {
-    const pageSize = this.o.pageSize ?? 100;
+  /** Records per page: ours, or the store's cap once it named one. */
+  private pageSize: number;
+
+  /** Every record of a collection, page by page; throws when its records lack the fields we read. */
+  async readAll(collection: StoreCollection): Promise<StoreRecord[]> {
     const out: StoreRecord[] = [];
     const seen = new Set<string>();
-    for (let offset = 0; ; offset += pageSize) {
+    for (let offset = 0; ; ) {
+      const pageSize = this.pageSize;
       const url = `${this.base}/items/${collection}?${new URLSearchParams({ fields: '*', sort: 'id', limit: String(pageSize), offset: String(offset) })}`;
       const what = `reading ${collection} (offset ${offset})`;
       const page = await this.retrying(what, async () => {
@@ -150,26 +184,21 @@ class StoreClient {
           await res.body?.cancel().catch(() => undefined);
           throw new Transient(`HTTP ${res.status}`);
         }
+        if (res.status === 400) throw await this.badQuery(what, res, pageSize);
         if (!res.ok) {
           await res.body?.cancel().catch(() => undefined);
           throw this.refusal(what, res.status);
         }
-        let text: string;
-        try {
-          text = await res.text();
-        } catch (err) {
-          throw new Transient(`interrupted (${causeOf(err)})`);
-        }
-        let json: unknown;
-        try {
-          json = JSON.parse(text);
-        } catch {
-          throw new Transient('the answer is not JSON');
-        }
-        const parsed = DirectusPage.safeParse(json);
+        const parsed = DirectusPage.safeParse(await this.readJson(res));
         if (!parsed.success) throw new Transient('the answer is not a Directus item list');
         return parsed.data.data;
+      }).catch((err: unknown) => {
+        if (!(err instanceof LimitCapped)) throw err;
+        this.o.log?.(`sync: the store allows at most ${err.max} records per request; paging with ${err.max}`);
+        this.pageSize = err.max;
+        return null;
       });
+      if (page === null) continue; // the same offset again, with the store's limit
       let fresh = 0;
       for (const record of page) {
         const key = String(record.id);
@@ -178,9 +207,71 @@ class StoreClient {
         out.push(record);
         fresh++;
       }
-      if (page.length < pageSize) return out;
+      if (page.length < pageSize) break;
       if (fresh === 0) throw new SyncError(`content store at ${this.base}: ${collection} repeats the same records page after page (offset ignored?)`);
+      offset += pageSize;
     }
+    checkFields(this.base, collection, out);
+    return out;
+  }
+
+  /** A JSON answer, or a Transient failure (interrupted, not JSON). */
+  private async readJson(res: Response): Promise<unknown> {
+    let text: string;
+    try {
+      text = await res.text();
+    } catch (err) {
+      throw new Transient(`interrupted (${causeOf(err)})`);
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      throw new Transient('the answer is not JSON');
+    }
+    return json;
+  }
+
+  /** A 400: the store's limit cap (LimitCapped), or a refusal quoting its reason (bounded, one line). */
+  private async badQuery(what: string, res: Response, pageSize: number): Promise<Error> {
+    const body = await res.text().catch(() => '');
+    let reason = '';
+    try {
+      const first = DirectusErrors.parse(JSON.parse(body)).errors[0];
+      reason = first?.extensions?.reason ?? first?.message ?? '';
+    } catch {
+      /* not a Directus error body */
+    }
+    const max = Number(LIMIT_CAP.exec(reason)?.[1] ?? NaN);
+    if (Number.isInteger(max) && max >= 1 && max < pageSize) return new LimitCapped(max);
+    const quoted = reason.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim().slice(0, 200);
+    return new SyncError(`content store at ${this.base}: ${what}: HTTP 400${quoted ? ` (${quoted})` : ''}`);
+  }
+
+  /**
+   * `/files/<id>` metadata as a version string (`<filesize>|<modified_on>`), or null when the store
+   * does not say (refused, missing fields). Answers with the page timeout and retries.
+   */
+  async fileVersion(id: string): Promise<string | null> {
+    const url = `${this.base}/files/${encodeURIComponent(id)}?fields=filesize,modified_on,uploaded_on`;
+    const what = `reading the metadata of file ${id}`;
+    return this.retrying(what, async () => {
+      const res = await this.send(url, { headers: this.headers({ accept: 'application/json' }) }, this.o.timeoutMs);
+      if (res.status >= 500 || res.status === 408 || res.status === 429) {
+        await res.body?.cancel().catch(() => undefined);
+        throw new Transient(`HTTP ${res.status}`);
+      }
+      if (res.status === 401) throw this.refusal(what, res.status);
+      if (!res.ok) {
+        await res.body?.cancel().catch(() => undefined);
+        return null; // the download decides whether the file is readable
+      }
+      const meta = DirectusFile.safeParse(await this.readJson(res));
+      if (!meta.success) throw new Transient('the answer is not Directus file metadata');
+      const { filesize, modified_on, uploaded_on } = meta.data.data;
+      const changed = modified_on ?? uploaded_on;
+      return filesize !== null && filesize !== undefined && changed ? `${filesize}|${changed}` : null;
+    });
   }
 
   /**
@@ -228,62 +319,6 @@ const fileId = (v: unknown): string | null => {
   const id = typeof v === 'object' && v !== null ? (v as { id?: unknown }).id : v;
   return typeof id === 'string' && /^[\w-]+$/.test(id) ? id : null;
 };
-const refId = (v: unknown): number | null => {
-  const id = typeof v === 'object' && v !== null ? (v as { id?: unknown }).id : v;
-  return id === null || id === undefined || id === '' ? null : Number(id);
-};
-/** Records with a `status` field are used only when published (drafts and archived ones are not). */
-const isPublished = (r: StoreRecord) => !('status' in r) || r.status === 'published';
-const describeIssue = (error: z.ZodError) => {
-  const issue = error.issues[0]!;
-  return `${issue.path.join('.') || 'record'}: ${issue.message}`;
-};
-
-function mapCollections(records: StoreRecord[], warnings: string[]): ContentCollection[] {
-  const out: ContentCollection[] = [];
-  const slugs = new Set<string>();
-  for (const r of records) {
-    const parsed = ContentCollection.safeParse({
-      id: Number(r.id),
-      name: r.name,
-      title: r.title,
-      description: r.description,
-      slug: r.slug,
-      status: r.status === 'published' ? 'published' : 'draft',
-      parent: refId(r.parent_collection ?? r.parent),
-    });
-    if (!parsed.success) {
-      warnings.push(`collection ${String(r.id)} skipped: ${describeIssue(parsed.error)}`);
-      continue;
-    }
-    if (slugs.has(parsed.data.slug)) {
-      warnings.push(`collection ${parsed.data.id} skipped: slug "${parsed.data.slug}" is already used`);
-      continue;
-    }
-    slugs.add(parsed.data.slug);
-    out.push(parsed.data);
-  }
-  const ids = new Set(out.map((c) => c.id));
-  for (const c of out) {
-    if (c.parent !== null && (!ids.has(c.parent) || c.parent === c.id)) {
-      warnings.push(`collection ${c.id}: parent ${c.parent} is not in the store; kept unpublished`);
-      c.parent = null;
-      c.status = 'draft';
-    }
-  }
-  return out;
-}
-
-function mapArtworks(records: StoreRecord[], warnings: string[]): ContentArtwork[] {
-  const out: ContentArtwork[] = [];
-  for (const r of records.filter(isPublished)) {
-    const parsed = ContentArtwork.safeParse({ ...r, id: Number(r.id) });
-    if (parsed.success) out.push(parsed.data);
-    else warnings.push(`artwork ${String(r.id)} skipped: ${describeIssue(parsed.error)}`);
-  }
-  return out;
-}
-
 // ---------------------------------------------------------------------------------------------
 // The sync
 
@@ -306,7 +341,8 @@ export async function syncContent(options: SyncOptions): Promise<SyncSummary> {
     const storeRooms = await client.readAll('rooms');
     log(`sync: ${storeCollections.length} collections, ${storeNfts.length} artworks, ${storeRooms.length} rooms in the store`);
     const collections = mapCollections(storeCollections, warnings);
-    const artworks = mapArtworks(storeNfts, warnings);
+    const { artworks, unlisted } = mapArtworks(client.base, storeNfts, collections, warnings);
+    if (unlisted > 0) log(`sync: ${unlisted} artwork records have no media_info (not listed): not synced`);
 
     // Files: each distinct file id once, a few at a time.
     const state: SyncState = { upstream: client.base, files: {} };
@@ -380,8 +416,6 @@ export async function syncContent(options: SyncOptions): Promise<SyncSummary> {
     const loaded = await loadContent(staging).catch((err: unknown) => {
       throw new SyncError(`the synced content is not valid: ${firstLine(err)}`);
     });
-    const withoutImage = loaded.artworks.filter((a) => normalizeArtwork(a, { ipfsGateway: 'https://ipfs.io' }).media === null).length;
-    if (withoutImage > 0) warnings.push(`${withoutImage} artworks have no usable still image after media normalization`);
 
     await swapInto(staging, contentDir);
     const summary: SyncSummary = {
@@ -389,6 +423,7 @@ export async function syncContent(options: SyncOptions): Promise<SyncSummary> {
       upstream: client.base,
       collections: loaded.collections.length,
       artworks: loaded.artworks.length,
+      unlisted,
       rooms: loaded.rooms.length,
       files: stats,
       warnings,
@@ -413,7 +448,11 @@ async function readSyncState(contentDir: string, upstream: string): Promise<Sync
   }
 }
 
-/** Download (or reuse) one file into the staging directory; its file name, or null when unusable. */
+/**
+ * Download (or reuse) one file into the staging directory; its file name, or null when unusable.
+ * A file kept from the previous sync is reused without a download when its `/files/<id>` version
+ * (size, modified time) is unchanged, or when the store answers its ETag with 304.
+ */
 async function syncFile(
   client: StoreClient,
   id: string,
@@ -428,15 +467,18 @@ async function syncFile(
   const known = previous?.files[id];
   const knownPath = known ? join(contentDir, FILES_DIR, known.name) : null;
   const usable = knownPath && known ? await fs.stat(knownPath).then((s) => s.size === known.bytes, () => false) : false;
-  const temp = join(staging, FILES_DIR, `${id}.part`);
-  const result = await client.download(id, temp, usable ? known!.etag : null);
-  if (result.status === 'not-modified') {
+  const version = await client.fileVersion(id);
+  const reuse = async () => {
     const dest = join(staging, FILES_DIR, known!.name);
     await fs.link(knownPath!, dest).catch(() => fs.copyFile(knownPath!, dest));
-    state.files[id] = known!;
+    state.files[id] = { ...known!, version: version ?? known!.version };
     stats.reused++;
     return known!.name;
-  }
+  };
+  if (usable && version !== null && version === known!.version) return reuse();
+  const temp = join(staging, FILES_DIR, `${id}.part`);
+  const result = await client.download(id, temp, usable ? known!.etag : null);
+  if (result.status === 'not-modified') return reuse();
   if (result.status === 'missing') {
     warnings.push(`file ${id} is not readable in the store (HTTP ${result.http})`);
     return null;
@@ -449,7 +491,7 @@ async function syncFile(
   }
   const name = `${id}.${ext}`;
   await fs.rename(temp, join(staging, FILES_DIR, name));
-  state.files[id] = { name, etag: result.etag, bytes: result.bytes };
+  state.files[id] = { name, etag: result.etag, bytes: result.bytes, version };
   stats.downloaded++;
   stats.bytes += result.bytes;
   return name;

@@ -4,7 +4,11 @@
  *   GET /items/<collection>?fields=&limit=&offset=&page=&sort=&search=&filter=&meta=  → { data, meta? }
  *   GET /items/<collection>/<id>?fields=                                             → { data }
  *   GET /assets/<id>                                                                 → the file
- * Unknown collections, unknown ids, unknown fields and unknown files answer 403 FORBIDDEN, as
+ *   GET /files/<id>?fields=                                                          → { data: file metadata }
+ * Files carry `filesize` (a string, as Directus answers bigints) and `modified_on`; assets carry
+ * an ETag only when `assetEtags` is set (Directus's default sends none). With `maxLimit` (Directus's
+ * QUERY_LIMIT_MAX), a larger `limit` answers 400 INVALID_QUERY '"limit" must be less than or equal
+ * to N' and `limit=-1` silently means N, as Directus does. Unknown collections, unknown ids, unknown fields and unknown files answer 403 FORBIDDEN, as
  * Directus does for anything the role may not read. With a static token configured, requests must
  * send it (`Authorization: Bearer` or `?access_token=`): a wrong token is 401, none is 403.
  * `limit` defaults to 100, -1 means all. `search` matches string fields (and strings inside list
@@ -21,6 +25,8 @@ export interface DirectusFile {
   data: Uint8Array;
   type: string;
   filename: string;
+  /** ISO time of the last change (default: a fixed date); `replaceFile` moves it forward. */
+  modified_on?: string;
 }
 
 export interface DirectusFakeOptions {
@@ -29,17 +35,26 @@ export interface DirectusFakeOptions {
   /** The knowledge base: a number of generated characters (default 300), or the records. */
   characters?: number | DirectusRecord[];
   content?: { collections?: DirectusRecord[]; nfts?: DirectusRecord[]; rooms?: DirectusRecord[]; files?: Record<string, DirectusFile> };
+  /** QUERY_LIMIT_MAX: the largest `limit` the store accepts (default: none). */
+  maxLimit?: number;
+  /** Send an ETag with assets and answer If-None-Match (a store configured to revalidate). */
+  assetEtags?: boolean;
 }
 
 export interface DirectusFake extends FakeServer {
   items: Record<string, DirectusRecord[]>;
   files: Map<string, DirectusFile>;
+  /** Change a file's bytes, as an editor re-uploading it would (modified_on moves forward). */
+  replaceFile(id: string, data: Uint8Array): void;
 }
+
+const FILES_CREATED = '2025-03-01T10:00:00.000Z';
 
 const forbidden = (res: ServerResponse) =>
   sendJson(res, 403, { errors: [{ message: "You don't have permission to access this.", extensions: { code: 'FORBIDDEN' } }] });
-const invalidQuery = (res: ServerResponse, message: string) =>
-  sendJson(res, 400, { errors: [{ message, extensions: { code: 'INVALID_QUERY' } }] });
+/** Directus's InvalidQueryError: `Invalid query. <reason>.` with the reason in the extensions. */
+const invalidQuery = (res: ServerResponse, reason: string) =>
+  sendJson(res, 400, { errors: [{ message: `Invalid query. ${reason}.`, extensions: { code: 'INVALID_QUERY', reason } }] });
 
 export async function startFakeDirectus(options: DirectusFakeOptions = {}): Promise<DirectusFake> {
   const characters =
@@ -67,8 +82,8 @@ export async function startFakeDirectus(options: DirectusFakeOptions = {}): Prom
     if (asset) {
       const file = files.get(asset[1]!);
       if (!file) return forbidden(res);
-      const etag = `"${createHash('sha1').update(file.data).digest('hex')}"`;
-      if (req.headers['if-none-match'] === etag) {
+      const etag = options.assetEtags ? `"${createHash('sha1').update(file.data).digest('hex')}"` : undefined;
+      if (etag && req.headers['if-none-match'] === etag) {
         res.writeHead(304, { etag });
         res.end();
         return;
@@ -77,10 +92,31 @@ export async function startFakeDirectus(options: DirectusFakeOptions = {}): Prom
         'content-type': file.type,
         'content-length': String(file.data.byteLength),
         'content-disposition': `inline; filename="${file.filename}"`,
-        etag,
+        ...(etag ? { etag } : {}),
       });
       res.end(Buffer.from(file.data));
       return;
+    }
+    const fileMeta = /^\/files\/([\w-]+)$/.exec(req.path);
+    if (fileMeta) {
+      const file = files.get(fileMeta[1]!);
+      if (!file) return forbidden(res);
+      const meta: Record<string, unknown> = {
+        id: fileMeta[1],
+        storage: 'local',
+        filename_disk: `${fileMeta[1]}.${file.filename.split('.').pop()}`,
+        filename_download: file.filename,
+        title: file.filename.replace(/\.\w+$/, ''),
+        type: file.type,
+        uploaded_on: FILES_CREATED,
+        modified_on: file.modified_on ?? FILES_CREATED,
+        filesize: String(file.data.byteLength),
+        width: null,
+        height: null,
+      };
+      const wanted = (req.query.get('fields') ?? '*').split(',').map((f) => f.trim());
+      if (wanted.some((f) => f !== '*' && !(f in meta))) return forbidden(res);
+      return sendJson(res, 200, { data: wanted.includes('*') ? meta : Object.fromEntries(wanted.map((f) => [f, meta[f]])) });
     }
 
     const route = /^\/items\/(\w+)(?:\/([^/]+))?$/.exec(req.path);
@@ -104,7 +140,7 @@ export async function startFakeDirectus(options: DirectusFakeOptions = {}): Prom
       try {
         filter = JSON.parse(filterParam);
       } catch {
-        return invalidQuery(res, 'Invalid JSON for filter object.');
+        return invalidQuery(res, 'Invalid JSON for filter object');
       }
     } else filter = bracketFilter(req.query);
     if (filter) list = list.filter((r) => matchesFilter(r, filter));
@@ -122,8 +158,11 @@ export async function startFakeDirectus(options: DirectusFakeOptions = {}): Prom
         return 0;
       });
     }
-    const limit = Number(req.query.get('limit') ?? 100);
-    if (!Number.isInteger(limit) || limit < -1) return invalidQuery(res, '"limit" has to be an integer.');
+    const max = options.maxLimit;
+    let limit = Number(req.query.get('limit') ?? Math.min(100, max ?? 100));
+    if (!Number.isInteger(limit) || limit < -1) return invalidQuery(res, '"limit" must be an integer');
+    if (max !== undefined && limit > max) return invalidQuery(res, `"limit" must be less than or equal to ${max}`);
+    if (max !== undefined && limit === -1) limit = max;
     const page = req.query.get('page');
     const offset = page ? (Number(page) - 1) * Math.max(limit, 0) : Number(req.query.get('offset') ?? 0);
     const window = limit === -1 ? list.slice(offset) : list.slice(offset, offset + limit);
@@ -137,7 +176,13 @@ export async function startFakeDirectus(options: DirectusFakeOptions = {}): Prom
     }
     sendJson(res, 200, body);
   });
-  return Object.assign(fake, { items, files });
+  const replaceFile = (id: string, data: Uint8Array) => {
+    const file = files.get(id);
+    if (!file) throw new Error(`no file ${id}`);
+    const previous = Date.parse(file.modified_on ?? FILES_CREATED);
+    files.set(id, { ...file, data, modified_on: new Date(previous + 60_000).toISOString() });
+  };
+  return Object.assign(fake, { items, files, replaceFile });
 }
 
 const searchable = (v: unknown): string[] =>
@@ -244,85 +289,4 @@ export function sampleCharacters(count: number): DirectusRecord[] {
       codex_document: id % 4 === 0 ? `# ${display}\n\n${sentence(rand, 50)}\n` : null,
     };
   });
-}
-
-// ---------------------------------------------------------------------------------------------
-// A sample content store: collections (with a child and a draft), many nfts (to exercise paging),
-// rooms with GLB models and PNG previews as Directus files.
-
-/** A minimal valid GLB (JSON chunk only) that names its room, so every model has its own bytes. */
-export function minimalGlb(label: string): Uint8Array {
-  let json = JSON.stringify({ asset: { version: '2.0', generator: label } });
-  while (json.length % 4) json += ' ';
-  const total = 12 + 8 + json.length;
-  const out = Buffer.alloc(total);
-  out.write('glTF', 0, 'ascii');
-  out.writeUInt32LE(2, 4);
-  out.writeUInt32LE(total, 8);
-  out.writeUInt32LE(json.length, 12);
-  out.write('JSON', 16, 'ascii');
-  out.write(json, 20, 'utf8');
-  return out;
-}
-
-/** A 1×1 PNG. */
-export const TINY_PNG = Buffer.from(
-  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
-  'base64',
-);
-
-export function sampleContentStore(options: { artworks?: number; rooms?: number } = {}): NonNullable<DirectusFakeOptions['content']> {
-  const rand = prng(42);
-  const collections: DirectusRecord[] = [
-    { id: 1, name: 'Lantern Works', title: 'Works of the Lantern Guild', description: 'Paintings in ember light', slug: 'lantern-works', status: 'published', parent_collection: null },
-    { id: 2, name: 'Embers', title: 'Small embers', description: '', slug: 'embers', status: 'published', parent_collection: 1 },
-    { id: 3, name: 'Salt', title: 'Salt and bone', description: null, slug: 'salt-series', status: 'published', parent_collection: null },
-    { id: 4, name: 'Drafts', title: 'Not yet', description: '', slug: 'drafts', status: 'draft', parent_collection: null },
-  ];
-  const slugs = ['lantern-works', 'embers', 'salt-series', 'drafts'];
-  const nfts: DirectusRecord[] = Array.from({ length: options.artworks ?? 250 }, (_, i) => {
-    const id = 1000 + i;
-    const square = i % 7 === 0;
-    return {
-      id,
-      name: `Work ${id}`,
-      artist_name: `${choose(rand, FIRST)} ${choose(rand, LAST)}`,
-      collection: slugs[i % slugs.length]!,
-      marketplace_url: `https://market.example/assets/${id}`,
-      image_url: square ? `https://i2c.seadn.io/${id}.png` : i % 11 === 0 ? `ipfs://bafy${id}/image.png` : `https://cdn.example/${id}.png`,
-      width: square ? 512 : 800 + (i % 5) * 100,
-      height: square ? 512 : 600,
-      content_type: 'image/png',
-      display_image_url: null,
-      original_image_url: square ? `https://cdn.example/original/${id}.jpg` : null,
-      animation_url: i % 13 === 0 ? `https://cdn.example/${id}.mp4` : null,
-      display_animation_url: null,
-      animation_content_type: i % 13 === 0 ? 'video/mp4' : null,
-      animation_width: null,
-      animation_height: null,
-      status: i === 5 ? 'draft' : 'published',
-    };
-  });
-  const files: Record<string, DirectusFile> = {};
-  const rooms: DirectusRecord[] = Array.from({ length: options.rooms ?? 3 }, (_, i) => {
-    const id = i + 1;
-    const model = uuid(rand);
-    const image = uuid(rand);
-    files[model] = { data: minimalGlb(`room ${id}`), type: 'model/gltf-binary', filename: `room-${id}.glb` };
-    files[image] = { data: TINY_PNG, type: 'image/png', filename: `room-${id}.png` };
-    return {
-      id,
-      title: `Room ${id}`,
-      architect: `${choose(rand, FIRST)} ${choose(rand, LAST)}`,
-      description: sentence(rand, 8),
-      series: id % 2 ? 'Genesis' : 'Sculpture',
-      slots: 4 + id,
-      token_id: String(100 + id),
-      model,
-      image: id === 3 ? null : image,
-      kind: id % 2 ? 'room' : null,
-      status: 'published',
-    };
-  });
-  return { collections, nfts, rooms, files };
 }

@@ -5,18 +5,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { loadContent } from '../../bake/content.ts';
+import { loadContent, publicCatalog } from '../../bake/content.ts';
 import { SyncError, syncContent } from '../../bake/sync.ts';
 import { startCanary } from '../fakes/canary.ts';
-import { type DirectusFake, sampleContentStore, startFakeDirectus } from '../fakes/directus.ts';
+import { sampleContentStore, UNLISTED_NFT_ID } from '../fakes/content-store.ts';
+import { type DirectusFake, startFakeDirectus } from '../fakes/directus.ts';
 
 const TOKEN = 'content-token';
+const SAMPLE = sampleContentStore({ artworks: 250 });
 let fake: DirectusFake;
 let tmp: string;
 let n = 0;
 
 beforeAll(async () => {
-  fake = await startFakeDirectus({ token: TOKEN, characters: 0, content: sampleContentStore({ artworks: 250 }) });
+  fake = await startFakeDirectus({ token: TOKEN, characters: 0, content: SAMPLE });
   tmp = mkdtempSync(join(tmpdir(), 'sync-test-'));
 });
 afterAll(async () => {
@@ -58,6 +60,18 @@ async function closedPortUrl(): Promise<string> {
 }
 const leftovers = () => readdirSync(tmp).filter((name) => name.includes('.sync-') || name.includes('.old-'));
 
+/** A fake store of its own (e.g. with changed records), closed after `use`. */
+async function withStore<T>(options: Parameters<typeof startFakeDirectus>[0], use: (store: DirectusFake) => Promise<T>): Promise<T> {
+  const store = await startFakeDirectus({ characters: 0, ...options });
+  try {
+    return await use(store);
+  } finally {
+    await store.close();
+  }
+}
+const syncFrom = (store: DirectusFake, contentDir: string, extra: Partial<Parameters<typeof syncContent>[0]> = {}) =>
+  syncContent({ upstreamUrl: store.url, contentDir, backoffMs: 5, timeoutMs: 1_000, fileTimeoutMs: 1_000, ...extra });
+
 describe('syncContent', () => {
   it('pages through every collection and writes a content source the bake loads', async () => {
     const dir = freshDir();
@@ -69,18 +83,40 @@ describe('syncContent', () => {
     expect(nftPages.every((r) => r.headers.authorization === `Bearer ${TOKEN}`)).toBe(true);
 
     const content = await loadContent(dir);
-    expect(content.artworks).toHaveLength(249); // one draft record is not synced
-    expect(content.artworks.map((a) => a.id)).toEqual(fake.items.nfts!.filter((r) => r.status === 'published').map((r) => r.id));
-    const store = fake.items.nfts![0]!;
-    expect(content.artworks[0]).toMatchObject({ id: store.id, name: store.name, artist_name: store.artist_name, image_url: store.image_url, width: store.width });
-    expect(content.collections.map((c) => [c.id, c.status, c.parent])).toEqual([
-      [1, 'published', null],
-      [2, 'published', 1],
-      [3, 'published', null],
-      [4, 'draft', null],
+    expect(content.artworks).toHaveLength(249); // the record without media_info is not listed
+    expect(content.artworks.map((a) => a.id)).not.toContain(UNLISTED_NFT_ID);
+    expect(content.collections.map((c) => [c.id, c.status, c.parent, c.sort])).toEqual([
+      [1, 'published', null, 1],
+      [2, 'published', 1, 1],
+      [3, 'published', 1, 2],
+      [4, 'published', null, 2],
+      [5, 'draft', 4, 1],
+      [6, 'draft', null, 3],
     ]);
-    expect(summary).toMatchObject({ collections: 4, artworks: 249, rooms: 3, files: { downloaded: 5, reused: 0 } });
+    expect(summary).toMatchObject({ collections: 6, artworks: 249, unlisted: 1, rooms: 3, files: { downloaded: 5, reused: 0 } });
     expect(leftovers()).toEqual([]);
+  });
+
+  it('maps the real records back to the content they were made from: media blobs, marketplace record, both collections', async () => {
+    const dir = freshDir();
+    await sync(dir);
+    const content = await loadContent(dir);
+    // The fake store is derived from the sample content: a sync gives it back exactly.
+    expect(content.collections).toEqual(SAMPLE.content.collections);
+    expect(content.artworks).toEqual([...SAMPLE.content.artworks].sort((a, b) => a.id - b.id));
+    const store = fake.items.nfts!.find((r) => r.id === 102)!;
+    expect(store).toMatchObject({ collection: 'first-season', collection_type: 2, response_opensea: { opensea_url: expect.stringMatching(/^https:/) } });
+    const synced = content.artworks.find((a) => a.id === 102)!;
+    expect(synced).toMatchObject({ collection: 'first-season', museum_collection: 'founders-portraits', marketplace_url: (store.response_opensea as { opensea_url: string }).opensea_url });
+
+    // What the bake publishes from it: normalized media for every work that has any.
+    const { artworks } = publicCatalog(content, { ipfsGateway: 'https://gw.example' });
+    const byId = new Map(artworks.map((a) => [a.id, a]));
+    expect(byId.get(102)!.media?.url).toBe('https://media.museum.example/works/102-display.png');
+    expect(byId.get(104)!.media).toMatchObject({ url: 'https://media.museum.example/originals/104.png', width: null });
+    expect(byId.get(110)!.animation?.url).toMatch(/^https:\/\/gw\.example\/ipfs\//);
+    expect(artworks.filter((a) => a.media === null).map((a) => a.id)).toEqual([112]);
+    expect(artworks.filter((a) => a.ratio !== 1).length).toBeGreaterThan(200);
   });
 
   it('downloads room models and previews byte for byte', async () => {
@@ -98,19 +134,72 @@ describe('syncContent', () => {
       }
       expect(room).toMatchObject({ title: store.title, slots: store.slots, token_id: store.token_id });
     }
-    expect(content.rooms.find((r) => r.id === 1)!.kind).toBe('room');
-    expect(content.rooms.find((r) => r.id === 2)!.kind).toBeUndefined();
   });
 
-  it('is deterministic and reuses unchanged files on the next sync', async () => {
+  it('is deterministic and reuses unchanged files by their /files metadata, without ETags and without downloading', async () => {
     const dir = freshDir();
     await sync(dir);
     const first = snapshotDir(dir);
+    expect(fake.requestsTo(/^\/assets\//).every((r) => r.headers['if-none-match'] === undefined)).toBe(true); // the store sends no ETag
     const assetsBefore = fake.requestsTo(/^\/assets\//).length;
+    const metaBefore = fake.requestsTo(/^\/files\//).length;
     const again = await sync(dir);
     expect(again.files).toEqual({ downloaded: 0, reused: 5, bytes: 0 });
-    expect(fake.requestsTo(/^\/assets\//).slice(assetsBefore).every((r) => r.status === 304)).toBe(true);
+    expect(fake.requestsTo(/^\/assets\//).length).toBe(assetsBefore);
+    expect(fake.requestsTo(/^\/files\//).length - metaBefore).toBe(5);
     expect(snapshotDir(dir)).toEqual(first);
+  });
+
+  it('downloads a file again when the store changed it (size or modified time)', async () => {
+    const content = sampleContentStore({ artworks: 20 });
+    await withStore({ content }, async (store) => {
+      const dir = freshDir();
+      await syncFrom(store, dir);
+      const room = store.items.rooms![0]!;
+      const changed = Buffer.concat([Buffer.from(store.files.get(room.model as string)!.data), Buffer.alloc(4, 0x20)]);
+      store.replaceFile(room.model as string, changed);
+      const again = await syncFrom(store, dir);
+      expect(again.files).toMatchObject({ downloaded: 1, reused: 4, bytes: changed.byteLength });
+      expect(readFileSync(join(dir, `files/${room.model as string}.glb`))).toEqual(changed);
+      // Same size, new modified time: downloaded again too.
+      store.replaceFile(room.model as string, changed);
+      expect((await syncFrom(store, dir)).files).toMatchObject({ downloaded: 1, reused: 4 });
+    });
+  });
+
+  it('revalidates with the ETag when the store has one and its metadata cannot be read', async () => {
+    await withStore({ content: sampleContentStore({ artworks: 20 }), assetEtags: true }, async (store) => {
+      const dir = freshDir();
+      await syncFrom(store, dir);
+      store.fault(/^\/files\//, { kind: 'status', status: 403 });
+      const again = await syncFrom(store, dir);
+      expect(again.files).toEqual({ downloaded: 0, reused: 5, bytes: 0 });
+      expect(store.requestsTo(/^\/assets\//).slice(-5).every((r) => r.status === 304)).toBe(true);
+    });
+  });
+
+  it('pages with the limit a store allows when it caps ours (QUERY_LIMIT_MAX)', async () => {
+    await withStore({ content: sampleContentStore({ artworks: 250 }), maxLimit: 40 }, async (store) => {
+      const lines: string[] = [];
+      const summary = await syncFrom(store, freshDir(), { log: (line) => lines.push(line) });
+      expect(summary).toMatchObject({ collections: 6, artworks: 249, rooms: 3 });
+      const refused = store.requests.filter((r) => r.status === 400);
+      expect(refused).toHaveLength(1); // once: the limit it names is used from then on
+      expect(refused[0]!.query.get('limit')).toBe('100');
+      const nftPages = store.requestsTo('/items/nfts');
+      expect(nftPages.map((r) => r.query.get('offset'))).toEqual(['0', '40', '80', '120', '160', '200', '240']);
+      expect(nftPages.every((r) => r.query.get('limit') === '40')).toBe(true);
+      expect(lines).toContain('sync: the store allows at most 40 records per request; paging with 40');
+    });
+  });
+
+  it('fails with one clear line on any other 400, quoting the store', async () => {
+    await withStore({ content: sampleContentStore({ artworks: 5 }) }, async (store) => {
+      store.fault('/items/collections', { kind: 'status', status: 400 });
+      const error = await syncFrom(store, freshDir()).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SyncError);
+      expect((error as Error).message).toMatch(/^content store at http:\/\/[^ ]+: reading collections \(offset 0\): HTTP 400/);
+    });
   });
 
   it('retries 5xx answers, timeouts and resets, then succeeds', async () => {
@@ -178,25 +267,72 @@ describe('syncContent', () => {
   });
 
   it('skips records the bake cannot use, with a warning each, and syncs the rest', async () => {
-    const content = sampleContentStore({ artworks: 5, rooms: 3 });
+    const content = sampleContentStore({ artworks: 30, rooms: 4 });
     content.rooms![1]!.model = null;
     content.rooms![2]!.model = 'deleted-file';
-    content.nfts![0]!.collection = null;
+    // A model file that is an HTML page (an error page saved as the file).
+    content.files![content.rooms![3]!.model as string] = { data: Buffer.from('<!doctype html><title>Error</title>'), type: 'text/html', filename: 'model.glb' };
+    const nft = (id: number) => content.nfts!.find((r) => r.id === id)!;
+    nft(1000).collection_type = 77; // a museum collection that is not in the store
+    Object.assign(nft(1001), { media_info: { type: 'image', url: null }, response_opensea: null }); // set, but unusable
+    Object.assign(nft(1002), { media_info: { type: 'image', url: 'https://openseauserdata.com/gone.png' }, response_opensea: null }); // nothing live
     content.collections!.push({ id: 9, name: 'Orphan', title: '', description: '', slug: 'orphan', status: 'published', parent_collection: 77 });
-    const store = await startFakeDirectus({ characters: 0, content });
-    try {
-      const summary = await syncContent({ upstreamUrl: store.url, contentDir: freshDir(), backoffMs: 5 });
-      expect(summary).toMatchObject({ rooms: 1, artworks: 4, collections: 5 });
+    await withStore({ content }, async (store) => {
+      const summary = await syncFrom(store, freshDir());
+      expect(summary).toMatchObject({ rooms: 1, artworks: 28, collections: 7 });
+      const htmlModel = content.rooms![3]!.model as string;
       expect(summary.warnings).toEqual([
-        'artwork 1000 skipped: collection: Invalid input: expected string, received null',
+        '3 artworks have no usable still image (media null): 112, 1001, 1002',
+        'artwork 1000 skipped: its museum collection 77 is not in the store',
         'collection 9: parent 77 is not in the store; kept unpublished',
+        `file ${htmlModel} is not a GLB or glTF model`,
         'file deleted-file is not readable in the store (HTTP 403)',
         'room 2 skipped: it has no model file',
         'room 3 skipped: its model file deleted-file could not be used',
-      ]);
-    } finally {
-      await store.close();
-    }
+        `room 4 skipped: its model file ${htmlModel} could not be used`,
+      ].sort((a, b) => a.localeCompare(b, 'en', { numeric: true })));
+    });
+  });
+
+  it('fails, keeping the previous content, when the records lack the fields it reads (another schema)', async () => {
+    const content = sampleContentStore({ artworks: 10 });
+    // The flat shape the sync used to read: no media blobs, no marketplace record.
+    content.nfts = content.nfts!.map(({ id, name, artist_name, collection }) => ({ id, name, artist_name, collection, image_url: `https://cdn.example/${id}.png`, width: 800, height: 600 }));
+    await withStore({ content }, async (store) => {
+      const dir = previousContent();
+      const before = snapshotDir(dir);
+      const error = await syncFrom(store, dir).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SyncError);
+      expect((error as Error).message).toBe(
+        `content store at ${store.url}: nfts records have no collection_type, media_info, display_media_info, display_animation_info, response_opensea: not the content store schema the sync reads (or the token's role may not read those fields)`,
+      );
+      expect(snapshotDir(dir)).toEqual(before);
+      expect(store.requestsTo(/^\/(assets|files)\//)).toEqual([]); // nothing downloaded for nothing
+    });
+  });
+
+  it('fails, keeping the previous content, when most listed artworks would have no media', async () => {
+    const content = sampleContentStore({ artworks: 40 });
+    // Blobs in a shape the sync does not read (`uri`), and no marketplace fallback.
+    content.nfts = content.nfts!.map((r, i) =>
+      i % 4 === 0 || r.media_info === null ? r : { ...r, media_info: { type: 'image', uri: 'https://cdn.example/x.png' }, display_media_info: null, response_opensea: null },
+    );
+    await withStore({ content }, async (store) => {
+      const dir = previousContent();
+      const before = snapshotDir(dir);
+      const error = await syncFrom(store, dir).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SyncError);
+      expect((error as Error).message).toMatch(/^content store at \S+: 30 of 39 listed artworks would have no media \(artwork \d+: media_info has no url\): the nfts records are not what the sync reads$/);
+      expect(snapshotDir(dir)).toEqual(before);
+    });
+  });
+
+  it('fails when no artwork record is listed at all', async () => {
+    const content = sampleContentStore({ artworks: 6 });
+    content.nfts = content.nfts!.map((r) => ({ ...r, media_info: null }));
+    await withStore({ content }, async (store) => {
+      await expect(syncFrom(store, freshDir())).rejects.toThrow(/none of the 6 nfts records has media_info set, so no artwork would be listed/);
+    });
   });
 
   it('refuses at once with a clear line when the token is wrong', async () => {
@@ -215,7 +351,7 @@ describe('museum bake sync', () => {
     const { stdout } = await promisify(execFile)(process.execPath, ['bin/museum.js', 'bake', 'sync', '--content', dir, '--json'], {
       env: { ...process.env, CONTENT_UPSTREAM_URL: fake.url, CONTENT_UPSTREAM_TOKEN: TOKEN },
     });
-    expect(JSON.parse(stdout)).toMatchObject({ dir, artworks: 249, rooms: 3, collections: 4 });
+    expect(JSON.parse(stdout)).toMatchObject({ dir, artworks: 249, unlisted: 1, rooms: 3, collections: 6 });
     expect((await loadContent(dir)).rooms).toHaveLength(3);
   });
 
