@@ -190,7 +190,8 @@ function syncCommand(): Command {
       if (opts.json) out(JSON.stringify(summary));
       else {
         out(
-          `synced ${summary.dir} from ${summary.upstream}: ${summary.collections} collections, ${summary.artworks} artworks, ${summary.rooms} rooms; ` +
+          `synced ${summary.dir} from ${summary.upstream}: ${summary.collections} collections, ${summary.artworks} artworks` +
+            `${summary.unlisted ? ` (${summary.unlisted} unlisted)` : ''}, ${summary.rooms} rooms; ` +
             `files ${summary.files.downloaded} downloaded, ${summary.files.reused} unchanged (${summary.ms} ms)`,
         );
       }

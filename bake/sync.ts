@@ -97,7 +97,10 @@ const SyncState = z.object({
 });
 type SyncState = z.infer<typeof SyncState>;
 
-const DirectusPage = z.object({ data: z.array(z.record(z.string(), z.unknown())) });
+const DirectusPage = z.object({
+  data: z.array(z.record(z.string(), z.unknown())),
+  meta: z.object({ filter_count: z.union([z.number(), z.string()]).optional() }).loose().optional(),
+});
 const DirectusFile = z.object({
   data: z.object({
     filesize: z.union([z.number(), z.string()]).nullish(),
@@ -170,13 +173,19 @@ class StoreClient {
   /** Records per page: ours, or the store's cap once it named one. */
   private pageSize: number;
 
-  /** Every record of a collection, page by page; throws when its records lack the fields we read. */
+  /**
+   * Every record of a collection, page by page; throws when its records lack the fields we read.
+   * The first page asks for the total (`meta=filter_count`), so a store that silently answers
+   * fewer records than asked (a cap without the 400) is paged on instead of read short.
+   */
   async readAll(collection: StoreCollection): Promise<StoreRecord[]> {
     const out: StoreRecord[] = [];
     const seen = new Set<string>();
+    let total: number | null = null;
     for (let offset = 0; ; ) {
       const pageSize = this.pageSize;
-      const url = `${this.base}/items/${collection}?${new URLSearchParams({ fields: '*', sort: 'id', limit: String(pageSize), offset: String(offset) })}`;
+      const query = new URLSearchParams({ fields: '*', sort: 'id', limit: String(pageSize), offset: String(offset), ...(offset === 0 ? { meta: 'filter_count' } : {}) });
+      const url = `${this.base}/items/${collection}?${query}`;
       const what = `reading ${collection} (offset ${offset})`;
       const page = await this.retrying(what, async () => {
         const res = await this.send(url, { headers: this.headers({ accept: 'application/json' }) }, this.o.timeoutMs);
@@ -191,7 +200,7 @@ class StoreClient {
         }
         const parsed = DirectusPage.safeParse(await this.readJson(res));
         if (!parsed.success) throw new Transient('the answer is not a Directus item list');
-        return parsed.data.data;
+        return parsed.data;
       }).catch((err: unknown) => {
         if (!(err instanceof LimitCapped)) throw err;
         this.o.log?.(`sync: the store allows at most ${err.max} records per request; paging with ${err.max}`);
@@ -199,17 +208,23 @@ class StoreClient {
         return null;
       });
       if (page === null) continue; // the same offset again, with the store's limit
+      if (offset === 0) total = Number(page.meta?.filter_count ?? NaN) >= 0 ? Number(page.meta!.filter_count) : null;
       let fresh = 0;
-      for (const record of page) {
+      for (const record of page.data) {
         const key = String(record.id);
         if (seen.has(key)) continue;
         seen.add(key);
         out.push(record);
         fresh++;
       }
-      if (page.length < pageSize) break;
+      if (page.data.length === 0) break;
+      if (page.data.length < pageSize) {
+        if (total === null || out.length >= total) break;
+        this.o.log?.(`sync: the store answered ${page.data.length} of ${pageSize} records; paging with ${page.data.length}`);
+        this.pageSize = page.data.length;
+      }
       if (fresh === 0) throw new SyncError(`content store at ${this.base}: ${collection} repeats the same records page after page (offset ignored?)`);
-      offset += pageSize;
+      offset += page.data.length;
     }
     checkFields(this.base, collection, out);
     return out;

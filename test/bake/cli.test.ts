@@ -18,7 +18,7 @@ describe('museum bake (CLI)', () => {
     const run = museum('bake', 'sample', '--out', out, '--json');
     expect(run.status).toBe(0);
     const report = JSON.parse(run.stdout);
-    expect(report).toMatchObject({ dir: out, rooms: 7, collections: 6, artworks: 14 });
+    expect(report).toMatchObject({ dir: out, rooms: 7, collections: 6, artworks: 16 });
   });
 
   it('bake rooms runs parallel lanes as worker threads of the CLI process and publishes every room', () => {

@@ -37,6 +37,8 @@ export interface DirectusFakeOptions {
   content?: { collections?: DirectusRecord[]; nfts?: DirectusRecord[]; rooms?: DirectusRecord[]; files?: Record<string, DirectusFile> };
   /** QUERY_LIMIT_MAX: the largest `limit` the store accepts (default: none). */
   maxLimit?: number;
+  /** Answer at most this many records whatever `limit` asks, without saying so (a capping proxy). */
+  silentMaxLimit?: number;
   /** Send an ETag with assets and answer If-None-Match (a store configured to revalidate). */
   assetEtags?: boolean;
 }
@@ -163,6 +165,7 @@ export async function startFakeDirectus(options: DirectusFakeOptions = {}): Prom
     if (!Number.isInteger(limit) || limit < -1) return invalidQuery(res, '"limit" must be an integer');
     if (max !== undefined && limit > max) return invalidQuery(res, `"limit" must be less than or equal to ${max}`);
     if (max !== undefined && limit === -1) limit = max;
+    if (options.silentMaxLimit !== undefined && (limit === -1 || limit > options.silentMaxLimit)) limit = options.silentMaxLimit;
     const page = req.query.get('page');
     const offset = page ? (Number(page) - 1) * Math.max(limit, 0) : Number(req.query.get('offset') ?? 0);
     const window = limit === -1 ? list.slice(offset) : list.slice(offset, offset + limit);

@@ -193,6 +193,16 @@ describe('syncContent', () => {
     });
   });
 
+  it('pages on when a store silently answers fewer records than asked (the first page names the total)', async () => {
+    await withStore({ content: sampleContentStore({ artworks: 250 }), silentMaxLimit: 60 }, async (store) => {
+      const summary = await syncFrom(store, freshDir());
+      expect(summary).toMatchObject({ collections: 6, artworks: 249, rooms: 3 });
+      const nftPages = store.requestsTo('/items/nfts');
+      expect(nftPages.map((r) => r.query.get('offset'))).toEqual(['0', '60', '120', '180', '240']);
+      expect(nftPages[0]!.query.get('meta')).toBe('filter_count');
+    });
+  });
+
   it('fails with one clear line on any other 400, quoting the store', async () => {
     await withStore({ content: sampleContentStore({ artworks: 5 }) }, async (store) => {
       store.fault('/items/collections', { kind: 'status', status: 400 });
