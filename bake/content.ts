@@ -100,7 +100,10 @@ export const ContentArtwork = z.object({
   display_media_info: media,
   display_animation_info: media,
   marketplace: MarketplaceMedia.nullish().transform((v) => v ?? MarketplaceMedia.parse({})),
-});
+})
+  // Strict: a field this format does not have (e.g. `image_url` of the older flat format) is an
+  // error, never media silently dropped.
+  .strict();
 export type ContentArtwork = z.infer<typeof ContentArtwork>;
 
 export interface Content {

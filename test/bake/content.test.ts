@@ -38,6 +38,7 @@ describe('loading content', () => {
     ['collections.json', (items: Array<Record<string, unknown>>) => void (items[1]!.parent = 99), /collections\.json: collection 2 has parent 99, which does not exist$/],
     ['collections.json', (items: Array<Record<string, unknown>>) => void (items[0]!.status = 'archived'), /collections\.json: record 0 \(id 1\) field status: /],
     ['artworks.json', (items: Array<Record<string, unknown>>) => void ((items[3]!.media_info as Record<string, unknown>).width = -5), /artworks\.json: record 3 \(id 104\) field media_info\.width: /],
+    ['artworks.json', (items: Array<Record<string, unknown>>) => void (items[1]!.image_url = 'https://cdn.example/old-flat-format.png'), /artworks\.json: record 1 \(id 102\): Unrecognized key: "image_url"$/],
     ['artworks.json', (items: Array<Record<string, unknown>>) => void (items[0]!.museum_collection = 'nowhere'), /artworks\.json: artwork 101 is in museum collection "nowhere", which is not in collections\.json$/],
   ])('rejects an invalid %s with one line naming the record', async (file, edit, message) => {
     const dir = await withEdit(file, edit);
