@@ -139,6 +139,8 @@ class LimitCapped extends Error {
 class StoreClient {
   readonly base: string;
   private readonly net: NetPolicy;
+  /** Records per page: ours, or the store's cap once it named one. */
+  private pageSize: number;
   constructor(private readonly o: Required<Pick<SyncOptions, 'retries' | 'backoffMs' | 'timeoutMs' | 'fileTimeoutMs'>> & SyncOptions) {
     this.base = o.upstreamUrl.replace(/\/+$/, '');
     this.net = trustingOrigin(o.net ?? netPolicyFromEnv(), this.base);
@@ -169,9 +171,6 @@ class StoreClient {
       throw new Transient((err as Error).name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `unreachable (${causeOf(err)})`);
     }
   }
-
-  /** Records per page: ours, or the store's cap once it named one. */
-  private pageSize: number;
 
   /**
    * Every record of a collection, page by page; throws when its records lack the fields we read.

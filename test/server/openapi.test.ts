@@ -63,6 +63,12 @@ describe('the document', () => {
     const collection = doc.paths['/v1/artworks']!.get!.parameters!.find((p) => p.name === 'collection') as { description?: string };
     expect(collection.description).toMatch(/comma-separated/);
     expect(collection.description).toMatch(/child collections/);
+    expect(collection.description).toMatch(/museum collection/);
+  });
+
+  it('keeps the Artwork of the spec: the museum collection the filter matches is not a response field', () => {
+    const artwork = doc.components!.schemas!.Artwork as { properties: Record<string, unknown> };
+    expect(Object.keys(artwork.properties).sort()).toEqual(['animation', 'artist_name', 'collection', 'id', 'marketplace_url', 'media', 'name', 'ratio']);
   });
 
   it('is internally consistent: unique operation ids, declared path parameters, resolvable $refs, compilable schemas', () => {
