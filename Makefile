@@ -5,7 +5,7 @@ export DATA_DIR ?= data
 export STATE_DB ?= state/museum.db
 CONTENT_DIR ?= content
 
-.PHONY: run test install build deps sample bake serve typecheck bench bench-bake bench-slots bench-serve bench-upstreams bench-presence clean
+.PHONY: run test install build deps sample bake serve typecheck bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer clean
 
 # Install npm packages (lockfile-exact) and the few Debian packages the project uses.
 install: node_modules/.install-stamp
@@ -13,7 +13,7 @@ node_modules/.install-stamp: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
 # Bundle the CLI into dist/ when a source changed (bin/museum.js runs the sources while it is stale).
-SOURCES := $(shell find artifacts bake cli common server -name '*.ts' -o -name '*.mjs') scripts/build.mjs package-lock.json
+SOURCES := $(shell find artifacts bake cli common server viewer -name '*.ts' -o -name '*.mjs' -o -name '*.css') scripts/build.mjs scripts/viewer-build.mjs package-lock.json
 build: dist/build.json
 dist/build.json: $(SOURCES) | node_modules/.install-stamp
 	MUSEUM_BUILD_STRICT=1 node scripts/build.mjs
@@ -36,13 +36,15 @@ run: deps bake serve
 
 typecheck: install
 	npx tsc --noEmit -p .
+	npx tsc --noEmit -p viewer
 
 # Install and pass the tests (the CLI tests run the bundled CLI, as shipped).
 test: deps build
 	npx tsc --noEmit -p .
+	npx tsc --noEmit -p viewer
 	npx vitest run
 
-bench: bench-bake bench-slots bench-serve bench-upstreams bench-presence
+bench: bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer
 bench-bake: install
 	npx tsx bench/bake.ts
 bench-slots: install
@@ -53,6 +55,8 @@ bench-upstreams: install
 	npx tsx bench/upstreams.ts
 bench-presence: install
 	npx tsx bench/presence.ts
+bench-viewer: build
+	npx tsx bench/viewer.ts
 
 clean:
 	rm -rf $(DATA_DIR)/files $(DATA_DIR)/cache $(DATA_DIR)/manifest.json $(DATA_DIR)/report.html $(CONTENT_DIR)

@@ -7,6 +7,8 @@
  */
 import sharp from 'sharp';
 import type { RoomSlot } from '../artifacts/format.ts';
+import { SLOT_COLOURS, SLOT_LEGEND as LEGEND, slotCategory } from '../artifacts/slot-colours.ts';
+import { escapeHtml } from '../common/html.ts';
 import type { RoomPlan, SlotEngineResult } from './slots/index.ts';
 
 export interface QaRoom {
@@ -34,27 +36,8 @@ export interface QaReportOptions {
   bakeId?: string;
 }
 
-export const SLOT_COLOURS = {
-  authored: '#1f6feb',
-  generated: '#1a7f37',
-  flipped: '#d97706',
-  ambiguous: '#cf222e',
-} as const;
-export type SlotCategory = keyof typeof SLOT_COLOURS;
+export { SLOT_COLOURS, slotCategory, type SlotCategory } from '../artifacts/slot-colours.ts';
 
-/** Ambiguous wins over flipped, flipped over the source. */
-export const slotCategory = (s: RoomSlot): SlotCategory => (s.ambiguous ? 'ambiguous' : s.flipped ? 'flipped' : s.source);
-
-const LEGEND: Array<[SlotCategory, string]> = [
-  ['authored', 'authored (Slot_NNN), facing as authored'],
-  ['generated', 'generated (Auto_NNN)'],
-  ['flipped', 'authored normal pointed into the wall: flipped'],
-  ['ambiguous', 'ambiguous: the interior tie-break decided'],
-];
-
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
-}
 
 const rotate = (q: readonly number[], v: [number, number, number]): [number, number, number] => {
   const [x, y, z, w] = q as [number, number, number, number];
@@ -215,6 +198,9 @@ function statusOf(room: QaRoom): { text: string; cls: string } {
   return { text: 'ok', cls: 'ok' };
 }
 
+/** The room's 3D view on the server that serves this report (`museum serve`: /report). */
+const viewUrl = (roomId: number) => `/view/rooms/${roomId}`;
+
 const fmt = (v: readonly number[], digits = 3) => v.map((x) => x.toFixed(digits)).join(', ');
 
 function roomSection(r: RenderedRoom): string {
@@ -222,7 +208,7 @@ function roomSection(r: RenderedRoom): string {
   const e = escapeHtml;
   const result = room.result;
   const status = statusOf(room);
-  const parts: string[] = [`<section id="room-${room.id}">`, `<h2>#${room.id} ${e(room.title)}</h2>`];
+  const parts: string[] = [`<section id="room-${room.id}">`, `<h2>#${room.id} ${e(room.title)}${result ? ` <small><a href="${viewUrl(room.id)}">3D view</a></small>` : ''}</h2>`];
   if (room.error) parts.push(`<p class="error"><strong>Failed:</strong> ${e(room.error)}</p>`);
   if (result) {
     const placed = result.slots.length;
@@ -276,7 +262,8 @@ export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions =
     return (
       `<tr><td class="num"><a href="#room-${room.id}">${room.id}</a></td><td>${e(room.title)}</td><td>${e(room.result?.kind ?? '')}</td>` +
       `<td class="num">${room.result ? slots.length : '–'} / ${room.onchainSlots}</td><td class="num">${countOf(slots, 'authored')}</td><td class="num">${countOf(slots, 'generated')}</td>` +
-      `<td class="num">${slots.filter((s) => s.flipped).length}</td><td class="num">${slots.filter((s) => s.ambiguous).length}</td><td class="${status.cls}">${status.text}</td></tr>`
+      `<td class="num">${slots.filter((s) => s.flipped).length}</td><td class="num">${slots.filter((s) => s.ambiguous).length}</td><td class="${status.cls}">${status.text}</td>` +
+      `<td>${room.result ? `<a href="${viewUrl(room.id)}">3D view</a>` : ''}</td></tr>`
     );
   });
   const legend = LEGEND.map(([category, text]) => `<span class="swatch" style="background:${SLOT_COLOURS[category]}"></span>${e(text)}`).join('');
@@ -288,7 +275,7 @@ export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions =
     `<h1>${e(title)}</h1>`,
     `<p>${meta}</p>`,
     `<p class="legend">Legend:${legend}</p>`,
-    '<table class="summary"><tr><th>room</th><th>title</th><th>kind</th><th>anchors / onchain</th><th>authored</th><th>generated</th><th>flipped</th><th>ambiguous</th><th>status</th></tr>',
+    '<table class="summary"><tr><th>room</th><th>title</th><th>kind</th><th>anchors / onchain</th><th>authored</th><th>generated</th><th>flipped</th><th>ambiguous</th><th>status</th><th>view</th></tr>',
     summary.join('\n'),
     '</table>',
     ...rendered.map(roomSection),

@@ -1,5 +1,6 @@
 /**
- * Bundle the `museum` CLI and the bake's worker entry into dist/ with esbuild. From source, every
+ * Bundle the `museum` CLI and the bake's worker entry into dist/ with esbuild, and the 3D viewer's
+ * browser bundle into dist/viewer/ (scripts/viewer-build.mjs). From source, every
  * start loads hundreds of modules through the TypeScript loader's thread (~0.6 s before any work);
  * the bundle starts in a fraction of that, which is most of a one-room bake and of each bake
  * worker's start. bin/museum.js runs the bundle only while it is fresh — dist/build.json lists the
@@ -14,6 +15,7 @@ import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
+import { buildViewer, writeViewer } from './viewer-build.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist');
@@ -48,6 +50,8 @@ try {
     .filter((path) => !path.split(/[\\/]/).includes('node_modules'))
     .concat('package-lock.json', 'scripts/build.mjs')
     .sort();
+  // The 3D viewer's browser bundle (server/view serves it), with hashed, immutable file names.
+  writeViewer(await buildViewer(), join(staging, 'viewer'));
   writeFileSync(join(staging, 'build.json'), `${JSON.stringify({ built_at: builtAt, inputs }, null, 1)}\n`);
   // Swap directories; a process already running from the old bundle has loaded what it needs.
   const old = `${DIST}.old-${process.pid}`;

@@ -71,6 +71,9 @@ const EnvSchema = z.object({
   // Library stream may stay silent (no frame, no heartbeat) before we end it.
   UPSTREAM_TIMEOUT_MS: z.preprocess((v) => (v === '' || v === undefined ? undefined : Number(v)), z.number().int().min(1).max(600_000).optional()),
   LIBRARY_STREAM_IDLE_MS: int(60_000, 1, 3_600_000),
+  // The viewer's artwork textures are fetched from public addresses only; these `host[:port]`
+  // entries (comma-separated) are allowed even when they resolve inside (a local media host).
+  VIEWER_MEDIA_ALLOW_HOSTS: z.string().default(''),
 });
 
 export type Env = z.input<typeof EnvSchema>;
@@ -108,6 +111,7 @@ export interface Config {
   presenceCoalesceMs: number;
   presenceKeepaliveMs: number;
   guideAudioTtlMs: number;
+  viewerMediaAllowHosts: string;
 }
 
 export class ConfigError extends Error {}
@@ -169,5 +173,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     presenceCoalesceMs: e.PRESENCE_COALESCE_MS,
     presenceKeepaliveMs: e.PRESENCE_KEEPALIVE_MS,
     guideAudioTtlMs: e.GUIDE_AUDIO_TTL_S * 1000,
+    viewerMediaAllowHosts: e.VIEWER_MEDIA_ALLOW_HOSTS,
   };
 }

@@ -11,6 +11,7 @@ import { searchRoutes } from './search.ts';
 import { soulRoutes } from './souls.ts';
 import { presenceRoutes } from './presence.ts';
 import { guideRoutes } from './guide.ts';
+import { viewRoutes } from '../view/routes.ts';
 
 export const ROUTE_MODULES: RouteModule[] = [
   // Content (baked artifacts)
@@ -26,5 +27,7 @@ export const ROUTE_MODULES: RouteModule[] = [
   // Presence and guide
   presenceRoutes,
   guideRoutes,
+  // Pages outside /v1: the 3D viewer, /docs, /report
+  viewRoutes,
   metaRoutes, // last: the index lists every route registered before it
 ];

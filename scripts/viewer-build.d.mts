@@ -1,0 +1,11 @@
+export interface ViewerBundle {
+  files: Map<string, Uint8Array>;
+  entries: Record<'viewer' | 'docs', { js: string; css: string | null }>;
+  inputs: string[];
+  builtAt: number;
+}
+export const ROOT: string;
+export const VIEWER_OUT: string;
+export function buildViewer(): Promise<ViewerBundle>;
+export function writeViewer(bundle: ViewerBundle, dir: string): void;
+export function readBuiltViewer(): ViewerBundle | null;

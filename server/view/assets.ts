@@ -1,0 +1,100 @@
+/**
+ * The static assets of the viewer and docs pages, served from this server (no CDN, no network):
+ * the browser bundle (scripts/viewer-build.mjs: dist/viewer when fresh, else built in memory once),
+ * three's Draco decoder, and swagger-ui-dist. Every URL carries a content hash, so responses are
+ * immutable; bodies are held in memory (a fixed, small set) with a gzip copy made on first use.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { buildViewer, readBuiltViewer, ROOT, type ViewerBundle } from '../../scripts/viewer-build.mjs';
+import type { Draco } from '../../viewer/page-data.ts';
+
+export const ASSET_PREFIX = '/view/assets/';
+
+const TYPES: Record<string, string> = {
+  js: 'text/javascript; charset=utf-8',
+  css: 'text/css; charset=utf-8',
+  wasm: 'application/wasm',
+  png: 'image/png',
+};
+
+export interface Asset {
+  body: Buffer;
+  type: string;
+  etag: string;
+  gzip(): Buffer | null;
+}
+
+export interface PageAssets {
+  viewer: { js: string; css: string | null };
+  docs: { js: string };
+  draco: Draco;
+  swagger: { js: string; css: string };
+}
+
+function asset(body: Buffer, ext: string): Asset {
+  let gz: Buffer | null | undefined;
+  return {
+    body,
+    type: TYPES[ext] ?? 'application/octet-stream',
+    etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`,
+    gzip() {
+      // Compressed once; kept only when it saves something (wasm and png barely shrink).
+      if (gz === undefined) {
+        const packed = ext === 'png' ? null : gzipSync(body, { level: 9 });
+        gz = packed && packed.length < body.length * 0.9 ? packed : null;
+      }
+      return gz;
+    },
+  };
+}
+
+const hashed = (stem: string, ext: string, body: Buffer) => `${stem}-${createHash('sha256').update(body).digest('hex').slice(0, 12)}.${ext}`;
+
+export class ViewerAssets {
+  private loading: Promise<{ files: Map<string, Asset>; urls: PageAssets }> | null = null;
+
+  /** Resolve the asset set (first call builds the bundle when dist/viewer is stale). */
+  load(): Promise<{ files: Map<string, Asset>; urls: PageAssets }> {
+    this.loading ??= this.collect().catch((err) => {
+      this.loading = null;
+      throw err;
+    });
+    return this.loading;
+  }
+
+  async get(name: string): Promise<Asset | undefined> {
+    return (await this.load()).files.get(name);
+  }
+
+  async urls(): Promise<PageAssets> {
+    return (await this.load()).urls;
+  }
+
+  private async collect(): Promise<{ files: Map<string, Asset>; urls: PageAssets }> {
+    const bundle: ViewerBundle = readBuiltViewer() ?? (await buildViewer());
+    const files = new Map<string, Asset>();
+    for (const [name, bytes] of bundle.files) files.set(name, asset(Buffer.from(bytes), name.slice(name.lastIndexOf('.') + 1)));
+    const add = (stem: string, path: string): string => {
+      const body = readFileSync(path);
+      const ext = path.slice(path.lastIndexOf('.') + 1);
+      const name = hashed(stem, ext, body);
+      files.set(name, asset(body, ext));
+      return ASSET_PREFIX + name;
+    };
+    const dracoDir = join(ROOT, 'node_modules', 'three', 'examples', 'jsm', 'libs', 'draco', 'gltf');
+    const swaggerDir = join(ROOT, 'node_modules', 'swagger-ui-dist');
+    const urls: PageAssets = {
+      viewer: {
+        js: ASSET_PREFIX + bundle.entries.viewer.js,
+        css: bundle.entries.viewer.css ? ASSET_PREFIX + bundle.entries.viewer.css : null,
+      },
+      docs: { js: ASSET_PREFIX + bundle.entries.docs.js },
+      draco: { js: add('draco_wasm_wrapper', join(dracoDir, 'draco_wasm_wrapper.js')), wasm: add('draco_decoder', join(dracoDir, 'draco_decoder.wasm')) },
+      swagger: { js: add('swagger-ui-bundle', join(swaggerDir, 'swagger-ui-bundle.js')), css: add('swagger-ui', join(swaggerDir, 'swagger-ui.css')) },
+    };
+    return { files, urls };
+  }
+}

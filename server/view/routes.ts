@@ -1,0 +1,142 @@
+/**
+ * Pages outside /v1 (decisions: "Pages and operations"): the 3D viewer (`/view/rooms/{id}`,
+ * `/view/exhibitions/{id}`), its assets and artwork textures, the API reference (`/docs`) and the
+ * bake's QA report (`/report`). Public and read-only; the viewer reads the same artifacts and
+ * public routes as any client. Pages answer HTML, including their 404s.
+ */
+import { promises as fs } from 'node:fs';
+import { join } from 'node:path';
+import type { Context } from 'koa';
+import { artifactPaths, filePath } from '../../artifacts/format.ts';
+import type { RouteModule } from '../app.ts';
+import type { ContentSnapshot } from '../content.ts';
+import { HttpError } from '../errors.ts';
+import { EXHIBITION_ID, ExhibitionStore } from '../guide/exhibitions.ts';
+import { parseAllowHosts } from '../../common/address-guard.ts';
+import type { ViewArtwork, ViewPlacement, ViewRoom } from '../../viewer/page-data.ts';
+import { ASSET_PREFIX, ViewerAssets } from './assets.ts';
+import { docsPage, DOCS_CSP, notFoundPage, PAGE_HEADERS, REPORT_CSP, VIEWER_CSP, viewerPage } from './pages.ts';
+import { ArtworkTextures, stillImageUrl } from './textures.ts';
+
+const ROOM_ID = /^[1-9]\d{0,15}$/;
+const IMMUTABLE = 'public, max-age=31536000, immutable';
+
+/** What the page needs of a room, as same-origin paths (the page never sees PUBLIC_URL). */
+export function viewRoom(snapshot: ContentSnapshot, id: number): ViewRoom | null {
+  const room = snapshot.roomsById.get(id);
+  if (!room) return null;
+  const path = (ref: { sha256: string; ext: string } | null) => (ref ? `/files/${ref.sha256}.${ref.ext}` : null);
+  return {
+    id: room.id,
+    title: room.title,
+    architect: room.architect,
+    modelUrl: path(room.model_optimized) ?? path(room.model),
+    modelOptimized: room.model_optimized !== null,
+    sourceModelUrl: path(room.model),
+    modelSha256: room.model?.sha256 ?? null,
+    slotsUrl: room.slot_data ? `/v1/rooms/${room.id}/slots` : null,
+  };
+}
+
+export const textureUrl = (artworkId: number) => `/view/textures/artworks/${artworkId}.webp`;
+
+export const viewRoutes: RouteModule = (api, services) => {
+  const { content, config, log } = services;
+  const assets = new ViewerAssets();
+  const exhibitions = new ExhibitionStore(services.db);
+  const textures = new ArtworkTextures({
+    cacheDir: join(artifactPaths(config.dataDir).cache, 'textures'),
+    allowHosts: parseAllowHosts(config.viewerMediaAllowHosts),
+    log,
+  });
+  const router = api.router;
+
+  const html = (ctx: Context, status: number, body: string, csp = VIEWER_CSP) => {
+    ctx.status = status;
+    ctx.set(PAGE_HEADERS);
+    ctx.set('Content-Security-Policy', csp);
+    ctx.type = 'text/html; charset=utf-8';
+    ctx.body = body;
+  };
+  const notFound = async (ctx: Context, what: string, detail: string) =>
+    html(ctx, 404, notFoundPage(await assets.urls().catch(() => null), what, detail));
+
+  router.get('/view/rooms/:id', async (ctx) => {
+    const id = ROOM_ID.test(ctx.params.id ?? '') ? Number(ctx.params.id) : NaN;
+    const room = Number.isSafeInteger(id) ? viewRoom(content.snapshot, id) : null;
+    if (!room) return notFound(ctx, 'Room', `The museum has no room with id ${ctx.params.id}.`);
+    const urls = await assets.urls();
+    html(ctx, 200, viewerPage(urls, { kind: 'room', draco: urls.draco, room }, `Room ${room.id} — ${room.title}`));
+  });
+
+  router.get('/view/exhibitions/:id', async (ctx) => {
+    const id = ctx.params.id ?? '';
+    const found = EXHIBITION_ID.test(id) ? exhibitions.get(id) : null;
+    if (!found) return notFound(ctx, 'Exhibition', `No exhibition with id ${id} is registered.`);
+    const { context } = found;
+    const snapshot = content.snapshot;
+    const placements: ViewPlacement[] = context.rooms.map((r) => ({
+      uid: r.uid,
+      title: r.title,
+      room: viewRoom(snapshot, r.id),
+      artworks: context.artworks
+        .filter((a) => a.roomUid === r.uid)
+        .map((a): ViewArtwork => {
+          const known = a.id !== null ? snapshot.artworksById.get(a.id) : undefined;
+          return {
+            id: a.id,
+            title: a.title,
+            artist: a.artist,
+            ratio: known?.ratio ?? 1,
+            textureUrl: known && stillImageUrl(known) ? textureUrl(known.id) : null,
+          };
+        }),
+    }));
+    const urls = await assets.urls();
+    html(ctx, 200, viewerPage(urls, { kind: 'exhibition', draco: urls.draco, id: context.id, name: context.name, placements, presenceUrl: '/v1/presence/stream' }, `Exhibition — ${context.name}`));
+  });
+
+  router.get(`${ASSET_PREFIX}:name`, async (ctx) => {
+    const asset = await assets.get(ctx.params.name ?? '');
+    if (!asset) throw new HttpError(404, 'NOT_FOUND', 'Not found');
+    ctx.set({ 'Cache-Control': IMMUTABLE, ETag: asset.etag, 'X-Content-Type-Options': 'nosniff', Vary: 'Accept-Encoding' });
+    ctx.type = asset.type;
+    if (ctx.get('if-none-match') === asset.etag) {
+      ctx.status = 304;
+      return;
+    }
+    const gzip = /\bgzip\b/.test(ctx.get('accept-encoding')) ? asset.gzip() : null;
+    if (gzip) ctx.set('Content-Encoding', 'gzip');
+    ctx.body = gzip ?? asset.body;
+  });
+
+  // Only artwork ids of the published snapshot, and only the media URL it holds for them.
+  router.get('/view/textures/artworks/:name', async (ctx) => {
+    const match = /^([1-9]\d{0,15})\.webp$/.exec(ctx.params.name ?? '');
+    const artwork = match ? content.snapshot.artworksById.get(Number(match[1])) : undefined;
+    const source = artwork ? stillImageUrl(artwork) : null;
+    if (!source) throw new HttpError(404, 'NOT_FOUND', 'No such artwork, or it has no still image');
+    let bytes: Buffer;
+    try {
+      bytes = await textures.variant(source);
+    } catch {
+      throw new HttpError(502, 'UPSTREAM', "The artwork's image could not be fetched or decoded");
+    }
+    ctx.set({ 'Cache-Control': 'public, max-age=86400', 'X-Content-Type-Options': 'nosniff' });
+    ctx.type = 'image/webp';
+    ctx.body = bytes;
+  });
+
+  router.get('/docs', async (ctx) => {
+    html(ctx, 200, docsPage(await assets.urls(), '/v1/openapi.json'), DOCS_CSP);
+  });
+
+  // The QA report of the published bake (self-contained HTML; served here rather than from /files,
+  // whose responses are sandboxed, so its links into the 3D views work).
+  router.get('/report', async (ctx) => {
+    const report = content.snapshot.manifest.report;
+    const body = report ? await fs.readFile(filePath(config.dataDir, report)).catch(() => null) : null;
+    if (!body) return notFound(ctx, 'QA report', 'No bake with a QA report has been published yet.');
+    html(ctx, 200, body.toString('utf8'), REPORT_CSP);
+  });
+};

@@ -1,0 +1,204 @@
+/**
+ * Artwork textures for the 3D viewer. Artwork images live on outside hosts that may send no CORS
+ * headers and may be many megabytes; WebGL needs a same-origin, reasonably sized image. So the
+ * server makes a texture variant (WebP, at most 1024 px on its longest side) of an artwork's still
+ * image — only ever from the media URL the published snapshot holds for that artwork id, never a
+ * URL a request supplies — fetched with size and time bounds, public addresses only (unless the
+ * operator allows a host), decoded by sharp with a pixel bound, and cached: recent variants in
+ * memory, all of them on disk under DATA_DIR/cache/textures (bounded by bytes, oldest evicted).
+ * A failure is remembered briefly, so a dead host is not hammered by every visitor.
+ */
+import { createHash } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import sharp from 'sharp';
+import type { Artwork } from '../../artifacts/format.ts';
+import { writeFileAtomic } from '../../artifacts/store.ts';
+import { guardUrl } from '../../common/address-guard.ts';
+import { LruMap } from '../../common/lru.ts';
+
+export interface TextureOptions {
+  cacheDir: string;
+  allowHosts: ReadonlySet<string>;
+  log: Logger;
+  /** Longest side of a variant in pixels. */
+  size?: number;
+  maxSourceBytes?: number;
+  timeoutMs?: number;
+  maxDiskBytes?: number;
+  memoryEntries?: number;
+  /** How long a failure is remembered. */
+  failureTtlMs?: number;
+  concurrency?: number;
+}
+
+/** Bumped when the variant recipe changes, so old cached files are not served. */
+const RECIPE = 'tex1';
+const DECODABLE = new Set(['jpeg', 'png', 'webp', 'gif', 'avif', 'heif', 'tiff']);
+const MAX_REDIRECTS = 3;
+
+export class TextureError extends Error {}
+
+/** The still image of an artwork: its media when that is an image. */
+export const stillImageUrl = (artwork: Artwork): string | null =>
+  artwork.media && artwork.media.type === 'image' && /^https?:\/\//i.test(artwork.media.url) ? artwork.media.url : null;
+
+export class ArtworkTextures {
+  private readonly size: number;
+  private readonly maxSourceBytes: number;
+  private readonly timeoutMs: number;
+  private readonly maxDiskBytes: number;
+  private readonly failureTtlMs: number;
+  private readonly concurrency: number;
+  private readonly memory: LruMap<string, Buffer>;
+  private readonly failures = new LruMap<string, number>(1024);
+  private readonly inflight = new Map<string, Promise<Buffer>>();
+  /** Files on disk, oldest first (Map order), with their sizes. */
+  private disk: Map<string, number> | null = null;
+  private diskBytes = 0;
+  private running = 0;
+  private readonly queue: Array<() => void> = [];
+
+  constructor(private readonly options: TextureOptions) {
+    this.size = options.size ?? 1024;
+    this.maxSourceBytes = options.maxSourceBytes ?? 25 * 1024 * 1024;
+    this.timeoutMs = options.timeoutMs ?? 15_000;
+    this.maxDiskBytes = options.maxDiskBytes ?? 256 * 1024 * 1024;
+    this.failureTtlMs = options.failureTtlMs ?? 60_000;
+    this.concurrency = options.concurrency ?? 4;
+    this.memory = new LruMap(options.memoryEntries ?? 48);
+  }
+
+  /** The WebP variant of this image URL; throws TextureError when it cannot be had. */
+  async variant(sourceUrl: string): Promise<Buffer> {
+    const key = createHash('sha256').update(`${RECIPE}\n${this.size}\n${sourceUrl}`).digest('hex').slice(0, 40);
+    const hit = this.memory.get(key);
+    if (hit) return hit;
+    const failedAt = this.failures.get(key);
+    if (failedAt !== undefined && Date.now() - failedAt < this.failureTtlMs) throw new TextureError('the image failed recently');
+    let job = this.inflight.get(key);
+    if (!job) {
+      job = this.load(key, sourceUrl).finally(() => this.inflight.delete(key));
+      this.inflight.set(key, job);
+    }
+    return job;
+  }
+
+  private async load(key: string, sourceUrl: string): Promise<Buffer> {
+    const file = join(this.options.cacheDir, `${key}.webp`);
+    const cached = await fs.readFile(file).catch(() => null);
+    if (cached) {
+      this.memory.set(key, cached);
+      return cached;
+    }
+    try {
+      const bytes = await this.limited(() => this.make(sourceUrl));
+      this.memory.set(key, bytes);
+      await this.store(`${key}.webp`, bytes);
+      return bytes;
+    } catch (err) {
+      this.failures.set(key, Date.now());
+      this.options.log.warn({ url: sourceUrl, err: err instanceof Error ? err.message : String(err) }, 'artwork texture unavailable');
+      throw err instanceof TextureError ? err : new TextureError('the image could not be fetched or decoded');
+    }
+  }
+
+  private async make(sourceUrl: string): Promise<Buffer> {
+    const source = await this.fetchBounded(new URL(sourceUrl));
+    const image = sharp(source, { limitInputPixels: 64_000_000, failOn: 'error' });
+    const meta = await image.metadata();
+    if (!meta.format || !DECODABLE.has(meta.format)) throw new TextureError(`not a raster image (${meta.format ?? 'unknown'})`);
+    return image
+      .rotate()
+      .resize(this.size, this.size, { fit: 'inside', withoutEnlargement: true })
+      .webp({ quality: 82, effort: 3 })
+      .toBuffer();
+  }
+
+  /** GET with a byte bound, one overall deadline, and the address guard on every hop. */
+  private async fetchBounded(url: URL): Promise<Buffer> {
+    const signal = AbortSignal.timeout(this.timeoutMs);
+    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TextureError('only http(s) images are fetched');
+      const lookup = guardUrl(url, this.options.allowHosts);
+      const res = await new Promise<IncomingMessage>((resolve, reject) => {
+        const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method: 'GET', lookup, signal, headers: { accept: 'image/*' } });
+        req.on('response', resolve);
+        req.on('error', reject);
+        req.end();
+      });
+      const status = res.statusCode ?? 0;
+      if (status >= 300 && status < 400 && res.headers.location) {
+        res.resume();
+        url = new URL(res.headers.location, url);
+        continue;
+      }
+      if (status !== 200) {
+        res.resume();
+        throw new TextureError(`the image host answered ${status}`);
+      }
+      const declared = Number(res.headers['content-length'] ?? 0);
+      if (declared > this.maxSourceBytes) {
+        res.destroy();
+        throw new TextureError('the image is too large');
+      }
+      const chunks: Buffer[] = [];
+      let total = 0;
+      for await (const chunk of res as AsyncIterable<Buffer>) {
+        total += chunk.length;
+        if (total > this.maxSourceBytes) {
+          res.destroy();
+          throw new TextureError('the image is too large');
+        }
+        chunks.push(chunk);
+      }
+      return Buffer.concat(chunks);
+    }
+    throw new TextureError('too many redirects');
+  }
+
+  private async limited<T>(fn: () => Promise<T>): Promise<T> {
+    if (this.running >= this.concurrency) await new Promise<void>((resolve) => this.queue.push(resolve));
+    this.running++;
+    try {
+      return await fn();
+    } finally {
+      this.running--;
+      this.queue.shift()?.();
+    }
+  }
+
+  /** Write a variant to the disk cache and evict the oldest files beyond the byte budget. */
+  private async store(name: string, bytes: Buffer): Promise<void> {
+    try {
+      await fs.mkdir(this.options.cacheDir, { recursive: true });
+      if (!this.disk) {
+        const entries = await Promise.all(
+          (await fs.readdir(this.options.cacheDir)).filter((n) => n.endsWith('.webp')).map(async (n) => {
+            const stat = await fs.stat(join(this.options.cacheDir, n)).catch(() => null);
+            return stat ? ([n, stat.size, stat.mtimeMs] as const) : null;
+          }),
+        );
+        const known = entries.filter((e) => e !== null).sort((a, b) => a[2] - b[2]);
+        this.disk = new Map(known.map(([n, size]) => [n, size]));
+        this.diskBytes = known.reduce((sum, [, size]) => sum + size, 0);
+      }
+      await writeFileAtomic(join(this.options.cacheDir, name), bytes);
+      this.diskBytes += bytes.length - (this.disk.get(name) ?? 0);
+      this.disk.delete(name);
+      this.disk.set(name, bytes.length);
+      for (const [oldest, size] of this.disk) {
+        if (this.diskBytes <= this.maxDiskBytes || oldest === name) break;
+        this.disk.delete(oldest);
+        this.diskBytes -= size;
+        await fs.rm(join(this.options.cacheDir, oldest), { force: true });
+      }
+    } catch (err) {
+      // A full or read-only disk costs only the cache.
+      this.options.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'texture cache write failed');
+    }
+  }
+}

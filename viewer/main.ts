@@ -1,0 +1,267 @@
+/**
+ * The viewer page's entry: reads the page data the server embedded, builds the stage and runs the
+ * room page or the exhibition walk. All text reaches the document through textContent, never as
+ * markup. `window.museumViewer` exposes the state and the pick pass for tests and debugging.
+ */
+import './viewer.css';
+import { SLOT_COLOURS, SLOT_LEGEND } from '../artifacts/slot-colours.ts';
+import type { Frame } from './frames.ts';
+import { hangPicture } from './frames.ts';
+import type { ViewData, ViewPlacement } from './page-data.ts';
+import { pictureTexture } from './pictures.ts';
+import { describeSlot, type LoadedRoom, loadRoom, viewpointOf } from './room-view.ts';
+import { Stage } from './stage.ts';
+import { Vector3 } from 'three';
+
+const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
+
+function el(tag: string, text?: string, cls?: string): HTMLElement {
+  const node = document.createElement(tag);
+  if (text !== undefined) node.textContent = text;
+  if (cls) node.className = cls;
+  return node;
+}
+
+interface HangState {
+  hung: Array<{ slot: string; index: number; artwork: number | null; title: string; placeholder: boolean }>;
+  notHung: Array<{ artwork: number | null; title: string }>;
+}
+
+/** The page's state and test hooks. */
+class Viewer {
+  ready = false;
+  error: string | null = null;
+  firstFullFrameMs: number | null = null;
+  modelLoadMs: number | null = null;
+  room: LoadedRoom | null = null;
+  placement = 0;
+  hang: HangState = { hung: [], notHung: [] };
+  private readonly artworkBySlot = new Map<string, { title: string; artist: string | null }>();
+
+  constructor(readonly stage: Stage, readonly data: Extract<ViewData, { kind: 'room' | 'exhibition' }>) {}
+
+  slots() {
+    return (this.room?.frames?.frames ?? []).map((f) => ({ id: f.slot.id, index: f.slot.index }));
+  }
+
+  /** Put the camera in front of a slot; returns its centre on the canvas (CSS pixels). */
+  focusSlot(id: string): { x: number; y: number } | null {
+    const frame = this.room?.frames?.frames.find((f) => f.slot.id === id);
+    if (!frame) return null;
+    const centre = new Vector3(...frame.slot.position);
+    this.stage.lookAt(centre, viewpointOf(frame.slot, this.stage.camera.fov));
+    const p = centre.clone().project(this.stage.camera);
+    const canvas = this.stage.renderer.domElement;
+    return { x: ((p.x + 1) / 2) * canvas.clientWidth, y: ((1 - p.y) / 2) * canvas.clientHeight };
+  }
+
+  pickAt(x: number, y: number): string | null {
+    return this.room?.frames?.pick(x, y)?.slot.id ?? null;
+  }
+
+  /** The colour shown at a canvas point (CSS pixels), read right after a render. */
+  colourAt(x: number, y: number): [number, number, number] {
+    const { renderer } = this.stage;
+    this.stage.renderNow();
+    const gl = renderer.getContext();
+    const canvas = renderer.domElement;
+    const ratio = canvas.width / canvas.clientWidth;
+    const pixel = new Uint8Array(4);
+    gl.readPixels(Math.floor(x * ratio), canvas.height - 1 - Math.floor(y * ratio), 1, 1, gl.RGBA, gl.UNSIGNED_BYTE, pixel);
+    return [pixel[0]!, pixel[1]!, pixel[2]!];
+  }
+
+  canvasRect() {
+    const r = this.stage.renderer.domElement.getBoundingClientRect();
+    return { left: r.left, top: r.top, width: r.width, height: r.height };
+  }
+
+  /** Download and decode a GLB with a fresh Draco decoder (its start included), for benchmarks. */
+  async measureLoad(url: string): Promise<number> {
+    const { loader, dispose } = this.stage.newLoader();
+    const started = performance.now();
+    try {
+      await loader.loadAsync(url);
+      return performance.now() - started;
+    } finally {
+      dispose();
+    }
+  }
+
+  showRecord(frame: Frame | null): void {
+    const record = $('record');
+    record.replaceChildren();
+    if (!frame) {
+      record.append(el('p', 'Click a frame to see its record.', 'hint'));
+      return;
+    }
+    const dl = el('dl');
+    const rows = describeSlot(frame);
+    const artwork = this.artworkBySlot.get(frame.slot.id);
+    if (artwork) rows.unshift(['Artwork', artwork.title], ['Artist', artwork.artist ?? 'unknown']);
+    for (const [k, v] of rows) dl.append(el('dt', k), el('dd', v));
+    record.append(dl);
+  }
+
+  setStatus(text: string): void {
+    $('status').textContent = text;
+  }
+
+  showWarnings(warnings: string[]): void {
+    const box = $('warning');
+    box.replaceChildren(...warnings.map((w) => el('p', w)));
+    box.hidden = warnings.length === 0;
+  }
+
+  async showRoom(room: Parameters<typeof loadRoom>[1]): Promise<void> {
+    this.room?.frames?.dispose();
+    this.room = null;
+    this.artworkBySlot.clear();
+    this.showRecord(null);
+    const loaded = await loadRoom(this.stage, room);
+    this.room = loaded;
+    this.modelLoadMs = loaded.modelLoadMs;
+    this.showWarnings(loaded.warnings);
+    const count = loaded.frames?.frames.length ?? 0;
+    this.setStatus(`${count} slot${count === 1 ? '' : 's'}`);
+    if ($<HTMLInputElement>('facing').checked) loaded.frames?.showFacing(true);
+  }
+
+  /** Hang a placement's artworks in order: artwork k on the slot with index k. */
+  async hangPlacement(placement: ViewPlacement): Promise<void> {
+    const frames = this.room?.frames;
+    const hang: HangState = { hung: [], notHung: [] };
+    const jobs: Array<Promise<void>> = [];
+    placement.artworks.forEach((artwork, i) => {
+      const frame = frames?.bySlotIndex(i + 1);
+      if (!frame) {
+        hang.notHung.push({ artwork: artwork.id, title: artwork.title });
+        return;
+      }
+      const entry = { slot: frame.slot.id, index: frame.slot.index, artwork: artwork.id, title: artwork.title, placeholder: false };
+      hang.hung.push(entry);
+      this.artworkBySlot.set(frame.slot.id, { title: artwork.title, artist: artwork.artist });
+      jobs.push(
+        pictureTexture(artwork).then(({ texture, placeholder }) => {
+          entry.placeholder = placeholder;
+          hangPicture(frame, texture, artwork.ratio);
+          this.stage.requestRender();
+        }),
+      );
+    });
+    await Promise.all(jobs);
+    this.hang = hang;
+    $('counts').textContent = `${hang.hung.length} hung · ${hang.notHung.length} not hung`;
+    const list = $('not-hung');
+    list.replaceChildren(...hang.notHung.map((a) => el('li', a.title)));
+    $('not-hung-box').hidden = hang.notHung.length === 0;
+  }
+}
+
+function buildLegend(): void {
+  const legend = $('legend');
+  for (const [category, text] of SLOT_LEGEND) {
+    const item = el('li');
+    const swatch = el('span', '', `swatch ${category}`);
+    swatch.style.background = SLOT_COLOURS[category]; // CSSOM, which the page's CSP allows
+    item.append(swatch, document.createTextNode(text));
+    legend.append(item);
+  }
+}
+
+function wireControls(viewer: Viewer): void {
+  const { stage } = viewer;
+  $('home').addEventListener('click', () => stage.home());
+  const walk = $<HTMLInputElement>('walk');
+  walk.addEventListener('change', () => stage.setWalking(walk.checked));
+  const facing = $<HTMLInputElement>('facing');
+  facing.addEventListener('change', () => viewer.room?.frames?.showFacing(facing.checked));
+  // A click (not a drag) on the canvas picks the frame under it.
+  const canvas = stage.renderer.domElement;
+  let down: { x: number; y: number } | null = null;
+  canvas.addEventListener('pointerdown', (e) => (down = { x: e.clientX, y: e.clientY }));
+  canvas.addEventListener('pointerup', (e) => {
+    if (!down || Math.hypot(e.clientX - down.x, e.clientY - down.y) > 4) return;
+    const r = canvas.getBoundingClientRect();
+    viewer.showRecord(viewer.room?.frames?.pick(e.clientX - r.left, e.clientY - r.top) ?? null);
+  });
+}
+
+async function runExhibition(viewer: Viewer, data: Extract<ViewData, { kind: 'exhibition' }>): Promise<void> {
+  const nav = $('rooms');
+  const buttons = data.placements.map((p, i) => {
+    const button = el('button', `${i + 1}. ${p.title}`) as HTMLButtonElement;
+    button.type = 'button';
+    button.addEventListener('click', () => void go(i));
+    nav.append(button);
+    return button;
+  });
+  const go = async (i: number) => {
+    viewer.ready = false;
+    viewer.placement = i;
+    buttons.forEach((b, j) => b.setAttribute('aria-current', String(i === j)));
+    const placement = data.placements[i]!;
+    $('room-title').textContent = `Room ${i + 1} of ${data.placements.length}: ${placement.title}`;
+    if (placement.room) await viewer.showRoom(placement.room);
+    else {
+      viewer.room?.frames?.dispose();
+      viewer.room = null;
+      viewer.showWarnings(['The museum does not know this room: its artworks cannot be hung.']);
+    }
+    await viewer.hangPlacement(placement);
+    viewer.stage.renderNow();
+    viewer.ready = true;
+  };
+  $('prev').addEventListener('click', () => viewer.placement > 0 && void go(viewer.placement - 1));
+  $('next').addEventListener('click', () => viewer.placement < data.placements.length - 1 && void go(viewer.placement + 1));
+  // The live visitor count from the presence feed.
+  const presence = new EventSource(data.presenceUrl);
+  presence.onmessage = (e) => {
+    try {
+      const event = JSON.parse(e.data as string) as { here?: unknown };
+      if (typeof event.here === 'number') $('visitors').textContent = `${event.here} ${event.here === 1 ? 'visitor' : 'visitors'} in the museum now`;
+    } catch {
+      // not a count
+    }
+  };
+  Object.assign(viewer, { goTo: go });
+  if (data.placements.length) await go(0);
+  else {
+    viewer.setStatus('This exhibition has no rooms.');
+    viewer.ready = true;
+  }
+}
+
+async function main(): Promise<void> {
+  const data = JSON.parse($('view-data').textContent ?? 'null') as ViewData;
+  if (data.kind === 'docs') return;
+  const stage = new Stage($('stage'), data.draco);
+  const viewer = new Viewer(stage, data);
+  (window as unknown as { museumViewer: Viewer }).museumViewer = viewer;
+  buildLegend();
+  wireControls(viewer);
+  viewer.showRecord(null);
+  // The first frame that shows the model with every slot frame, measured from navigation start.
+  let firstFull = false;
+  stage.onRender(() => {
+    if (!firstFull && viewer.ready) {
+      firstFull = true;
+      viewer.firstFullFrameMs = performance.now();
+    }
+  });
+  try {
+    if (data.kind === 'room') {
+      await viewer.showRoom(data.room);
+      viewer.ready = true;
+      stage.renderNow();
+    } else {
+      await runExhibition(viewer, data);
+    }
+  } catch (err) {
+    viewer.error = err instanceof Error ? err.message : String(err);
+    viewer.setStatus('The view could not be loaded.');
+    viewer.ready = true;
+  }
+}
+
+void main();

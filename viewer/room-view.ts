@@ -1,0 +1,81 @@
+/**
+ * One room on the stage: its model and its slot frames, loaded from the public routes any client
+ * uses (the slot data from `/v1/rooms/{id}/slots`, the model from `/files/…`). Shared by the room
+ * page and each room of an exhibition walk.
+ */
+import { Vector3 } from 'three';
+import type { RoomSlot, RoomSlotData } from '../artifacts/format.ts';
+import { type Frame, FrameSet } from './frames.ts';
+import type { ViewRoom } from './page-data.ts';
+import type { Stage } from './stage.ts';
+
+export interface LoadedRoom {
+  frames: FrameSet | null;
+  slotData: RoomSlotData | null;
+  /** Problems to show (model failed, no slot data, stale slot data). */
+  warnings: string[];
+  modelLoadMs: number | null;
+}
+
+async function fetchSlots(url: string): Promise<RoomSlotData> {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`slot data answered ${res.status}`);
+  return ((await res.json()) as { data: RoomSlotData }).data;
+}
+
+export async function loadRoom(stage: Stage, room: ViewRoom): Promise<LoadedRoom> {
+  const warnings: string[] = [];
+  const slots = room.slotsUrl ? fetchSlots(room.slotsUrl) : Promise.resolve(null);
+  let modelLoadMs: number | null = null;
+  const model = (async () => {
+    if (!room.modelUrl) {
+      warnings.push('This room has no model yet.');
+      return;
+    }
+    const started = performance.now();
+    try {
+      await stage.loadModel(room.modelUrl);
+      modelLoadMs = performance.now() - started;
+      if (!room.modelOptimized) warnings.push('No optimized model is baked for this room; showing the source model.');
+    } catch {
+      warnings.push('The room model could not be loaded.');
+    }
+  })();
+  let slotData: RoomSlotData | null = null;
+  try {
+    slotData = await slots;
+  } catch {
+    warnings.push('The slot data could not be loaded.');
+  }
+  await model;
+  if (!room.slotsUrl) warnings.push('No slot data has been baked for this room yet.');
+  if (slotData && room.modelSha256 && slotData.model !== room.modelSha256) {
+    warnings.push(`The slot data was baked for another model (${slotData.model.slice(0, 12)}…) than the room's current model (${room.modelSha256.slice(0, 12)}…): anchors may be wrong until the room is re-baked.`);
+  }
+  const frames = slotData ? new FrameSet(stage, slotData.slots) : null;
+  return { frames, slotData, warnings, modelLoadMs };
+}
+
+/** Where to stand to see a slot whole: in front of it along its facing, inside the open space. */
+export function viewpointOf(slot: RoomSlot, fovDegrees: number): Vector3 {
+  const span = Math.max(slot.width, slot.height);
+  const wanted = (span * 0.75) / Math.tan((fovDegrees * Math.PI) / 360) + 0.2;
+  const open = slot.clearance?.front;
+  const distance = open && open > 0.3 ? Math.min(wanted, open * 0.85) : wanted;
+  return new Vector3(...slot.position).addScaledVector(new Vector3(...slot.facing), Math.max(0.25, distance));
+}
+
+export function describeSlot(frame: Frame): Array<[string, string]> {
+  const s = frame.slot;
+  const category = s.ambiguous ? 'ambiguous' : s.flipped ? 'flipped' : s.source;
+  const rows: Array<[string, string]> = [
+    ['Slot', `${s.id} (#${s.index})`],
+    ['Source', `${s.source}${category !== s.source ? `, ${category}` : ''}`],
+    ['Size', `${s.width.toFixed(2)} × ${s.height.toFixed(2)} m`],
+    ['Position', s.position.map((v) => v.toFixed(3)).join(', ')],
+    ['Facing', s.facing.map((v) => v.toFixed(2)).join(', ')],
+  ];
+  if (s.clearance) rows.push(['Clearance', `front ${s.clearance.front.toFixed(2)} m · back ${s.clearance.back.toFixed(2)} m`]);
+  if (s.evidence) rows.push(['Evidence', s.evidence]);
+  return rows;
+}

@@ -1,0 +1,152 @@
+/**
+ * The 3D stage: renderer, camera, lights, the room model (GLTFLoader + DRACOLoader, decoder served
+ * by this server), orbit controls and a first-person walk at eye height. It renders on demand
+ * (a frame when something changed), which keeps an idle tab cheap.
+ */
+import {
+  AmbientLight,
+  Box3,
+  Color,
+  DirectionalLight,
+  HemisphereLight,
+  type Object3D,
+  PerspectiveCamera,
+  Raycaster,
+  Scene,
+  Vector3,
+  WebGLRenderer,
+} from 'three';
+import { DRACOLoader } from 'three/examples/jsm/loaders/DRACOLoader.js';
+import { GLTFLoader } from 'three/examples/jsm/loaders/GLTFLoader.js';
+import { OrbitControls } from 'three/examples/jsm/controls/OrbitControls.js';
+import type { Draco } from './page-data.ts';
+import { WalkControls } from './walk.ts';
+
+/** Node names of the model's own slot placeholders: the viewer draws frames from slot data instead. */
+const PLACEHOLDER = /^(Slot|Auto)_\d{3,}$/;
+
+export class Stage {
+  readonly scene = new Scene();
+  readonly camera = new PerspectiveCamera(60, 1, 0.05, 1000);
+  readonly renderer: WebGLRenderer;
+  readonly orbit: OrbitControls;
+  readonly walk: WalkControls;
+  model: Object3D | null = null;
+  bounds = new Box3();
+  private pending = false;
+  private readonly listeners: Array<() => void> = [];
+
+  constructor(readonly canvasHost: HTMLElement, private readonly draco: Draco) {
+    this.renderer = new WebGLRenderer({ antialias: true });
+    this.renderer.setPixelRatio(Math.min(window.devicePixelRatio || 1, 2));
+    this.canvasHost.append(this.renderer.domElement);
+    this.scene.background = new Color('#1d2127');
+    this.scene.add(new HemisphereLight('#ffffff', '#555048', 1.6), new AmbientLight('#ffffff', 0.4));
+    const sun = new DirectionalLight('#ffffff', 1.6);
+    sun.position.set(4, 10, 6);
+    this.scene.add(sun);
+    this.orbit = new OrbitControls(this.camera, this.renderer.domElement);
+    this.orbit.addEventListener('change', () => this.requestRender());
+    this.walk = new WalkControls(this.camera, this.renderer.domElement, () => this.requestRender());
+    new ResizeObserver(() => this.resize()).observe(this.canvasHost);
+    this.resize();
+  }
+
+  /** Called after each rendered frame (e.g. to note the first complete one). */
+  onRender(fn: () => void): void {
+    this.listeners.push(fn);
+  }
+
+  resize(): void {
+    const { clientWidth: w, clientHeight: h } = this.canvasHost;
+    if (!w || !h) return;
+    this.renderer.setSize(w, h, false);
+    this.camera.aspect = w / h;
+    this.camera.updateProjectionMatrix();
+    this.renderNow();
+  }
+
+  requestRender(): void {
+    if (this.pending) return;
+    this.pending = true;
+    requestAnimationFrame(() => {
+      this.pending = false;
+      this.renderNow();
+    });
+  }
+
+  renderNow(): void {
+    this.walk.update();
+    this.renderer.render(this.scene, this.camera);
+    for (const fn of this.listeners) fn();
+  }
+
+  /** A GLTF loader with its own Draco decoder (workers start on first use). */
+  newLoader(): { loader: GLTFLoader; dispose: () => void } {
+    const dracoLoader = new DRACOLoader().setDecoderPath({ js: this.draco.js, wasm: this.draco.wasm });
+    const loader = new GLTFLoader().setDRACOLoader(dracoLoader);
+    return { loader, dispose: () => dracoLoader.dispose() };
+  }
+
+  /** Load the room model, hide its own slot placeholders, and frame the camera on it. */
+  async loadModel(url: string): Promise<void> {
+    const { loader, dispose } = this.newLoader();
+    try {
+      const gltf = await loader.loadAsync(url);
+      if (this.model) this.scene.remove(this.model);
+      this.model = gltf.scene;
+      this.model.traverse((o) => {
+        if (PLACEHOLDER.test(o.name)) o.visible = false;
+      });
+      this.scene.add(this.model);
+      this.bounds = new Box3().setFromObject(this.model);
+      this.home();
+    } finally {
+      dispose();
+    }
+  }
+
+  /** Orbit view of the whole room from above one corner. */
+  home(): void {
+    const box = this.bounds.isEmpty() ? new Box3(new Vector3(-5, 0, -5), new Vector3(5, 3, 5)) : this.bounds;
+    const centre = box.getCenter(new Vector3());
+    const size = box.getSize(new Vector3());
+    const radius = Math.max(size.x, size.z, 2) * 0.62;
+    this.setWalking(false);
+    this.camera.position.set(centre.x + radius * 0.55, box.min.y + Math.max(size.y * 1.6, radius * 0.8), centre.z + radius * 0.9);
+    this.orbit.target.copy(centre);
+    this.orbit.update();
+    this.requestRender();
+  }
+
+  /** Height of the floor under a point: a ray cast down onto the model, else the model's bottom. */
+  floorAt(x: number, z: number): number {
+    if (!this.model) return 0;
+    const ray = new Raycaster(new Vector3(x, this.bounds.max.y + 1, z), new Vector3(0, -1, 0));
+    const hits = ray.intersectObject(this.model, true).filter((h) => h.object.visible && h.face && h.face.normal.y > 0.5);
+    // The lowest upward face under the point is the floor (not a table or a ceiling slab).
+    return hits.length ? hits[hits.length - 1]!.point.y : this.bounds.min.y;
+  }
+
+  setWalking(on: boolean): void {
+    if (on === this.walk.enabled) return;
+    if (on) {
+      const at = this.orbit.target.clone();
+      this.walk.start(new Vector3(at.x, this.floorAt(at.x, at.z), at.z), this.camera.position);
+      this.orbit.enabled = false;
+    } else {
+      this.walk.stop();
+      this.orbit.enabled = true;
+    }
+    this.requestRender();
+  }
+
+  /** Stand in front of a point looking at it (a slot's centre along its facing). */
+  lookAt(point: Vector3, from: Vector3): void {
+    this.setWalking(false);
+    this.camera.position.copy(from);
+    this.orbit.target.copy(point);
+    this.orbit.update();
+    this.renderNow();
+  }
+}
