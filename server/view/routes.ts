@@ -12,7 +12,7 @@ import type { RouteModule } from '../app.ts';
 import type { ContentSnapshot } from '../content.ts';
 import { HttpError } from '../errors.ts';
 import { EXHIBITION_ID, ExhibitionStore } from '../guide/exhibitions.ts';
-import { parseAllowHosts } from '../../common/address-guard.ts';
+import { parseAllowHosts } from '../../common/net.ts';
 import type { ViewArtwork, ViewPlacement, ViewRoom } from '../../viewer/page-data.ts';
 import { ASSET_PREFIX, ViewerAssets } from './assets.ts';
 import { docsPage, DOCS_CSP, notFoundPage, PAGE_HEADERS, REPORT_CSP, VIEWER_CSP, viewerPage } from './pages.ts';
@@ -46,7 +46,7 @@ export const viewRoutes: RouteModule = (api, services) => {
   const exhibitions = new ExhibitionStore(services.db);
   const textures = new ArtworkTextures({
     cacheDir: join(artifactPaths(config.dataDir).cache, 'textures'),
-    allowHosts: parseAllowHosts(config.viewerMediaAllowHosts),
+    policy: { allowHosts: parseAllowHosts(config.viewerMediaAllowHosts), trustedOrigins: [] },
     log,
   });
   const router = api.router;

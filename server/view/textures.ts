@@ -10,19 +10,18 @@
  */
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import sharp from 'sharp';
 import type { Artwork } from '../../artifacts/format.ts';
 import { writeFileAtomic } from '../../artifacts/store.ts';
-import { guardUrl } from '../../common/address-guard.ts';
+import { BodyTooLarge, guardedGet, type NetPolicy } from '../../common/net.ts';
 import { LruMap } from '../../common/lru.ts';
 
 export interface TextureOptions {
   cacheDir: string;
-  allowHosts: ReadonlySet<string>;
+  /** Public addresses only, plus the hosts the operator allows (VIEWER_MEDIA_ALLOW_HOSTS). */
+  policy: NetPolicy;
   log: Logger;
   /** Longest side of a variant in pixels. */
   size?: number;
@@ -38,7 +37,6 @@ export interface TextureOptions {
 /** Bumped when the variant recipe changes, so old cached files are not served. */
 const RECIPE = 'tex1';
 const DECODABLE = new Set(['jpeg', 'png', 'webp', 'gif', 'avif', 'heif', 'tiff']);
-const MAX_REDIRECTS = 3;
 
 export class TextureError extends Error {}
 
@@ -107,7 +105,7 @@ export class ArtworkTextures {
   }
 
   private async make(sourceUrl: string): Promise<Buffer> {
-    const source = await this.fetchBounded(new URL(sourceUrl));
+    const source = await this.fetchBounded(sourceUrl);
     const image = sharp(source, { limitInputPixels: 64_000_000, failOn: 'error' });
     const meta = await image.metadata();
     if (!meta.format || !DECODABLE.has(meta.format)) throw new TextureError(`not a raster image (${meta.format ?? 'unknown'})`);
@@ -118,46 +116,28 @@ export class ArtworkTextures {
       .toBuffer();
   }
 
-  /** GET with a byte bound, one overall deadline, and the address guard on every hop. */
-  private async fetchBounded(url: URL): Promise<Buffer> {
-    const signal = AbortSignal.timeout(this.timeoutMs);
-    for (let hop = 0; hop <= MAX_REDIRECTS; hop++) {
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TextureError('only http(s) images are fetched');
-      const lookup = guardUrl(url, this.options.allowHosts);
-      const res = await new Promise<IncomingMessage>((resolve, reject) => {
-        const req = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method: 'GET', lookup, signal, headers: { accept: 'image/*' } });
-        req.on('response', resolve);
-        req.on('error', reject);
-        req.end();
-      });
-      const status = res.statusCode ?? 0;
-      if (status >= 300 && status < 400 && res.headers.location) {
-        res.resume();
-        url = new URL(res.headers.location, url);
-        continue;
-      }
-      if (status !== 200) {
-        res.resume();
-        throw new TextureError(`the image host answered ${status}`);
-      }
-      const declared = Number(res.headers['content-length'] ?? 0);
-      if (declared > this.maxSourceBytes) {
-        res.destroy();
-        throw new TextureError('the image is too large');
-      }
-      const chunks: Buffer[] = [];
-      let total = 0;
-      for await (const chunk of res as AsyncIterable<Buffer>) {
-        total += chunk.length;
-        if (total > this.maxSourceBytes) {
-          res.destroy();
-          throw new TextureError('the image is too large');
-        }
-        chunks.push(chunk);
-      }
-      return Buffer.concat(chunks);
+  /** GET with a byte bound and one overall deadline, through the guarded outbound GET. */
+  private async fetchBounded(url: string): Promise<Buffer> {
+    const res = await guardedGet(url, {
+      policy: this.options.policy,
+      signal: AbortSignal.timeout(this.timeoutMs),
+      headers: { accept: 'image/*', 'user-agent': 'museum-viewer' },
+      maxBytes: this.maxSourceBytes,
+      maxRedirects: 3,
+    });
+    if (res.status !== 200) {
+      await res.body?.cancel();
+      throw new TextureError(`the image host answered ${res.status}`);
     }
-    throw new TextureError('too many redirects');
+    if (Number(res.headers.get('content-length') ?? 0) > this.maxSourceBytes) {
+      await res.body?.cancel();
+      throw new TextureError('the image is too large');
+    }
+    try {
+      return Buffer.from(await res.arrayBuffer());
+    } catch (err) {
+      throw err instanceof BodyTooLarge ? new TextureError('the image is too large') : err;
+    }
   }
 
   private async limited<T>(fn: () => Promise<T>): Promise<T> {

@@ -4,25 +4,21 @@
  * picture decodes, every room is there with its counts, no script runs and nothing is fetched from
  * the network (the page is self-contained).
  */
-import { existsSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { artifactPaths } from '../../artifacts/format.ts';
 import { putContentFile, readManifest } from '../../artifacts/store.ts';
 import { bakeRooms, type BakeSummary } from '../../bake/pipeline.ts';
 import { writeSampleContent } from '../../bake/sample/generate.ts';
+import { HAS_CHROMIUM, launchChromium } from '../helpers/chromium.ts';
 import { startTestServer } from '../helpers/server.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
-// The flags a root sandbox without network needs (see the machine notes): no sandbox, no GPU, no
-// background connections.
-const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-
-describe.skipIf(!existsSync(CHROMIUM))('the QA report in Chromium', () => {
+describe.skipIf(!HAS_CHROMIUM)('the QA report in Chromium', () => {
   let browser: Browser;
   let dataDir: string;
   let summary: BakeSummary;
@@ -32,7 +28,7 @@ describe.skipIf(!existsSync(CHROMIUM))('the QA report in Chromium', () => {
     await writeSampleContent(join(root, 'content'));
     dataDir = join(root, 'data');
     summary = await bakeRooms({ contentDir: join(root, 'content'), dataDir, concurrency: 2 });
-    browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, headless: true });
+    browser = await launchChromium();
   }, 180_000);
 
   afterAll(async () => {
