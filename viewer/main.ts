@@ -78,7 +78,7 @@ class Viewer {
 
   /** Download and decode a GLB with a fresh Draco decoder (its start included), for benchmarks. */
   async measureLoad(url: string): Promise<number> {
-    const { loader, dispose } = this.stage.newLoader();
+    const { loader, dispose } = this.stage.newLoader(true);
     const started = performance.now();
     try {
       await loader.loadAsync(url);
@@ -249,6 +249,8 @@ async function main(): Promise<void> {
       viewer.firstFullFrameMs = performance.now();
     }
   });
+  const first = data.kind === 'room' ? data.room : data.placements.find((p) => p.room)?.room;
+  if (first?.modelOptimized) stage.preloadDecoder();
   try {
     if (data.kind === 'room') {
       await viewer.showRoom(data.room);

@@ -36,7 +36,9 @@ export class Stage {
   private pending = false;
   private readonly listeners: Array<() => void> = [];
 
-  constructor(readonly canvasHost: HTMLElement, private readonly draco: Draco) {
+  private draco: DRACOLoader | null = null;
+
+  constructor(readonly canvasHost: HTMLElement, private readonly decoder: Draco) {
     this.renderer = new WebGLRenderer({ antialias: true });
     this.renderer.setPixelRatio(Math.min(window.devicePixelRatio || 1, 2));
     this.canvasHost.append(this.renderer.domElement);
@@ -81,39 +83,51 @@ export class Stage {
     for (const fn of this.listeners) fn();
   }
 
-  /** A GLTF loader with its own Draco decoder (workers start on first use). */
-  newLoader(): { loader: GLTFLoader; dispose: () => void } {
-    const dracoLoader = new DRACOLoader().setDecoderPath({ js: this.draco.js, wasm: this.draco.wasm });
-    const loader = new GLTFLoader().setDRACOLoader(dracoLoader);
-    return { loader, dispose: () => dracoLoader.dispose() };
+  /**
+   * A GLTF loader with a Draco decoder. The page keeps one decoder for all its rooms; `fresh`
+   * makes a new one (benchmarks: the decoder's start included), disposed by `dispose`. Decoding
+   * a room takes one or two workers: more only compile the wasm again on a small machine.
+   */
+  newLoader(fresh = false): { loader: GLTFLoader; dispose: () => void } {
+    const draco = fresh ? this.makeDraco() : (this.draco ??= this.makeDraco());
+    const loader = new GLTFLoader().setDRACOLoader(draco);
+    return { loader, dispose: () => fresh && draco.dispose() };
+  }
+
+  private makeDraco(): DRACOLoader {
+    const workers = Math.max(1, Math.min(2, (navigator.hardwareConcurrency || 2) - 1));
+    // Fetch the decoder now, while the model downloads.
+    return new DRACOLoader().setDecoderPath({ js: this.decoder.js, wasm: this.decoder.wasm }).setWorkerLimit(workers).preload();
+  }
+
+  /** Start fetching the Draco decoder before the model arrives (optimized models use it). */
+  preloadDecoder(): void {
+    this.draco ??= this.makeDraco();
   }
 
   /** Load the room model, hide its own slot placeholders, and frame the camera on it. */
   async loadModel(url: string): Promise<void> {
-    const { loader, dispose } = this.newLoader();
-    try {
-      const gltf = await loader.loadAsync(url);
-      if (this.model) this.scene.remove(this.model);
-      this.model = gltf.scene;
-      this.model.traverse((o) => {
-        if (PLACEHOLDER.test(o.name)) o.visible = false;
-      });
-      this.scene.add(this.model);
-      this.bounds = new Box3().setFromObject(this.model);
-      this.home();
-    } finally {
-      dispose();
-    }
+    const { loader } = this.newLoader();
+    const gltf = await loader.loadAsync(url);
+    if (this.model) this.scene.remove(this.model);
+    this.model = gltf.scene;
+    this.model.traverse((o) => {
+      if (PLACEHOLDER.test(o.name)) o.visible = false;
+    });
+    this.scene.add(this.model);
+    this.bounds = new Box3().setFromObject(this.model);
+    this.home();
   }
 
-  /** Orbit view of the whole room from above one corner. */
+  /** Orbit view of the whole room from above one corner, its bounding sphere filling the view. */
   home(): void {
     const box = this.bounds.isEmpty() ? new Box3(new Vector3(-5, 0, -5), new Vector3(5, 3, 5)) : this.bounds;
     const centre = box.getCenter(new Vector3());
-    const size = box.getSize(new Vector3());
-    const radius = Math.max(size.x, size.z, 2) * 0.62;
+    const radius = Math.max(box.getSize(new Vector3()).length() / 2, 1);
+    const fov = (Math.min(this.camera.fov, this.camera.fov * this.camera.aspect) * Math.PI) / 180;
+    const distance = (radius / Math.sin(fov / 2)) * 0.8;
     this.setWalking(false);
-    this.camera.position.set(centre.x + radius * 0.55, box.min.y + Math.max(size.y * 1.6, radius * 0.8), centre.z + radius * 0.9);
+    this.camera.position.copy(centre).addScaledVector(new Vector3(0.45, 0.85, 0.75).normalize(), distance);
     this.orbit.target.copy(centre);
     this.orbit.update();
     this.requestRender();

@@ -49,6 +49,9 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     });
     manifest.artworks[0] = { ...manifest.artworks[0]!, ...image(`${media.url}/red.png`, 400, 300) };
     manifest.artworks[1] = { ...manifest.artworks[1]!, ...image(`${media.url}/broken.png`, 300, 300) };
+    // Room 2's source model changed after its slots were baked: its view must warn.
+    const corridor = manifest.rooms.find((r) => r.id === 2)!;
+    corridor.model = { ...corridor.model!, sha256: 'f'.repeat(64) };
     await publishManifest(dataDir, manifest);
 
     server = await startTestServer({ dataDir, env: { VIEWER_MEDIA_ALLOW_HOSTS: new URL(media.url).host } });
@@ -114,6 +117,17 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
 
     expect(errors).toEqual([]);
     expect(failed).toEqual([]);
+    await page.close();
+  });
+
+  it("warns when the slot data was baked for another model than the room's current one", async () => {
+    const { page, errors } = await watchedPage(browser);
+    await page.goto(`${server.url}/view/rooms/2`);
+    await pageUntil(page, 'window.museumViewer && window.museumViewer.ready');
+    expect(await page.locator('#warning').isVisible()).toBe(true);
+    expect(await page.locator('#warning').innerText()).toMatch(/baked for another model .*current model \(ffffff/);
+    expect((await page.evaluate('window.museumViewer.slots().length')) as number).toBe(8);
+    expect(errors).toEqual([]);
     await page.close();
   });
 
