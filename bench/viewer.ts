@@ -89,8 +89,9 @@ async function firstFullFrame(browser: Browser, url: string, network: Network = 
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = await context.newPage();
   await emulate(page, network);
-  await page.goto(url);
-  await pageUntil(page, 'window.museumViewer && window.museumViewer.firstFullFrameMs');
+  // Readiness is the page's own signal; the load event may wait on the presence stream or preloads.
+  await page.goto(url, { waitUntil: 'commit', timeout: 60_000 });
+  await pageUntil(page, 'window.museumViewer && window.museumViewer.firstFullFrameMs', 60_000);
   const state = (await page.evaluate('({ ms: museumViewer.firstFullFrameMs, error: museumViewer.error, slots: museumViewer.slots().length })')) as { ms: number; error: string | null };
   await context.close();
   if (state.error) throw new Error(`${url}: ${state.error}`);

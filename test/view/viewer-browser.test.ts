@@ -189,7 +189,9 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     // Parameters and examples are there for an operation with both.
     await page.click('.opblock-get:has([data-path="/v1/artworks"]) .opblock-summary');
     await pageUntil(page, `document.querySelector('.opblock.is-open .parameters') !== null`);
-    expect(await page.locator('.opblock.is-open').innerText()).toMatch(/limit/);
+    const open = await page.locator('.opblock.is-open').innerText();
+    expect(open).toMatch(/limit/);
+    expect(open).toMatch(/Example Value/);
     expect(requests.every((u) => u.startsWith(server.url) || u.startsWith('data:'))).toBe(true);
     expect(errors).toEqual([]);
     expect(failed).toEqual([]);
