@@ -104,8 +104,8 @@ async function loadTimes(page: Page, optimized: string, source: string, network:
   const o: number[] = [];
   const s: number[] = [];
   for (let i = 0; i < ROUNDS; i++) {
-    o.push((await page.evaluate(`museumViewer.measureLoad(${JSON.stringify(optimized)})`)) as number);
-    s.push((await page.evaluate(`museumViewer.measureLoad(${JSON.stringify(source)})`)) as number);
+    o.push((await page.evaluate(`museumViewer.measureLoad(${JSON.stringify(optimized)}, true)`)) as number);
+    s.push((await page.evaluate(`museumViewer.measureLoad(${JSON.stringify(source)}, false)`)) as number);
   }
   await cdp.send('Network.setCacheDisabled', { cacheDisabled: false });
   await cdp.detach();

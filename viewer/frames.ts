@@ -28,7 +28,7 @@ import {
 } from 'three';
 import type { RoomSlot } from '../artifacts/format.ts';
 import { SLOT_COLOURS, slotCategory } from '../artifacts/slot-colours.ts';
-import type { Stage } from './stage.ts';
+import { disposeTree, type Stage } from './stage.ts';
 
 /** Frames stand this far in front of their anchor, so they never fight the wall for depth. */
 const STANDOFF = 0.012;
@@ -146,6 +146,8 @@ export class FrameSet {
 
   dispose(): void {
     this.stage.scene.remove(this.group);
+    disposeTree(this.group);
+    for (const m of this.pickMaterials) m.dispose();
     this.target?.dispose();
   }
 

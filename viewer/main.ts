@@ -76,10 +76,15 @@ class Viewer {
     return { left: r.left, top: r.top, width: r.width, height: r.height };
   }
 
-  /** Download and decode a GLB with a fresh Draco decoder (its start included), for benchmarks. */
-  async measureLoad(url: string): Promise<number> {
-    const { loader, dispose } = this.stage.newLoader(true);
+  /**
+   * Download and decode a GLB with a fresh Draco decoder, for benchmarks. `draco`: the model is
+   * Draco-compressed, so the decoder is fetched alongside it as the page does (its start included);
+   * otherwise the decoder is never fetched.
+   */
+  async measureLoad(url: string, draco: boolean): Promise<number> {
     const started = performance.now();
+    const { loader, dispose } = this.stage.newLoader(true);
+    if (draco) loader.dracoLoader?.preload();
     try {
       await loader.loadAsync(url);
       return performance.now() - started;

@@ -9,10 +9,12 @@ import {
   Color,
   DirectionalLight,
   HemisphereLight,
+  type Mesh,
   type Object3D,
   PerspectiveCamera,
   Raycaster,
   Scene,
+  Texture,
   Vector3,
   WebGLRenderer,
 } from 'three';
@@ -21,6 +23,19 @@ import { GLTFLoader } from 'three/examples/jsm/loaders/GLTFLoader.js';
 import { OrbitControls } from 'three/examples/jsm/controls/OrbitControls.js';
 import type { Draco } from './page-data.ts';
 import { WalkControls } from './walk.ts';
+
+/** Free the GPU resources of a subtree leaving the scene (geometries, materials, their textures). */
+export function disposeTree(root: Object3D): void {
+  root.traverse((o) => {
+    const mesh = o as Partial<Mesh>;
+    mesh.geometry?.dispose();
+    for (const material of [mesh.material].flat()) {
+      if (!material) continue;
+      for (const value of Object.values(material)) if (value instanceof Texture) value.dispose();
+      material.dispose();
+    }
+  });
+}
 
 /** Node names of the model's own slot placeholders: the viewer draws frames from slot data instead. */
 const PLACEHOLDER = /^(Slot|Auto)_\d{3,}$/;
@@ -89,15 +104,16 @@ export class Stage {
    * a room takes one or two workers: more only compile the wasm again on a small machine.
    */
   newLoader(fresh = false): { loader: GLTFLoader; dispose: () => void } {
-    const draco = fresh ? this.makeDraco() : (this.draco ??= this.makeDraco());
+    const draco = fresh ? this.makeDraco(false) : (this.draco ??= this.makeDraco());
     const loader = new GLTFLoader().setDRACOLoader(draco);
     return { loader, dispose: () => fresh && draco.dispose() };
   }
 
-  private makeDraco(): DRACOLoader {
+  /** `preload`: fetch the decoder now, while the model downloads (else on the first Draco mesh). */
+  private makeDraco(preload = true): DRACOLoader {
     const workers = Math.max(1, Math.min(2, (navigator.hardwareConcurrency || 2) - 1));
-    // Fetch the decoder now, while the model downloads.
-    return new DRACOLoader().setDecoderPath({ js: this.decoder.js, wasm: this.decoder.wasm }).setWorkerLimit(workers).preload();
+    const draco = new DRACOLoader().setDecoderPath({ js: this.decoder.js, wasm: this.decoder.wasm }).setWorkerLimit(workers);
+    return preload ? draco.preload() : draco;
   }
 
   /** Start fetching the Draco decoder before the model arrives (optimized models use it). */
@@ -109,7 +125,10 @@ export class Stage {
   async loadModel(url: string): Promise<void> {
     const { loader } = this.newLoader();
     const gltf = await loader.loadAsync(url);
-    if (this.model) this.scene.remove(this.model);
+    if (this.model) {
+      this.scene.remove(this.model);
+      disposeTree(this.model);
+    }
     this.model = gltf.scene;
     this.model.traverse((o) => {
       if (PLACEHOLDER.test(o.name)) o.visible = false;
