@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # System packages the project needs beyond Node and npm (installed from Debian's archive):
 #   espeak-ng + lame — the guide's local speech engine (TTS_ENGINE=espeak) and its tests;
-#   chromium — the QA report's browser test (driven by playwright-core; never `playwright install`);
+#   chromium — the browser tests: QA report, 3D viewer, /docs (playwright-core; never `playwright install`);
 #   redis-server — the tests of the shared rate-limit store (REDIS_URL) start their own;
 #   postgresql — the tests of the shared state store (DATABASE_URL) start their own server
 #     (initdb/postgres from /usr/lib/postgresql/<major>/bin, as the `postgres` user when run as root).
