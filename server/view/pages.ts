@@ -131,12 +131,12 @@ export function docsPage(assets: PageAssets, openapiUrl: string): string {
   });
 }
 
-/** A clear not-found page (the 3D pages are HTML, so their 404 is too). */
-export function notFoundPage(assets: PageAssets | null, what: string, detail: string): string {
+/** A page that says one thing clearly: a 404 for an unknown room or exhibition, a 503. */
+export function messagePage(assets: PageAssets | null, heading: string, detail: string): string {
   return shell({
-    title: `${what} not found`,
+    title: heading,
     bodyClass: 'notfound',
     head: assets?.viewer.css ? [`<link rel="stylesheet" href="${e(assets.viewer.css)}">`] : [],
-    body: ['<main>', `<h1>${e(what)} not found</h1>`, `<p>${e(detail)}</p>`, '<p><a href="/report">QA report</a> · <a href="/docs">API reference</a></p>', '</main>'],
+    body: ['<main>', `<h1>${e(heading)}</h1>`, `<p>${e(detail)}</p>`, '<p><a href="/report">QA report</a> · <a href="/docs">API reference</a></p>', '</main>'],
   });
 }

@@ -11,11 +11,11 @@ import { artifactPaths, filePath } from '../../artifacts/format.ts';
 import type { RouteModule } from '../app.ts';
 import type { ContentSnapshot } from '../content.ts';
 import { HttpError } from '../errors.ts';
-import { EXHIBITION_ID, ExhibitionStore } from '../guide/exhibitions.ts';
+import { EXHIBITION_ID } from '../guide/exhibitions.ts';
 import { parseAllowHosts } from '../../common/net.ts';
 import type { ViewArtwork, ViewPlacement, ViewRoom } from '../../viewer/page-data.ts';
 import { ASSET_PREFIX, ViewerAssets } from './assets.ts';
-import { docsPage, DOCS_CSP, notFoundPage, PAGE_HEADERS, REPORT_CSP, VIEWER_CSP, viewerPage } from './pages.ts';
+import { docsPage, DOCS_CSP, messagePage, PAGE_HEADERS, REPORT_CSP, VIEWER_CSP, viewerPage } from './pages.ts';
 import { ArtworkTextures, stillImageUrl } from './textures.ts';
 
 const ROOM_ID = /^[1-9]\d{0,15}$/;
@@ -43,7 +43,7 @@ export const textureUrl = (artworkId: number) => `/view/textures/artworks/${artw
 export const viewRoutes: RouteModule = (api, services) => {
   const { content, config, log } = services;
   const assets = new ViewerAssets();
-  const exhibitions = new ExhibitionStore(services.db);
+  const exhibitions = services.state.exhibitions;
   const textures = new ArtworkTextures({
     cacheDir: join(artifactPaths(config.dataDir).cache, 'textures'),
     policy: { allowHosts: parseAllowHosts(config.viewerMediaAllowHosts), trustedOrigins: [] },
@@ -59,7 +59,7 @@ export const viewRoutes: RouteModule = (api, services) => {
     ctx.body = body;
   };
   const notFound = async (ctx: Context, what: string, detail: string) =>
-    html(ctx, 404, notFoundPage(await assets.urls().catch(() => null), what, detail));
+    html(ctx, 404, messagePage(await assets.urls().catch(() => null), `${what} not found`, detail));
 
   router.get('/view/rooms/:id', async (ctx) => {
     const id = ROOM_ID.test(ctx.params.id ?? '') ? Number(ctx.params.id) : NaN;
@@ -71,7 +71,14 @@ export const viewRoutes: RouteModule = (api, services) => {
 
   router.get('/view/exhibitions/:id', async (ctx) => {
     const id = ctx.params.id ?? '';
-    const found = EXHIBITION_ID.test(id) ? exhibitions.get(id) : null;
+    let found: Awaited<ReturnType<typeof exhibitions.get>> = null;
+    try {
+      found = EXHIBITION_ID.test(id) ? await exhibitions.get(id) : null;
+    } catch (err) {
+      // The state store is down (PostgreSQL): say so as a page, not as a JSON envelope.
+      log.warn({ err }, 'exhibition view: state store unavailable');
+      return html(ctx, 503, messagePage(await assets.urls().catch(() => null), 'Exhibition unavailable', 'The exhibition store cannot be reached right now; try again shortly.'));
+    }
     if (!found) return notFound(ctx, 'Exhibition', `No exhibition with id ${id} is registered.`);
     const { context } = found;
     const snapshot = content.snapshot;
