@@ -21,7 +21,8 @@ export class WalkControls {
     private readonly requestRender: () => void,
   ) {
     window.addEventListener('keydown', (e) => {
-      if (!this.enabled || (e.target as HTMLElement | null)?.closest?.('input,textarea,select')) return;
+      // Typing into a text field is not walking (checkboxes and buttons are fine).
+      if (!this.enabled || (e.target as HTMLElement | null)?.closest?.('input:not([type=checkbox]):not([type=button]),textarea,select,[contenteditable]')) return;
       this.keys.add(e.code);
       if (this.moving()) this.requestRender();
     });

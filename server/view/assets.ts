@@ -6,7 +6,8 @@
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { buildViewer, readBuiltViewer, ROOT, type ViewerBundle } from '../../scripts/viewer-build.mjs';
 import type { Draco } from '../../viewer/page-data.ts';
@@ -84,8 +85,10 @@ export class ViewerAssets {
       files.set(name, asset(body, ext));
       return ASSET_PREFIX + name;
     };
-    const dracoDir = join(ROOT, 'node_modules', 'three', 'examples', 'jsm', 'libs', 'draco', 'gltf');
-    const swaggerDir = join(ROOT, 'node_modules', 'swagger-ui-dist');
+    // Resolved as packages (hoisted or not), from the project root.
+    const resolve = createRequire(join(ROOT, 'package.json')).resolve;
+    const dracoDir = dirname(resolve('three/examples/jsm/libs/draco/gltf/draco_decoder.wasm'));
+    const swaggerDir = dirname(resolve('swagger-ui-dist/package.json'));
     const urls: PageAssets = {
       viewer: {
         js: ASSET_PREFIX + bundle.entries.viewer.js,

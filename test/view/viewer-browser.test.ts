@@ -115,6 +115,22 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     expect(record).toContain(last.id);
     expect(record).toMatch(/Clearance/);
 
+    // Facing arrows on demand; a walk at eye height (1.6 m above the floor), W moves forward.
+    await page.check('#facing');
+    expect(await page.evaluate('window.museumViewer.room.frames.frames.every((f) => f.arrow.visible)')).toBe(true);
+    await page.check('#walk');
+    const before = (await page.evaluate('(() => { const s = window.museumViewer.stage; return { p: s.camera.position.toArray(), floor: s.bounds.min.y }; })()')) as { p: number[]; floor: number };
+    await page.keyboard.down('KeyW');
+    const [x0, y0, z0] = before.p as [number, number, number];
+    const after = await pageUntil<number[]>(
+      page,
+      `(() => { const p = window.museumViewer.stage.camera.position; return Math.hypot(p.x - ${x0}, p.z - ${z0}) > 0.3 && p.toArray(); })()`,
+      10_000,
+    );
+    await page.keyboard.up('KeyW');
+    expect(y0 - before.floor).toBeCloseTo(1.6, 1);
+    expect(after[1]).toBeCloseTo(y0, 6);
+
     expect(errors).toEqual([]);
     expect(failed).toEqual([]);
     await page.close();
@@ -156,6 +172,13 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     const near = (c: number[], want: number[], tolerance: number) => c.every((v, i) => Math.abs(v - want[i]!) <= tolerance);
     expect(near(colours[0]!, RED, 12), `slot 1 shows ${colours[0]}`).toBe(true);
     expect(near(colours[1]!, [0x3a, 0x3f, 0x47], 16), `slot 2 shows ${colours[1]}`).toBe(true);
+
+    // Title and artist on click.
+    const work = (await page.evaluate(`(() => { const v = window.museumViewer; const p = v.focusSlot(v.hang.hung[2].slot); const r = v.canvasRect(); return { x: r.left + p.x, y: r.top + p.y }; })()`)) as { x: number; y: number };
+    await page.mouse.click(work.x, work.y);
+    const record = await page.locator('#record').innerText();
+    expect(record).toContain('Guest work 1');
+    expect(record).toContain('Visiting Artist');
 
     // The live visitor count (this page is listening).
     await pageUntil(page, `/\\d+ visitors? in the museum now/.test(document.getElementById('visitors').textContent)`, 10_000);
