@@ -8,7 +8,12 @@
  *    API's 502 `UPSTREAM` error: if a route lets it escape, the client sees the generic envelope,
  *    never upstream text. The detail goes to the log only;
  *  - streams (SSE) get a deadline for the response head, then an idle timeout between frames
- *    instead of an overall deadline (streams may run for minutes).
+ *    instead of an overall deadline (streams may run for minutes), and bounds on a frame's size
+ *    and on the whole stream's size (a hostile upstream cannot make us buffer gigabytes);
+ *  - every deadline fires whatever the garbage collector does: once a response head arrived,
+ *    cancellation goes to the body's reader directly. (fetch links an abort signal to its request
+ *    through a weak reference: after a collection, aborting the signal no longer reaches a pending
+ *    body read, which then waits for undici's own 300 s body timeout.)
  */
 import type { Logger } from 'pino';
 import { HttpError } from '../errors.ts';
@@ -68,6 +73,10 @@ export interface JsonResult {
 export interface StreamOptions extends Omit<CallOptions, 'accept'> {
   /** End the stream with a timeout failure when nothing arrives for this long. */
   idleMs: number;
+  /** Longest frame, in characters: a longer one fails the stream (`body`). Default 2 MiB. */
+  maxFrameChars?: number;
+  /** Largest whole stream body, in bytes: past it the stream fails (`body`). Default: the client's `maxBytes`. */
+  maxTotalBytes?: number;
 }
 
 /** An open SSE stream: raw frames (each ending with a blank line) as they arrive; `close()` cancels it. */
@@ -78,6 +87,7 @@ export interface SseStream extends AsyncIterable<string> {
 }
 
 const DEFAULT_MAX_BYTES = 32 * 1024 * 1024;
+const DEFAULT_MAX_FRAME_CHARS = 2 * 1024 * 1024;
 
 class Deadline extends Error {}
 
@@ -121,9 +131,9 @@ export class UpstreamHttp {
       }
       let text: string;
       try {
-        text = await readText(response, this.maxBytes);
+        text = (await readBody(response, this.maxBytes, signal)).toString('utf8');
       } catch (err) {
-        if (err instanceof TooLarge) throw this.failure('body', `${path}: body over ${this.maxBytes} bytes`);
+        if (err instanceof BodyTooLarge) throw this.failure('body', `${path}: body over ${this.maxBytes} bytes`);
         throw this.failed(err, path, timedOut(), timeoutMs, options.signal);
       }
       try {
@@ -143,13 +153,20 @@ export class UpstreamHttp {
    */
   async stream(path: string, options: StreamOptions): Promise<SseStream> {
     const headTimeoutMs = options.timeoutMs ?? this.timeoutMs;
+    const maxFrameChars = options.maxFrameChars ?? DEFAULT_MAX_FRAME_CHARS;
+    const maxTotalBytes = options.maxTotalBytes ?? this.maxBytes;
     const controller = new AbortController();
-    let cancelled = false;
-    let idle = false;
-    const onCallerAbort = () => {
-      cancelled = true;
-      controller.abort();
+    let state = 'open' as 'open' | 'cancelled' | 'idle';
+    let reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
+    // Before the head, aborting fetch's signal is what stops it; after, the reader is cancelled
+    // directly (see the module comment: the signal may no longer reach the body).
+    const stop = (why: 'cancelled' | 'idle') => {
+      if (state !== 'open') return;
+      state = why;
+      if (reader) reader.cancel().catch(() => undefined);
+      else controller.abort();
     };
+    const onCallerAbort = () => stop('cancelled');
     if (options.signal?.aborted) onCallerAbort();
     options.signal?.addEventListener('abort', onCallerAbort, { once: true });
     const detach = () => options.signal?.removeEventListener('abort', onCallerAbort);
@@ -167,69 +184,66 @@ export class UpstreamHttp {
     } finally {
       clearTimeout(headTimer);
     }
-    if (response.status !== 200 || !response.body) {
+    const refuse = async (error: UpstreamError): Promise<never> => {
       detach();
       await response.body?.cancel().catch(() => undefined);
-      throw this.failure('status', `${options.method ?? 'POST'} ${path} answered ${response.status}`, response.status);
+      throw error;
+    };
+    if (state === 'cancelled') return refuse(new UpstreamError(this.service, 'aborted', `${path}: cancelled by the caller`));
+    if (response.status !== 200 || !response.body) {
+      return refuse(this.failure('status', `${options.method ?? 'POST'} ${path} answered ${response.status}`, response.status));
     }
     const type = response.headers.get('content-type') ?? '';
     if (!/^text\/event-stream\b/i.test(type)) {
-      detach();
-      await response.body.cancel().catch(() => undefined);
-      throw this.failure('body', `${options.method ?? 'POST'} ${path} answered ${JSON.stringify(type)} instead of an event stream`);
+      return refuse(this.failure('body', `${options.method ?? 'POST'} ${path} answered ${JSON.stringify(type)} instead of an event stream`));
     }
-    const body = response.body;
+    const bodyReader = (reader = response.body.getReader());
     const self = this;
     async function* frames(): AsyncGenerator<string> {
-      const reader = body.getReader();
       const decoder = new TextDecoder();
-      let buffer = '';
-      let carriageReturn = false; // a chunk ended in \r: it may be the first half of \r\n
+      const splitter = new SseSplitter(maxFrameChars);
+      let total = 0;
       let timer: NodeJS.Timeout | undefined;
       const arm = () => {
         clearTimeout(timer);
-        timer = setTimeout(() => {
-          idle = true;
-          controller.abort();
-        }, options.idleMs);
+        timer = setTimeout(() => stop('idle'), options.idleMs);
       };
+      const silent = () => self.failure('timeout', `${path}: stream silent for ${options.idleMs} ms`);
       try {
         arm();
         for (;;) {
-          let chunk: Awaited<ReturnType<typeof reader.read>>;
+          let chunk: Awaited<ReturnType<typeof bodyReader.read>>;
           try {
-            chunk = await reader.read();
+            chunk = await bodyReader.read();
           } catch (err) {
-            if (cancelled) return;
-            throw idle
-              ? self.failure('timeout', `${path}: stream silent for ${options.idleMs} ms`)
-              : self.failure('network', `${path}: stream interrupted (${causeOf(err)})`);
+            if (state === 'cancelled') return;
+            throw state === 'idle' ? silent() : self.failure('network', `${path}: stream interrupted (${causeOf(err)})`);
           }
+          // A cancelled reader reads as the end of the body.
+          if (state === 'idle') throw silent();
+          if (state === 'cancelled') return;
           if (chunk.done) break;
           arm();
-          // SSE allows CR, LF and CRLF line ends; frames are passed on with LF only.
-          let text = decoder.decode(chunk.value, { stream: true });
-          if (carriageReturn) text = `\r${text}`;
-          carriageReturn = text.endsWith('\r');
-          if (carriageReturn) text = text.slice(0, -1);
-          buffer += text.replace(/\r\n?/g, '\n');
-          let end: number;
-          while ((end = buffer.indexOf('\n\n')) !== -1) {
-            const frame = buffer.slice(0, end + 2);
-            buffer = buffer.slice(end + 2);
-            if (frame.trim() !== '') yield frame;
+          total += chunk.value.byteLength;
+          if (total > maxTotalBytes) throw self.failure('body', `${path}: stream over ${maxTotalBytes} bytes`);
+          let split: string[];
+          try {
+            split = splitter.push(decoder.decode(chunk.value, { stream: true }));
+          } catch (err) {
+            if (err instanceof FrameTooLarge) throw self.failure('body', `${path}: SSE frame over ${maxFrameChars} characters`);
+            throw err;
           }
-          if (buffer.length > self.maxBytes) throw self.failure('body', `${path}: SSE frame over ${self.maxBytes} bytes`);
+          for (const frame of split) yield frame;
         }
-        const rest = (buffer + decoder.decode() + (carriageReturn ? '\n' : '')).trim();
-        if (rest !== '') yield `${rest}\n\n`;
+        const rest = splitter.end(decoder.decode());
+        if (rest !== null) yield rest;
       } finally {
         clearTimeout(timer);
         detach();
         // Leaving early (consumer stopped, error) cancels the upstream request.
-        if (!controller.signal.aborted) {
-          reader.cancel().catch(() => undefined);
-          controller.abort();
+        if (state === 'open') {
+          state = 'cancelled';
+          bodyReader.cancel().catch(() => undefined);
         }
       }
     }
@@ -237,12 +251,12 @@ export class UpstreamHttp {
     return {
       [Symbol.asyncIterator]: () => iterator,
       close() {
-        if (controller.signal.aborted) return;
-        cancelled = true;
-        controller.abort();
+        // Also ends an iterator that has not started: its reader would otherwise never be released.
+        stop('cancelled');
+        void response; // the stream holds its Response for as long as it is open
       },
       get cancelled() {
-        return cancelled;
+        return state === 'cancelled';
       },
     };
   }
@@ -284,35 +298,127 @@ export class UpstreamHttp {
   }
 }
 
-class TooLarge extends Error {}
+export class BodyTooLarge extends Error {}
 
-async function readText(response: Response, maxBytes: number): Promise<string> {
+/**
+ * A response body, at most `maxBytes` (else BodyTooLarge). When `signal` fires the body's reader is
+ * cancelled directly and the read fails with the signal's reason: this holds after a garbage
+ * collection too, which a signal given to fetch alone does not.
+ */
+export async function readBody(response: Response, maxBytes: number, signal?: AbortSignal): Promise<Buffer> {
   const declared = Number(response.headers.get('content-length') ?? NaN);
   if (declared > maxBytes) {
     await response.body?.cancel().catch(() => undefined);
-    throw new TooLarge();
+    throw new BodyTooLarge();
   }
-  if (!response.body) return '';
+  if (!response.body) return Buffer.alloc(0);
+  const reader = response.body.getReader();
+  const cancel = () => reader.cancel().catch(() => undefined);
+  if (signal?.aborted) cancel();
+  signal?.addEventListener('abort', cancel, { once: true });
   const chunks: Uint8Array[] = [];
   let total = 0;
-  for await (const chunk of response.body) {
-    total += chunk.byteLength;
-    if (total > maxBytes) throw new TooLarge();
-    chunks.push(chunk);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (signal?.aborted) throw signal.reason ?? new Deadline();
+      if (done) break;
+      total += value.byteLength;
+      if (total > maxBytes) throw new BodyTooLarge();
+      chunks.push(value);
+    }
+  } catch (err) {
+    cancel();
+    throw err;
+  } finally {
+    signal?.removeEventListener('abort', cancel);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
 }
 
-/** A signal that fires after `ms` or when the caller's signal fires. */
-function deadline(ms: number, caller?: AbortSignal): { signal: AbortSignal; cancel: () => void; timedOut: () => boolean } {
+class FrameTooLarge extends Error {}
+
+/**
+ * Splits decoded SSE text into frames (each ending with a blank line, LF line ends). Only the
+ * text that arrived is scanned for a frame end — never the whole pending frame again — and a
+ * pending frame longer than `maxFrameChars` throws FrameTooLarge, so neither time nor memory grows
+ * with a frame that never ends.
+ */
+export class SseSplitter {
+  /** The pending (unterminated) frame, in pieces. */
+  private parts: string[] = [];
+  private pending = 0;
+  /** The last piece ended with LF: an LF at the start of the next text ends the frame. */
+  private endsWithLf = false;
+  /** The last text ended with CR: it may be the first half of CRLF. */
+  private carriageReturn = false;
+
+  constructor(private readonly maxFrameChars: number) {}
+
+  /** Frames completed by `text` (blank frames dropped). */
+  push(input: string): string[] {
+    // SSE allows CR, LF and CRLF line ends; frames are passed on with LF only.
+    let text = this.carriageReturn ? `\r${input}` : input;
+    this.carriageReturn = text.endsWith('\r');
+    if (this.carriageReturn) text = text.slice(0, -1);
+    text = text.replace(/\r\n?/g, '\n');
+    const frames: string[] = [];
+    let start = 0;
+    if (this.endsWithLf && text.startsWith('\n')) {
+      this.emit(frames, '\n');
+      start = 1;
+    }
+    let end: number;
+    while ((end = text.indexOf('\n\n', start)) !== -1) {
+      this.emit(frames, text.slice(start, end + 2));
+      start = end + 2;
+    }
+    if (start < text.length) {
+      const rest = text.slice(start);
+      this.parts.push(rest);
+      this.pending += rest.length;
+      this.endsWithLf = rest.endsWith('\n');
+      if (this.pending > this.maxFrameChars) throw new FrameTooLarge();
+    }
+    return frames;
+  }
+
+  /** What is left when the body ends: a last frame without its blank line, or null. */
+  end(tail: string): string | null {
+    const rest = (this.parts.join('') + tail + (this.carriageReturn ? '\n' : '')).trim();
+    this.parts = [];
+    this.pending = 0;
+    return rest === '' ? null : `${rest}\n\n`;
+  }
+
+  private emit(frames: string[], last: string): void {
+    const frame = this.parts.length ? this.parts.join('') + last : last;
+    this.parts = [];
+    this.pending = 0;
+    this.endsWithLf = false;
+    if (frame.trim() !== '') frames.push(frame);
+  }
+}
+
+/**
+ * A signal that fires after `ms` or when the caller's signal fires. Linked by a listener on the
+ * caller's signal (a strong reference), not AbortSignal.any, whose result may be collected.
+ */
+export function deadline(ms: number, caller?: AbortSignal): { signal: AbortSignal; cancel: () => void; timedOut: () => boolean } {
   const controller = new AbortController();
   let timedOut = false;
   const timer = setTimeout(() => {
     timedOut = true;
     controller.abort(new Deadline());
   }, ms);
-  const signal = caller ? AbortSignal.any([controller.signal, caller]) : controller.signal;
-  return { signal, cancel: () => clearTimeout(timer), timedOut: () => timedOut };
+  const onCallerAbort = () => controller.abort(caller!.reason);
+  if (caller?.aborted) onCallerAbort();
+  else caller?.addEventListener('abort', onCallerAbort, { once: true });
+  const cancel = () => {
+    clearTimeout(timer);
+    caller?.removeEventListener('abort', onCallerAbort);
+  };
+  return { signal: controller.signal, cancel, timedOut: () => timedOut };
 }
 
 function causeOf(err: unknown): string {

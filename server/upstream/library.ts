@@ -2,7 +2,8 @@
  * The Library: a Cortex-style retrieval Q&A service (decisions: upstream services).
  *   POST /api/ask          → { question?, answer, sources, graph_context? }
  *   POST /api/ask/stream   → SSE `data: {json}` frames, `: ping` comments, `{done:true}` possibly
- *                            followed by `memory_update` (internal to the Library; not passed on)
+ *                            followed by `memory_update` (the conversation memory a client keeps
+ *                            for its next question) and, on rolling restarts, `event: shutdown`
  *   POST /api/search       → { query?, results, total_results }
  *   GET  /api/collections  → [collection] or { collections: [collection] }
  * Auth: `X-API-Key`. The request bodies use the API's own field names.
@@ -10,9 +11,13 @@
 import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { z } from 'zod';
-import { parseSseFrame, type SseStream, UpstreamError, UpstreamHttp } from './http.ts';
+import { deadline, parseSseFrame, type SseStream, UpstreamError, UpstreamHttp } from './http.ts';
 
 export const LIBRARY_SERVICE = 'Library';
+/** Longest answer frame we take (characters): a `sources` frame of 20 excerpts is a few tens of KB. */
+export const LIBRARY_MAX_FRAME_CHARS = 2 * 1024 * 1024;
+/** Largest whole answer stream (bytes): past it the answer fails with 502 (or the stream ends). */
+export const LIBRARY_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 /** Spec: the last 20 turns of conversation_history are kept. */
 export const HISTORY_TURNS = 20;
 
@@ -135,13 +140,16 @@ export interface LibraryClientOptions {
   /** A stream silent (no frame, no heartbeat) for this long is ended. */
   streamIdleMs: number;
   log?: Logger;
+  /** Bounds of an answer stream (defaults LIBRARY_MAX_FRAME_CHARS, LIBRARY_MAX_ANSWER_BYTES). */
+  maxFrameChars?: number;
+  maxAnswerBytes?: number;
 }
 
 export interface LibraryCall {
   signal?: AbortSignal;
 }
 
-/** Frames of an answer as they arrive, up to and including `{done:true}`. */
+/** Frames of an answer as they arrive, until the upstream closes (`memory_update` and `event: shutdown` after `done` included). */
 export type LibraryStream = SseStream;
 
 export class LibraryClient {
@@ -174,31 +182,20 @@ export class LibraryClient {
 
   /**
    * Open an answer stream. Resolves once the upstream accepted the request (failures before that
-   * throw `UpstreamError`); iterate for raw SSE frames (`data: …` and `: ping` comments). The
-   * stream ends after `{done:true}`; `close()` (or the caller's signal) cancels the upstream request.
+   * throw `UpstreamError`); iterate for raw SSE frames (`data: …`, `event: …` and `: ping`
+   * comments), every one until the upstream closes — `{done:true}` is not the end: `memory_update`
+   * and `event: shutdown` may follow — within the idle timeout; `close()` (or the caller's signal)
+   * cancels the upstream request.
    */
-  async askStream(request: LibraryAskRequest, call: LibraryCall = {}): Promise<LibraryStream> {
-    const upstream = await this.http.stream('/api/ask/stream', {
+  askStream(request: LibraryAskRequest, call: LibraryCall = {}): Promise<LibraryStream> {
+    return this.http.stream('/api/ask/stream', {
       method: 'POST',
       body: request,
       signal: call.signal,
       idleMs: this.options.streamIdleMs,
+      maxFrameChars: this.options.maxFrameChars ?? LIBRARY_MAX_FRAME_CHARS,
+      maxTotalBytes: this.options.maxAnswerBytes ?? LIBRARY_MAX_ANSWER_BYTES,
     });
-    async function* untilDone(): AsyncGenerator<string> {
-      for await (const frame of upstream) {
-        yield frame;
-        // Cheap test first: only frames mentioning "done" are parsed.
-        if (frame.includes('"done"') && isDone(parseSseFrame(frame).data)) return;
-      }
-    }
-    const frames = untilDone();
-    return {
-      [Symbol.asyncIterator]: () => frames,
-      close: () => upstream.close(),
-      get cancelled() {
-        return upstream.cancelled;
-      },
-    };
   }
 
   async search(request: LibrarySearchRequest, call: LibraryCall = {}): Promise<LibrarySearchResult> {
@@ -227,42 +224,48 @@ export class LibraryClient {
     return this.http.failure('body', `${path}: unexpected response shape`);
   }
 
-  /** Read a whole answer stream into a LibraryAnswer, within the request/response deadline. */
+  /**
+   * Read an answer stream into a LibraryAnswer, up to `{done:true}` (what follows is for streaming
+   * clients), within the request/response deadline and the stream's size bounds.
+   */
   private async collect(request: LibraryAskRequest, call: LibraryCall): Promise<LibraryAnswer> {
-    const deadline = new AbortController();
-    let timedOut = false;
-    const timer = setTimeout(() => {
-      timedOut = true;
-      deadline.abort();
-    }, this.options.timeoutMs);
-    const signal = call.signal ? AbortSignal.any([call.signal, deadline.signal]) : deadline.signal;
+    const timeoutMs = this.options.timeoutMs;
+    const { signal, cancel, timedOut } = deadline(timeoutMs, call.signal);
+    const tooSlow = () => this.http.failure('timeout', `/api/ask/stream: no complete answer within ${timeoutMs} ms`);
     const answer: LibraryAnswer = { question: request.question, answer: '', sources: [] };
     let done = false;
     try {
       const stream = await this.askStream(request, { signal });
-      for await (const frame of stream) {
-        const event = parseSseFrame(frame).data;
-        if (typeof event !== 'object' || event === null) continue;
-        const e = event as Record<string, unknown>;
-        if (typeof e.content === 'string') answer.answer += e.content;
-        if (Array.isArray(e.sources)) {
-          const sources = z.array(UpstreamSource).safeParse(e.sources);
-          if (!sources.success) throw this.garbage('/api/ask/stream');
-          answer.sources = sources.data.map(toSource);
+      try {
+        for await (const frame of stream) {
+          const event = parseSseFrame(frame).data;
+          if (typeof event !== 'object' || event === null) continue;
+          const e = event as Record<string, unknown>;
+          if (typeof e.content === 'string') answer.answer += e.content;
+          if (Array.isArray(e.sources)) {
+            const sources = z.array(UpstreamSource).safeParse(e.sources);
+            if (!sources.success) throw this.garbage('/api/ask/stream');
+            answer.sources = sources.data.map(toSource);
+          }
+          if (typeof e.graph_context === 'object' && e.graph_context !== null) answer.graph_context = e.graph_context as Record<string, unknown>;
+          if (isDone(e)) {
+            done = true;
+            break;
+          }
         }
-        if (typeof e.graph_context === 'object' && e.graph_context !== null) answer.graph_context = e.graph_context as Record<string, unknown>;
-        if (isDone(e)) done = true;
+      } finally {
+        stream.close();
       }
     } catch (err) {
-      if (timedOut) throw this.http.failure('timeout', `/api/ask/stream: no complete answer within ${this.options.timeoutMs} ms`);
+      if (timedOut()) throw tooSlow();
       throw err;
     } finally {
-      clearTimeout(timer);
+      cancel();
     }
-    if (timedOut) throw this.http.failure('timeout', `/api/ask/stream: no complete answer within ${this.options.timeoutMs} ms`);
+    if (done) return answer;
+    if (timedOut()) throw tooSlow();
     if (call.signal?.aborted) throw new UpstreamError(LIBRARY_SERVICE, 'aborted', '/api/ask/stream: cancelled by the caller');
-    if (!done) throw this.http.failure('body', '/api/ask/stream: the stream ended before done');
-    return answer;
+    throw this.http.failure('body', '/api/ask/stream: the stream ended before done');
   }
 }
 

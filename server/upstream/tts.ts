@@ -7,7 +7,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import type { Logger } from 'pino';
-import { UpstreamError } from './http.ts';
+import { BodyTooLarge, deadline, readBody, UpstreamError } from './http.ts';
 
 export const SPEECH_SERVICE = 'speech engine';
 
@@ -33,8 +33,15 @@ export class OpenAiSpeech implements SpeechEngine {
 
   async synthesize(text: string, call: { voice?: string; signal?: AbortSignal } = {}): Promise<Buffer> {
     const url = `${this.options.baseUrl.replace(/\/+$/, '')}/audio/speech`;
-    const deadline = AbortSignal.timeout(this.options.timeoutMs);
-    const signal = call.signal ? AbortSignal.any([deadline, call.signal]) : deadline;
+    const { signal, cancel, timedOut } = deadline(this.options.timeoutMs, call.signal);
+    try {
+      return await this.request(url, text, call.voice, signal, timedOut);
+    } finally {
+      cancel();
+    }
+  }
+
+  private async request(url: string, text: string, voice: string | undefined, signal: AbortSignal, timedOut: () => boolean): Promise<Buffer> {
     const fail = (reason: UpstreamError['reason'], detail: string, status?: number) => {
       this.options.log?.warn({ upstream: SPEECH_SERVICE, reason, detail, status }, 'upstream call failed');
       return new UpstreamError(SPEECH_SERVICE, reason, detail, status);
@@ -48,30 +55,24 @@ export class OpenAiSpeech implements SpeechEngine {
           accept: 'audio/mpeg',
           ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
         },
-        body: JSON.stringify({ model: this.options.model, input: text, voice: call.voice ?? this.options.voice, response_format: 'mp3' }),
+        body: JSON.stringify({ model: this.options.model, input: text, voice: voice ?? this.options.voice, response_format: 'mp3' }),
         signal,
         redirect: 'error',
       });
     } catch (err) {
-      throw deadline.aborted ? fail('timeout', `no answer within ${this.options.timeoutMs} ms`) : fail('network', String((err as Error).cause ?? err));
+      throw timedOut() ? fail('timeout', `no answer within ${this.options.timeoutMs} ms`) : fail('network', String((err as Error).cause ?? err));
     }
     if (response.status !== 200 || !response.body) {
       await response.body?.cancel().catch(() => undefined);
       throw fail('status', `/audio/speech answered ${response.status}`, response.status);
     }
-    const chunks: Uint8Array[] = [];
-    let total = 0;
+    let audio: Buffer;
     try {
-      for await (const chunk of response.body) {
-        total += chunk.byteLength;
-        if (total > MAX_AUDIO_BYTES) throw fail('body', `/audio/speech: more than ${MAX_AUDIO_BYTES} bytes`);
-        chunks.push(chunk);
-      }
+      audio = await readBody(response, MAX_AUDIO_BYTES, signal);
     } catch (err) {
-      if (err instanceof UpstreamError) throw err;
-      throw deadline.aborted ? fail('timeout', `audio not complete within ${this.options.timeoutMs} ms`) : fail('network', 'audio interrupted');
+      if (err instanceof BodyTooLarge) throw fail('body', `/audio/speech: more than ${MAX_AUDIO_BYTES} bytes`);
+      throw timedOut() ? fail('timeout', `audio not complete within ${this.options.timeoutMs} ms`) : fail('network', 'audio interrupted');
     }
-    const audio = Buffer.concat(chunks);
     if (!looksLikeMp3(audio)) throw fail('body', '/audio/speech: the body is not mp3 audio');
     return audio;
   }

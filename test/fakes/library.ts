@@ -4,14 +4,19 @@
  *                          → { question, answer, sources, graph_context? }
  *   POST /api/ask/stream   same body → SSE: [{thinking}, {sub_questions}] (agentic), {content} chunks
  *                          with `: ping` comments between them, {sources}, {graph_context} (use_graph),
- *                          {done: true}, then {memory_update} — the Library's own bookkeeping
+ *                          {done: true}, then {memory_update} (the conversation memory a client keeps)
+ *                          — at once, or later (`answerWith({ kind: 'tail' })`, optionally with an
+ *                          `event: shutdown` frame as on a rolling restart)
+ * Hostile answers (`answerWith`): a flood of huge content frames, or one frame that never ends;
+ * the generic faults (stall after N frames, reset, 5xx…) apply too.
  *   POST /api/search       { query, top_k, collection_id? } → { query, results, total_results }
  *   GET  /api/collections  → [{ id, name, description, document_count, entity_count }]
  * Auth: `X-API-Key` (401 otherwise). Invalid bodies: 422, as FastAPI answers.
  * Answers are deterministic: the same question gives the same frames.
  */
+import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { type FakeServer, sendJson, sleep, startFakeServer } from './faults.ts';
+import { type FakeServer, type FrameWriter, sendJson, sleep, startFakeServer } from './faults.ts';
 
 export interface LibraryDocument {
   document_id: string;
@@ -28,14 +33,27 @@ export interface LibraryFakeOptions {
   pingEvery?: number;
 }
 
+/** How `/api/ask/stream` answers (default: the deterministic frames, memory_update right after done). */
+export type StreamBehaviour =
+  /** memory_update `delayMs` after done, then (`shutdown`) an `event: shutdown` frame, then the end. */
+  | { kind: 'tail'; delayMs: number; shutdown?: boolean }
+  /** Content frames of `frameChars` characters each, `frames` of them (default: until the client leaves). */
+  | { kind: 'flood'; frameChars: number; frames?: number }
+  /** `before` ordinary frames, then one frame of `chars` characters that never ends (sent in 64 KB pieces; the body then ends). */
+  | { kind: 'unterminated'; chars: number; before?: number };
+
+export const SHUTDOWN_FRAME = 'event: shutdown\ndata: {"reason":"restart"}\n\n';
+
 export interface LibraryFake extends FakeServer {
   documents: LibraryDocument[];
   collections: Array<{ id: string; name: string; description: string | null; document_count: number; entity_count: number }>;
   /** Pause every stream after `frames` frames until `release()` (to observe a stream in flight). */
   hold(frames: number): void;
   release(): void;
-  /** The frames a stream answer to `body` consists of, as the fake sends them. */
+  /** The frames a stream answer to `body` consists of, as the fake sends them by default. */
   framesFor(body: AskBody): string[];
+  /** Answer streams this way from now on (null: the default). */
+  answerWith(behaviour: StreamBehaviour | null): void;
 }
 
 interface AskBody {
@@ -87,6 +105,7 @@ export async function startFakeLibrary(options: LibraryFakeOptions = {}): Promis
   let holdAt = Infinity;
   let released: () => void = () => undefined;
   let gate = Promise.resolve();
+  let behaviour: StreamBehaviour | null = null;
 
   const framesFor = (body: AskBody): string[] => {
     const a = answerFor(body);
@@ -132,12 +151,16 @@ export async function startFakeLibrary(options: LibraryFakeOptions = {}): Promis
       const body = parseAsk(res, req.body);
       if (!body) return;
       const out = frames();
+      const b = behaviour;
+      if (b?.kind === 'flood' || b?.kind === 'unterminated') return hostileStream(res, out, b, framesFor(body));
       const list = framesFor(body);
       for (let i = 0; i < list.length; i++) {
         if (i === holdAt) await gate;
         if (options.frameDelayMs) await sleep(options.frameDelayMs);
+        if (b?.kind === 'tail' && i === list.length - 1) await sleep(b.delayMs); // memory_update comes later
         if (!out.frame(list[i]!)) return; // client gone, or a stall/reset fault
       }
+      if (b?.kind === 'tail' && b.shutdown && !out.frame(SHUTDOWN_FRAME)) return;
       out.end();
       return;
     }
@@ -167,5 +190,31 @@ export async function startFakeLibrary(options: LibraryFakeOptions = {}): Promis
       released();
     },
     framesFor,
+    answerWith(next: StreamBehaviour | null) {
+      behaviour = next;
+    },
   });
+}
+
+/** Write as fast as the peer reads (never buffering more than one piece); false once it is gone. */
+async function send(res: ServerResponse, out: FrameWriter, text: string): Promise<boolean> {
+  if (!out.frame(text)) return false;
+  if (res.writableNeedDrain) {
+    const settled = new AbortController();
+    await Promise.race([once(res, 'drain', { signal: settled.signal }), once(res, 'close', { signal: settled.signal })]).finally(() => settled.abort());
+  }
+  return !res.destroyed;
+}
+
+async function hostileStream(res: ServerResponse, out: FrameWriter, b: Extract<StreamBehaviour, { kind: 'flood' | 'unterminated' }>, ordinary: string[]): Promise<void> {
+  if (b.kind === 'flood') {
+    const frame = `data: ${JSON.stringify({ content: 'x'.repeat(b.frameChars) })}\n\n`;
+    for (let i = 0; i < (b.frames ?? Infinity); i++) if (!(await send(res, out, frame))) return;
+  } else {
+    for (const frame of ordinary.slice(0, b.before ?? 0)) if (!(await send(res, out, frame))) return;
+    const piece = 64 * 1024;
+    if (!(await send(res, out, 'data: {"content":"'))) return;
+    for (let sent = 0; sent < b.chars; sent += piece) if (!(await send(res, out, 'x'.repeat(Math.min(piece, b.chars - sent))))) return;
+  }
+  out.end();
 }

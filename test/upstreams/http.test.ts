@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSseFrame, UpstreamError, UpstreamHttp } from '../../server/upstream/http.ts';
+import { parseSseFrame, SseSplitter, UpstreamError, UpstreamHttp } from '../../server/upstream/http.ts';
 import { type FakeServer, sendJson, sleep, startFakeServer } from '../fakes/faults.ts';
 
 let upstream: FakeServer;
@@ -91,5 +91,29 @@ describe('UpstreamHttp', () => {
 
   it('refuses a stream answered with something else than an event stream', async () => {
     expect(await client().stream('/json', { idleMs: 1_000 }).catch((e: UpstreamError) => e.reason)).toBe('body');
+  });
+});
+
+describe('SseSplitter', () => {
+  const text = 'data: {"a":1}\r\n\r\n: ping\n\nevent: shutdown\rdata: {}\r\rdata: {"b":"é"}\n\ndata: tail';
+  const expected = ['data: {"a":1}\n\n', ': ping\n\n', 'event: shutdown\ndata: {}\n\n', 'data: {"b":"é"}\n\n', 'data: tail\n\n'];
+
+  it('gives the same frames wherever the text is cut into chunks', () => {
+    for (let i = 0; i <= text.length; i++) {
+      for (let j = i; j <= text.length; j++) {
+        const splitter = new SseSplitter(1_000);
+        const frames = [...splitter.push(text.slice(0, i)), ...splitter.push(text.slice(i, j)), ...splitter.push(text.slice(j))];
+        const rest = splitter.end('');
+        expect([...frames, ...(rest === null ? [] : [rest])], `cut at ${i}, ${j}`).toEqual(expected);
+      }
+    }
+  });
+
+  it('refuses a pending frame longer than its bound, however it arrives', () => {
+    const splitter = new SseSplitter(100);
+    expect(splitter.push('data: ' + 'x'.repeat(50))).toEqual([]);
+    expect(() => splitter.push('x'.repeat(60))).toThrow();
+    const whole = new SseSplitter(100);
+    expect(() => whole.push('data: ' + 'x'.repeat(200) + '\n\n' + 'y'.repeat(101))).toThrow();
   });
 });
