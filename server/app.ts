@@ -14,6 +14,7 @@ import { Api } from './api.ts';
 import type { Config } from './config.ts';
 import { ContentStore } from './content.ts';
 import { accessLog } from './middleware/access-log.ts';
+import { guardConnections, refuseWithoutHost, serverOptions } from './middleware/connections.ts';
 import { cors } from './middleware/cors.ts';
 import { fileResponseHeaders } from './middleware/file-headers.ts';
 import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
@@ -106,14 +107,15 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   app.use(api.router.allowedMethods());
 
   const koaHandler = app.callback();
-  const server = createServer((req, res) => {
+  const server = createServer(serverOptions(config), (req, res) => {
+    if (refuseWithoutHost(req, res)) return;
     for (const fast of fastPaths) if (fast(req, res)) return;
     void koaHandler(req, res);
   });
   server.on('clientError', clientErrorResponder());
   server.keepAliveTimeout = 65_000;
-  // Streams (SSE) may run for minutes: no overall request timeout.
-  server.requestTimeout = 0;
+  // Bounded time to receive a request (not its response: streams run for minutes), connections per IP.
+  guardConnections(server, config, log);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());

@@ -66,6 +66,16 @@ const EnvSchema = z.object({
   PRESENCE_COALESCE_ABOVE: int(300, 0, 1_000_000),
   PRESENCE_COALESCE_MS: int(250, 10, 60_000),
   PRESENCE_KEEPALIVE_MS: int(25_000, 50, 3_600_000),
+  // Listeners per client IP (decisions), and how long a listener's socket may stay undrained
+  // (writes refused by a full buffer) before it is dropped.
+  PRESENCE_MAX_PER_IP: int(100, 1, 1_000_000),
+  PRESENCE_DRAIN_TIMEOUT_MS: int(30_000, 10, 3_600_000),
+  // Slow clients: the time to receive a request's headers, and its whole request (headers and
+  // body; responses such as event streams are not bounded by it), and open connections per socket
+  // address (0 = no cap; unset behind TRUST_PROXY, where every connection comes from the proxy).
+  HEADERS_TIMEOUT_MS: int(15_000, 100, 600_000),
+  REQUEST_TIMEOUT_MS: int(30_000, 100, 3_600_000),
+  MAX_CONNECTIONS_PER_IP: z.preprocess((v) => (v === '' || v === undefined ? undefined : Number(v)), z.number().int().min(0).max(1_000_000).optional()),
   // Operational overrides (tests, slow networks): one timeout for every request/response upstream
   // call instead of the defaults (characters 20 s, Library 120 s, souls 20 s), and how long a
   // Library stream may stay silent (no frame, no heartbeat) before we end it.
@@ -110,6 +120,13 @@ export interface Config {
   presenceCoalesceAbove: number;
   presenceCoalesceMs: number;
   presenceKeepaliveMs: number;
+  presenceMaxPerIp: number;
+  presenceDrainTimeoutMs: number;
+  /** Time to receive a request's headers / its whole request (headers and body). */
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  /** Open connections per socket address; 0 = no cap. */
+  maxConnectionsPerIp: number;
   guideAudioTtlMs: number;
   viewerMediaAllowHosts: string;
 }
@@ -172,6 +189,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     presenceCoalesceAbove: e.PRESENCE_COALESCE_ABOVE,
     presenceCoalesceMs: e.PRESENCE_COALESCE_MS,
     presenceKeepaliveMs: e.PRESENCE_KEEPALIVE_MS,
+    presenceMaxPerIp: e.PRESENCE_MAX_PER_IP,
+    presenceDrainTimeoutMs: e.PRESENCE_DRAIN_TIMEOUT_MS,
+    // node requires headers ≤ request timeout.
+    headersTimeoutMs: Math.min(e.HEADERS_TIMEOUT_MS, e.REQUEST_TIMEOUT_MS),
+    requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+    maxConnectionsPerIp: e.MAX_CONNECTIONS_PER_IP ?? (e.TRUST_PROXY ? 0 : 256),
     guideAudioTtlMs: e.GUIDE_AUDIO_TTL_S * 1000,
     viewerMediaAllowHosts: e.VIEWER_MEDIA_ALLOW_HOSTS,
   };

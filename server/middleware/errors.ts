@@ -1,14 +1,17 @@
 /**
  * The error envelope: every failure leaves as `{ errors: [{ message, extensions: { code } }] }`
  * with the right status. Unexpected exceptions become a generic 500 (the detail is logged with
- * the request id, never sent). Unmatched routes become 404.
+ * the request id, never sent). Unmatched routes become 404. A refused request whose body has not
+ * been read (401, 429, 413…) is answered without reading it, and its connection closed. A client
+ * that hung up before sending its whole request is logged as such (status 499), not as a failure.
  */
 import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
-import { codeForStatus, envelope, HttpError } from '../errors.ts';
+import { codeForStatus, envelope, type ErrorCode, HttpError } from '../errors.ts';
 
 const CLIENT_MESSAGES: Record<number, string> = {
   400: 'Bad request',
@@ -39,6 +42,14 @@ export function errorEnvelope(log: Logger) {
         }
       }
     } catch (err) {
+      if (clientLeft(err, ctx.req)) {
+        log.info({ requestId: ctx.state.requestId, method: ctx.method, url: ctx.url }, 'client left before sending its whole request');
+        ctx.status = CLIENT_CLOSED_REQUEST;
+        ctx.respond = false;
+        return;
+      }
+      // Never read a refused request's body: answer, then close (the client may still be sending).
+      if (bodyUnread(ctx.req)) ctx.set('Connection', 'close');
       if (err instanceof HttpError) {
         ctx.status = err.status;
         ctx.set(err.headers);
@@ -59,6 +70,59 @@ export function errorEnvelope(log: Logger) {
   };
 }
 
+/** nginx's "client closed request": logged, never sent (nobody is there to read it). */
+export const CLIENT_CLOSED_REQUEST = 499;
+
+/** The request failed because its client went away before the request was complete. */
+function clientLeft(err: unknown, req: IncomingMessage): boolean {
+  if (req.complete) return false;
+  const code = (err as NodeJS.ErrnoException)?.code;
+  return code === 'ECONNRESET' || code === 'ERR_STREAM_PREMATURE_CLOSE' || req.destroyed;
+}
+
+/** The request announces a body that has not been received and read yet. */
+function bodyUnread(req: IncomingMessage): boolean {
+  if (req.complete && req.readableLength === 0) return false;
+  return Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+}
+
+/** The headers and body of an error answered before Koa: the envelope, a fresh request id, CORS, `Connection: close`. */
+function errorAnswer(status: number, message: string, code: ErrorCode, headers: Record<string, string>) {
+  const body = JSON.stringify(envelope(message, code));
+  return {
+    body,
+    headers: {
+      'Content-Type': 'application/json; charset=utf-8',
+      'Content-Length': String(Buffer.byteLength(body)),
+      'X-Request-Id': randomUUID(),
+      'Access-Control-Allow-Origin': '*',
+      ...headers,
+      Connection: 'close',
+    },
+  };
+}
+
+/** A whole error answer as raw HTTP/1.1 bytes, for sockets with no response object (parser errors, refused connections). */
+export function rawErrorResponse(status: number, message: string, code = codeForStatus(status), headers: Record<string, string> = {}): string {
+  const answer = errorAnswer(status, message, code, headers);
+  const head = Object.entries(answer.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head}\r\n${answer.body}`;
+}
+
+/** The same answer through node's response object (requests node refuses before Koa sees them); the connection closes after it. */
+export function sendErrorAndClose(res: ServerResponse, status: number, message: string, code = codeForStatus(status)): void {
+  const answer = errorAnswer(status, message, code, {});
+  res.writeHead(status, answer.headers);
+  res.end(answer.body);
+}
+
+/** Send `response` and close the connection, without waiting for a peer that keeps sending. */
+export function answerAndClose(socket: Duplex, response: string): void {
+  socket.end(response);
+  // A peer still sending keeps a half-closed socket open: destroy it once the answer had its chance.
+  setTimeout(() => socket.destroy(), 2_000).unref();
+}
+
 /**
  * Requests node's HTTP parser rejects (invalid header bytes, oversized headers, bad framing) never
  * reach Koa; answer them with the envelope too instead of node's bare status line.
@@ -70,13 +134,10 @@ export function clientErrorResponder() {
       socket.destroy();
       return;
     }
-    const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-    const body = JSON.stringify(envelope(status === 431 ? 'Request headers too large' : 'Bad request', codeForStatus(status)));
-    socket.end(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n` +
-        `Content-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-        `X-Request-Id: ${randomUUID()}\r\nAccess-Control-Allow-Origin: *\r\nConnection: close\r\n\r\n${body}`,
-    );
+    const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || err.code === 'ERR_HTTP_HEADERS_TIMEOUT';
+    const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : timedOut ? 408 : 400;
+    const message = status === 431 ? 'Request headers too large' : timedOut ? 'Request not received in time' : 'Bad request';
+    answerAndClose(socket, rawErrorResponse(status, message));
   };
 }
 

@@ -1,0 +1,72 @@
+/**
+ * Guards of the HTTP server itself, below Koa: what a client can hold without sending a request.
+ *  - Time to receive a request: its headers (`headersTimeout`) and the whole request, body included
+ *    (`requestTimeout`). Both stop counting once the request is received, so a response that runs
+ *    for minutes (event streams) is not affected. A late request is answered 408 and closed.
+ *  - Open connections per socket address (`maxConnectionsPerIp`): one more is answered 503 `BUSY`
+ *    and closed before any request is read. Behind TRUST_PROXY every connection comes from the
+ *    proxy, so the cap is off unless set.
+ *  - Requests node refuses before Koa — an HTTP/1.1 request without `Host`, an `Expect` other than
+ *    `100-continue` — get the error envelope with a request id instead of node's empty 400/417.
+ */
+import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
+import { answerAndClose, rawErrorResponse, sendErrorAndClose } from './errors.ts';
+
+export interface ConnectionLimits {
+  headersTimeoutMs: number;
+  requestTimeoutMs: number;
+  /** 0 = no cap. */
+  maxConnectionsPerIp: number;
+}
+
+/** Options for `createServer`: we check Host ourselves (to answer with the envelope), and how often timeouts are checked. */
+export function serverOptions(limits: ConnectionLimits): ServerOptions {
+  return {
+    requireHostHeader: false,
+    // node checks both timeouts on this interval (default 30 s): a late request is closed within it.
+    connectionsCheckingInterval: Math.min(5_000, Math.max(100, Math.floor(Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 4))),
+  };
+}
+
+export function guardConnections(server: Server, limits: ConnectionLimits, log: Logger): void {
+  server.headersTimeout = limits.headersTimeoutMs;
+  server.requestTimeout = limits.requestTimeoutMs;
+  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
+    sendErrorAndClose(res, 417, 'Unsupported Expect header (only 100-continue is)', 'BAD_REQUEST');
+  });
+  if (limits.maxConnectionsPerIp > 0) capConnectionsPerIp(server, limits.maxConnectionsPerIp, log);
+}
+
+function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
+  const open = new Map<string, number>();
+  const refusal = rawErrorResponse(503, 'Too many open connections from this address', 'BUSY', { 'Retry-After': '30' });
+  let refusedLogged = 0;
+  server.on('connection', (socket: Socket) => {
+    const ip = socket.remoteAddress ?? 'unknown';
+    const count = open.get(ip) ?? 0;
+    if (count >= max) {
+      // One line per minute at most: a flood must not flood the log too.
+      if (Date.now() - refusedLogged > 60_000) {
+        refusedLogged = Date.now();
+        log.warn({ ip, open: count, max }, 'connection refused: too many open connections from this address');
+      }
+      answerAndClose(socket, refusal);
+      return;
+    }
+    open.set(ip, count + 1);
+    socket.once('close', () => {
+      const left = (open.get(ip) ?? 1) - 1;
+      if (left <= 0) open.delete(ip);
+      else open.set(ip, left);
+    });
+  });
+}
+
+/** An HTTP/1.1 request without Host (RFC 9112: 400): answered here with the envelope; true when it was. */
+export function refuseWithoutHost(req: IncomingMessage, res: ServerResponse): boolean {
+  if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return false;
+  sendErrorAndClose(res, 400, 'The Host header is required');
+  return true;
+}
