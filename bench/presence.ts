@@ -75,6 +75,9 @@ async function runOurServer(): Promise<void> {
     STATE_DB: join(tmp, 'state.db'),
     LOG_LEVEL: 'silent',
     PRESENCE_CAPACITY: String(LISTENERS * 2),
+    // Every bench client is on 127.0.0.1: lift the per-IP caps.
+    PRESENCE_MAX_PER_IP: String(LISTENERS * 2),
+    MAX_CONNECTIONS_PER_IP: '0',
     REDIS_URL: process.env.REDIS_URL ?? '',
   });
   const server = await startServer(config, { log: pino({ level: 'silent' }) });

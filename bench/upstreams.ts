@@ -56,6 +56,7 @@ async function runServer(): Promise<void> {
     LOG_LEVEL: 'silent',
     CHARACTERS_UPSTREAM_URL: upstreams.characters,
     LIBRARY_UPSTREAM_URL: upstreams.library,
+    MAX_CONNECTIONS_PER_IP: '0', // every bench client is on 127.0.0.1
   });
   const server = await startServer(config, { log: pino({ level: 'silent' }) });
   const keys = await server.services.keys.createMany(Array.from({ length: KEY_POOL }, (_, i) => `bench-${i}`));

@@ -5,7 +5,11 @@
  *   socket directly: no per-listener JSON, no per-listener chunk-header allocations.
  * - A listener is a socket with a bounded userland buffer: a listener that does not read is
  *   dropped once more than `maxBufferedBytes` wait for it, so it never holds memory or delays the
- *   others (writes never wait for a slow peer).
+ *   others (writes never wait for a slow peer). A listener whose socket refused a write (its
+ *   buffer is full: `write()` returned false) and has not drained within `drainTimeoutMs` is
+ *   dropped too, however little waits: a peer that stopped reading does not keep its place.
+ * - At most `maxPerIp` listeners per client IP (the one the request context decided, so the
+ *   forwarded address behind TRUST_PROXY): one address cannot take every place.
  * - Connection churn is N² writes (every arrival to every listener). Above `coalesceAbove`
  *   listeners, arrived/left are folded into at most one event per `coalesceMs` carrying the
  *   current `here`; at or below it, one event per change.
@@ -22,6 +26,10 @@ export interface PresenceHubOptions {
   coalesceMs: number;
   keepaliveMs?: number;
   maxBufferedBytes?: number;
+  /** Listeners per client IP. */
+  maxPerIp?: number;
+  /** How long a listener's socket may stay undrained after a refused write before it is dropped. */
+  drainTimeoutMs?: number;
 }
 
 /** One event, framed for both kinds of sink. */
@@ -38,6 +46,9 @@ interface Listener {
   chunked: boolean;
   /** Position in `listeners` (swap-remove keeps removal O(1)). */
   index: number;
+  ip: string;
+  /** Set while a refused write waits for 'drain'. */
+  drainTimer: NodeJS.Timeout | null;
 }
 
 export const SSE_HEADERS = {
@@ -70,6 +81,9 @@ export class PresenceHub {
   private readonly coalesceAbove: number;
   private readonly coalesceMs: number;
   private readonly maxBufferedBytes: number;
+  private readonly maxPerIp: number;
+  private readonly drainTimeoutMs: number;
+  private readonly perIp = new Map<string, number>();
 
   constructor(options: PresenceHubOptions) {
     this.broadcaster = options.broadcaster;
@@ -77,6 +91,8 @@ export class PresenceHub {
     this.coalesceAbove = options.coalesceAbove;
     this.coalesceMs = options.coalesceMs;
     this.maxBufferedBytes = options.maxBufferedBytes ?? 64 * 1024;
+    this.maxPerIp = options.maxPerIp ?? Infinity;
+    this.drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
     this.unsubscribe = this.broadcaster.subscribe((event) => this.deliver(encodeEvent(event)));
     this.keepalive = setInterval(() => this.deliver(KEEPALIVE), options.keepaliveMs ?? 25_000);
     this.keepalive.unref();
@@ -90,11 +106,16 @@ export class PresenceHub {
     return this.listeners.length >= this.capacity;
   }
 
+  /** Whether `ip` holds its share of listeners already. */
+  fullFor(ip: string): boolean {
+    return (this.perIp.get(ip) ?? 0) >= this.maxPerIp;
+  }
+
   /**
    * Take over a response whose status and SSE headers are set: send the headers and `hello`, then
-   * keep the connection as a listener until it closes. The caller checked `full` first.
+   * keep the connection as a listener until it closes. The caller checked `full` and `fullFor(ip)` first.
    */
-  attach(req: IncomingMessage, res: ServerResponse): void {
+  attach(req: IncomingMessage, res: ServerResponse, ip: string): void {
     const socket = req.socket;
     // A client that hung up while the request was routed: its 'close' has fired already.
     if (socket.destroyed || res.closed) return;
@@ -114,10 +135,13 @@ export class PresenceHub {
       sink: direct ? socket : res,
       chunked: direct && res.chunkedEncoding,
       index: this.listeners.length,
+      ip,
+      drainTimer: null,
     };
     this.listeners.push(listener);
+    this.perIp.set(ip, (this.perIp.get(ip) ?? 0) + 1);
     const hello = encodeEvent({ type: 'hello', here: this.broadcaster.here(here), at: Date.now() });
-    listener.sink.write(listener.chunked ? hello.chunked : hello.raw);
+    this.write(listener, listener.chunked ? hello.chunked : hello.raw);
     socket.uncork();
     res.once('close', () => this.remove(listener));
   }
@@ -137,6 +161,10 @@ export class PresenceHub {
       last.index = index;
     }
     listener.index = -1;
+    if (listener.drainTimer) clearTimeout(listener.drainTimer);
+    const left = (this.perIp.get(listener.ip) ?? 1) - 1;
+    if (left > 0) this.perIp.set(listener.ip, left);
+    else this.perIp.delete(listener.ip);
     if (!this.closed) this.changed('left', this.listeners.length);
   }
 
@@ -170,11 +198,28 @@ export class PresenceHub {
       const listener = list[i]!;
       const sink = listener.sink;
       if (sink.writableEnded || sink.destroyed) continue;
-      sink.write(listener.chunked ? frame.chunked : frame.raw);
+      this.write(listener, listener.chunked ? frame.chunked : frame.raw);
       if (sink.writableLength > this.maxBufferedBytes) (slow ??= []).push(listener);
     }
     // Destroying closes the connection; its 'close' handler removes it and announces `left`.
     if (slow) for (const listener of slow) listener.sink.destroy();
+  }
+
+  /** Write to a listener; a refused write (full buffer) starts its drain deadline. */
+  private write(listener: Listener, bytes: Buffer): void {
+    if (listener.sink.write(bytes) || listener.drainTimer) return;
+    const { sink } = listener;
+    const drained = () => {
+      if (listener.drainTimer) clearTimeout(listener.drainTimer);
+      listener.drainTimer = null;
+    };
+    listener.drainTimer = setTimeout(() => {
+      sink.off('drain', drained);
+      listener.drainTimer = null;
+      sink.destroy(); // its 'close' handler removes it and announces `left`
+    }, this.drainTimeoutMs);
+    listener.drainTimer.unref();
+    sink.once('drain', drained);
   }
 
   /** End every stream cleanly and stop the timers (server shutdown). */
@@ -186,6 +231,7 @@ export class PresenceHub {
     this.unsubscribe();
     for (const listener of this.listeners.splice(0)) {
       const { sink } = listener;
+      if (listener.drainTimer) clearTimeout(listener.drainTimer);
       if (sink.destroyed) continue;
       if (listener.chunked) sink.end(CHUNKED_END);
       else sink.end();

@@ -45,6 +45,8 @@ export const presenceRoutes: RouteModule = (api, { config, redis, log, onClose }
     coalesceAbove: config.presenceCoalesceAbove,
     coalesceMs: config.presenceCoalesceMs,
     keepaliveMs: config.presenceKeepaliveMs,
+    maxPerIp: config.presenceMaxPerIp,
+    drainTimeoutMs: config.presenceDrainTimeoutMs,
   });
   onClose(() => {
     hub.close();
@@ -68,12 +70,16 @@ export const presenceRoutes: RouteModule = (api, { config, redis, log, onClose }
       if (hub.full) {
         throw new HttpError(503, 'BUSY', 'Presence is at capacity; try again shortly', { 'Retry-After': '30' });
       }
+      const ip = ctx.state.clientIp as string;
+      if (hub.fullFor(ip)) {
+        throw new HttpError(503, 'BUSY', 'Too many presence listeners from this address; try again shortly', { 'Retry-After': '30' });
+      }
       ctx.status = 200;
       ctx.set(SSE_HEADERS);
       if (ctx.method === 'HEAD') return;
       // The hub owns the connection from here on; Koa must not end it.
       ctx.respond = false;
-      hub.attach(ctx.req, ctx.res);
+      hub.attach(ctx.req, ctx.res, ip);
     },
   });
 
