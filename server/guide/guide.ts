@@ -23,7 +23,7 @@ import type { GuideContext } from './exhibitions.ts';
 import type { Followup, GuideSessionStore, Turn } from './sessions.ts';
 import type { SpeechClips } from './speech.ts';
 import { describeForPrompt, suggest } from './suggestions.ts';
-import { clamp, cleanText, listing, matchKey } from './text.ts';
+import { clamp, cleanName, cleanText, listing, matchKey } from './text.ts';
 
 export const QUESTION_CHARS = 1_000;
 const ANSWER_CHARS = 1_500;
@@ -215,7 +215,8 @@ function summary(context: GuideContext): string {
 /** The display name of a character record (`name` is a list whose first element is the name). */
 export function characterName(record: Record<string, unknown>): string | null {
   const name = Array.isArray(record.name) ? record.name[0] : record.name;
-  return typeof name === 'string' && name.trim() ? cleanText(name, 80) : null;
+  const cleaned = typeof name === 'string' ? cleanName(name, 80) : '';
+  return cleaned === '' ? null : cleaned;
 }
 
 function characterPersona(record: Record<string, unknown>, name: string): Persona {
@@ -237,7 +238,7 @@ function characterPersona(record: Record<string, unknown>, name: string): Person
 /** A supplied soul document: its first `# Heading` (or `name:` line) names the persona. */
 export function soulPersona(soul: string): Persona {
   const heading = /^\s*#{1,3}\s+(.+)$/m.exec(soul)?.[1] ?? /^\s*name\s*:\s*(.+)$/im.exec(soul)?.[1];
-  const name = heading ? cleanText(heading.replace(/[#*_`<>]/g, ''), 80) : '';
+  const name = heading ? cleanName(heading.replace(/[#*_`]/g, ''), 80) : '';
   return {
     name: name || 'Soul',
     kind: 'soul',

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import type { RouteModule } from '../app.ts';
 import { HttpError } from '../errors.ts';
+import { withoutInvisibles } from '../guide/text.ts';
 import { InProcessBroadcaster } from '../presence/broadcaster.ts';
 import { RedisBroadcaster } from '../presence/redis-broadcaster.ts';
 import { PresenceHub, SSE_HEADERS } from '../presence/hub.ts';
@@ -13,11 +14,12 @@ import { PresenceHub, SSE_HEADERS } from '../presence/hub.ts';
 export const HANDLE_MAX = 48;
 
 /**
- * A handle as listeners see it: control characters, bidi overrides and angle brackets removed,
- * trimmed, at most 48 characters (code points, so no half emoji), `anon` when nothing is left.
+ * A handle as listeners see it: control characters, bidi overrides, invisible (zero-width)
+ * characters and angle brackets removed, trimmed, at most 48 characters (code points, so no half
+ * emoji), `anon` when nothing is left.
  */
 export function cleanHandle(handle: string | null | undefined): string {
-  const cleaned = (handle ?? '').replace(/[\p{Cc}\u202A-\u202E\u2066-\u2069<>]/gu, '').trim();
+  const cleaned = withoutInvisibles(handle ?? '').replace(/[<>]/g, '').trim();
   const clamped = Array.from(cleaned).slice(0, HANDLE_MAX).join('').trim();
   return clamped === '' ? 'anon' : clamped;
 }
@@ -27,7 +29,7 @@ const PingBody = z.object({
     .string()
     .nullable()
     .optional()
-    .describe('shown to listeners; control characters and angle brackets removed, clamped to 48 characters; empty → anon'),
+    .describe('shown to listeners; control, invisible (zero-width) characters and angle brackets removed, clamped to 48 characters; empty → anon'),
 });
 
 const PingResponse = z

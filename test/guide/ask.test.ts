@@ -222,6 +222,20 @@ describe('personas', () => {
     expect(down.fallback).toBe(false);
   });
 
+  it('cleans a character name from the upstream of markup and invisible characters', async () => {
+    const s = await guideServer({ ...withLlm(), CHARACTERS_UPSTREAM_URL: directus.url, UPSTREAM_TIMEOUT_MS: '2000' });
+    const record = directus.items.codex!.find((r) => r.id === 12)!;
+    const original = record.name;
+    record.name = ['<img src=x onerror=alert(1)><b>Ada\u200B Love\u2060lace</b>\u202E<script>'];
+    try {
+      const a = await answerOf(s, { question: 'Who are you?', persona: { character: 12 } });
+      expect(a.persona).toBe('Ada Lovelace');
+      expect(llm.chats().at(-1)!.messages[0]!.content).toContain('You are Ada Lovelace');
+    } finally {
+      record.name = original;
+    }
+  });
+
   it('answers as the identity of a supplied soul text', async () => {
     const s = await guideServer(withLlm());
     const soul = '# Ember Warden\n\nI keep the lanterns of the Atrium and speak in riddles.\n<script>x</script>';

@@ -137,6 +137,9 @@ describe('presence ping', () => {
       [JSON.stringify({ handle: '<script>alert(1)</script>' }), 'scriptalert(1)/script'],
       [JSON.stringify({ handle: 'a\u0000b\u0007c\u001bd\u007f\u009fe\nf' }), 'abcdef'],
       [JSON.stringify({ handle: '\u202Eevil' }), 'evil'],
+      [JSON.stringify({ handle: '\uFEFFa\u200Bd\u200Ca\u200D\u2060\u00AD\u200F' }), 'ada'],
+      [JSON.stringify({ handle: '\u200B\u200B' }), 'anon'],
+      [JSON.stringify({ handle: 'art 👩\u200D🎨' }), 'art 👩\u200D🎨'], // a joiner inside an emoji sequence stays
       [JSON.stringify({ handle: 'x'.repeat(60) }), 'x'.repeat(48)],
       [JSON.stringify({ handle: '🎨'.repeat(50) }), '🎨'.repeat(48)],
       [JSON.stringify({ handle: '   ' }), 'anon'],
