@@ -18,6 +18,11 @@ beforeAll(async () => {
       res.end();
       return;
     }
+    if (req.path === '/half-json') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"partial":'); // then nothing, without ending
+      return;
+    }
     if (req.path === '/silent') {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write('data: {"n":1}\n\n'); // then nothing, without ending
@@ -87,6 +92,20 @@ describe('UpstreamHttp', () => {
     expect(frames).toEqual(['data: {"n":1}\n\n']);
     expect((err as UpstreamError).reason).toBe('timeout');
     await upstream.waitFor((r) => r.path === '/silent' && r.cancelled);
+  });
+
+  it('times out a JSON body that stalls midway, and frees the upstream socket, whatever the GC does', async () => {
+    const gc = (globalThis as { gc?: () => void }).gc;
+    expect(gc, 'tests run with --expose-gc (vitest.config.ts execArgv)').toBeTypeOf('function');
+    const collections = setInterval(() => gc!(), 5);
+    try {
+      const caller = new AbortController(); // a caller signal too: the deadline is linked to it
+      const err = await client({ timeoutMs: 300 }).json('/half-json', { signal: caller.signal }).catch((e: unknown) => e);
+      expect((err as UpstreamError).reason).toBe('timeout');
+      await upstream.waitFor((r) => r.path === '/half-json' && r.cancelled);
+    } finally {
+      clearInterval(collections);
+    }
   });
 
   it('refuses a stream answered with something else than an event stream', async () => {
