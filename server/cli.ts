@@ -17,7 +17,10 @@ export function serveCommand(): Command {
       process.setSourceMapsEnabled(true);
       const { startServer } = await import('./app.ts');
       const server = await startServer(config);
-      const lines = [`museum: serving ${config.dataDir} at ${server.url} (public URL ${config.publicUrl})`];
+      const lines = [
+        `museum: serving ${config.dataDir} at ${server.url} (public URL ${config.publicUrl})`,
+        `museum: open   ${server.url}/report (QA report → 3D views) · ${server.url}/docs (API reference)`,
+      ];
       if (options.devKey) {
         const { key } = await server.services.keys.replace('dev');
         lines.push(
