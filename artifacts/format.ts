@@ -12,6 +12,26 @@ import { z } from 'zod';
 /** Schema version of RoomSlotData (decisions: `version` is the schema version, 1). */
 export const SLOT_DATA_VERSION = 1 as const;
 
+// The slot contract of the models (spec: "Slot_NNN" placeholders; decisions: `Auto_NNN` generated
+// anchors embedded in the optimized GLB). The engine, the optimizer and the sample builder use these.
+
+/** Material of slot placeholder quads, authored and embedded. */
+export const SLOT_MATERIAL_NAME = 'Slot Placeholder';
+/** Node names recognised as placeholders: `Slot_12`, `slot_0007`, `Auto_003`, Blender's `Slot_003.001`. */
+export const SLOT_NAME_PATTERN = /^(slot|auto)_(\d+)(?:\.\d+)?$/i;
+/** Canonical slot ids as published (JSON and node names of the optimized GLB). */
+export const SLOT_ID_PATTERN = /^(Slot|Auto)_\d{3,}$/;
+/** Name of the quad meshes the embedded `Auto_NNN` nodes instance (one per frame size). */
+export const SLOT_QUAD_MESH_NAME = 'Auto Slot Quad';
+export const slotId = (prefix: 'Slot' | 'Auto', n: number): string => `${prefix}_${String(n).padStart(3, '0')}`;
+
+/** `Slot Placeholder`, any case, `_` or space, with or without Blender's `.001` suffix. */
+export function isSlotMaterialName(name: string | null | undefined): boolean {
+  if (!name) return false;
+  const wanted = SLOT_MATERIAL_NAME.toLowerCase().replace(/[ _]/g, '');
+  return name.trim().toLowerCase().replace(/\.\d+$/, '').replace(/[ _]/g, '') === wanted;
+}
+
 export const Vec3 = z.tuple([z.number(), z.number(), z.number()]);
 export const Quat = z.tuple([z.number(), z.number(), z.number(), z.number()]);
 export type Vec3 = z.infer<typeof Vec3>;
@@ -19,7 +39,7 @@ export type Quat = z.infer<typeof Quat>;
 
 export const RoomSlot = z
   .object({
-    id: z.string().regex(/^(Slot|Auto)_\d{3,}$/).describe('Slot_NNN (authored node) or Auto_NNN (generated)'),
+    id: z.string().regex(SLOT_ID_PATTERN).describe('Slot_NNN (authored node) or Auto_NNN (generated)'),
     index: z.number().int().min(1).describe('1-based slot number'),
     source: z.enum(['authored', 'generated']),
     position: Vec3.describe('anchor centre, room-local'),
@@ -188,12 +208,20 @@ export type Manifest = z.infer<typeof Manifest>;
 export const artifactPaths = (dataDir: string) => ({
   root: dataDir,
   manifest: join(dataDir, 'manifest.json'),
+  /** Every published manifest as `<bake_id>.json`: what `bake gc` keeps files for. */
+  manifests: join(dataDir, 'manifests'),
   files: join(dataDir, 'files'),
   cache: join(dataDir, 'cache'),
   report: join(dataDir, 'report.html'),
   /** Held by the bake that is publishing into this directory (see lockDataDir). */
   lock: join(dataDir, 'bake.lock'),
 });
+
+/** Every file a manifest references (its rooms' files and its QA report). */
+export const manifestFileRefs = (manifest: Manifest): FileRef[] => [
+  ...manifest.rooms.flatMap((r) => [r.model, r.model_optimized, r.image, r.thumbnail, r.slot_data]),
+  manifest.report ?? null,
+].filter((r): r is FileRef => r !== null);
 
 export const fileName = (ref: Pick<FileRef, 'sha256' | 'ext'>): string => `${ref.sha256}.${ref.ext}`;
 export const filePath = (dataDir: string, ref: Pick<FileRef, 'sha256' | 'ext'>): string =>

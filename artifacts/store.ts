@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { hostname } from 'node:os';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import {
   artifactPaths,
   filePath,
@@ -66,10 +66,46 @@ export async function readManifest(dataDir: string): Promise<Manifest | null> {
   return Manifest.parse(JSON.parse(text));
 }
 
-/** Publish a manifest: the single atomic step that makes a bake visible. */
+/** Bake ids name history files: keep them to safe file-name characters. */
+const historyName = (bakeId: string) => `${bakeId.replace(/[^A-Za-z0-9_.-]/g, '_')}.json`;
+
+/**
+ * Publish a manifest: the single atomic step that makes a bake visible. A copy goes to the history
+ * (`manifests/<bake_id>.json`) first, so `bake gc` knows every manifest a server may still serve.
+ */
 export async function publishManifest(dataDir: string, manifest: Manifest): Promise<void> {
   const checked = Manifest.parse(manifest);
-  await writeFileAtomic(artifactPaths(dataDir).manifest, JSON.stringify(checked, null, 1) + '\n');
+  const text = JSON.stringify(checked, null, 1) + '\n';
+  const paths = artifactPaths(dataDir);
+  await writeFileAtomic(join(paths.manifests, historyName(checked.bake_id)), text);
+  await writeFileAtomic(paths.manifest, text);
+}
+
+export interface PublishedManifest {
+  manifest: Manifest;
+  /** Its history file (null: only manifest.json, published before the history existed). */
+  path: string | null;
+}
+
+/** Every manifest of the history plus the current one, newest first. Throws on an unreadable one. */
+export async function listManifests(dataDir: string): Promise<PublishedManifest[]> {
+  const paths = artifactPaths(dataDir);
+  const names = await fs.readdir(paths.manifests).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return [] as string[];
+    throw err;
+  });
+  const found = new Map<string, PublishedManifest>();
+  for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
+    const path = join(paths.manifests, name);
+    const manifest = Manifest.parse(JSON.parse(await fs.readFile(path, 'utf8')));
+    found.set(manifest.bake_id, { manifest, path });
+  }
+  const current = await readManifest(dataDir);
+  if (current && !found.has(current.bake_id)) found.set(current.bake_id, { manifest: current, path: null });
+  const list = [...found.values()];
+  // The current manifest first, whatever the clocks said, then by publication time.
+  const rank = (m: Manifest) => (current && m.bake_id === current.bake_id ? 1 : 0);
+  return list.sort((a, b) => rank(b.manifest) - rank(a.manifest) || b.manifest.published_at.localeCompare(a.manifest.published_at) || b.manifest.bake_id.localeCompare(a.manifest.bake_id));
 }
 
 /** Another bake holds the data directory; one line for operators. */

@@ -6,7 +6,9 @@
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { printable } from '../common/terminal.ts';
+import type { GcSummary } from './gc.ts';
 import type { BakeEvent, BakeSummary, RoomOutcome } from './pipeline.ts';
+import { describeSlotChanges } from './slots/changes.ts';
 
 const positiveInt = (name: string) => (value: string) => {
   const n = Number(value);
@@ -61,18 +63,28 @@ export function summaryTable(summary: BakeSummary): string {
     String(r.id),
     printable(r.title),
     r.status,
+    r.slot_changes ? describeSlotChanges(r.slot_changes) : '',
     r.bytes_in !== null ? `${formatBytes(r.bytes_in)} → ${formatBytes(r.bytes_out ?? 0)}` : '',
     r.ms !== null ? formatMs(r.ms) : '',
     printable(r.status === 'failed' ? r.reason : r.status === 'skipped' ? r.reason : r.warnings.join('; ')),
   ]);
-  const header = ['room', 'title', 'status', 'model in → out', 'time', 'notes'];
+  const header = ['room', 'title', 'status', 'anchors vs previous bake', 'model in → out', 'time', 'notes'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
   const total =
     `${summary.rooms.length} rooms: ${summary.baked} baked, ${summary.skipped} skipped, ${summary.failed} failed · ` +
     `${formatBytes(summary.bytes_in)} → ${formatBytes(summary.bytes_out)} · ${formatMs(summary.ms)} · ` +
     (summary.published ? `published ${summary.bake_id}` : 'nothing changed, manifest kept');
-  return [line(header), ...rows.map(line), total].join('\n') + '\n';
+  const gc = summary.gc ? [gcLine(summary.gc)] : [];
+  return [line(header), ...rows.map(line), total, ...gc].join('\n') + '\n';
+}
+
+function gcLine(gc: GcSummary): string {
+  return (
+    `gc: ${gc.dry_run ? 'would remove' : 'removed'} ${gc.removed.length} files (${formatBytes(gc.removed_bytes)}); ` +
+    `kept ${gc.kept_files} (${gc.in_grace} within the grace period) for manifests ${gc.kept_manifests.join(', ') || 'none'}` +
+    (gc.pruned_manifests.length ? `; ${gc.dry_run ? 'would prune' : 'pruned'} ${gc.pruned_manifests.length} old manifests` : '')
+  );
 }
 
 function sampleCommand(): Command {
@@ -97,15 +109,19 @@ function roomsCommand(): Command {
     .option('--force', 'rebake every room even when nothing changed')
     .option('--only <ids>', 'bake only these room ids (comma-separated)', idList)
     .addOption(new Option('--concurrency <n>', 'rooms baked in parallel (default: number of cores)').argParser(positiveInt('--concurrency')))
+    .option('--lossless-normals', 'keep normal maps exact (lossless WebP) instead of lossy like the other textures')
+    .option('--gc', 'after publishing, remove files no recent manifest references (as `bake gc` with its defaults)')
     .option('--json', 'print the summary as one JSON document on stdout')
-    .action(async (opts: { out?: string; content?: string; force?: boolean; only?: number[]; concurrency?: number; json?: boolean }) => {
-      const { bakeRooms } = await import('./pipeline.ts');
+    .action(async (opts: { out?: string; content?: string; force?: boolean; only?: number[]; concurrency?: number; losslessNormals?: boolean; gc?: boolean; json?: boolean }) => {
+      const [{ bakeRooms }, { withLosslessNormals }] = await Promise.all([import('./pipeline.ts'), import('./settings.ts')]);
       const summary = await bakeRooms({
         contentDir: opts.content ?? process.env.CONTENT_DIR ?? 'content',
         dataDir: opts.out ?? process.env.DATA_DIR ?? 'data',
         force: opts.force,
         only: opts.only,
         concurrency: opts.concurrency,
+        settings: withLosslessNormals(Boolean(opts.losslessNormals)),
+        gc: opts.gc ? {} : undefined,
         onEvent: progressReporter(process.stderr),
       });
       if (opts.json) out(JSON.stringify(summary));
@@ -122,14 +138,24 @@ function roomCommand(): Command {
     .option('--slots <n>', 'onchain slot count (generated anchors when the model has no Slot_NNN nodes)', nonNegativeInt('--slots'), 0)
     .option('--image <file>', 'preview image (file or URL) for image and thumbnail')
     .addOption(new Option('--kind <kind>', 'room or sculpture (default: detected)').choices(['room', 'sculpture']))
+    .option('--previous <file>', "the room's previously published slot JSON: its still-valid generated anchors keep their ids and poses")
+    .option('--lossless-normals', 'keep normal maps exact (lossless WebP)')
     .requiredOption('--out <dir>', 'data directory to write files into')
     .option('--json', 'print one JSON document on stdout')
-    .action(async (model: string, opts: { room: number; slots: number; image?: string; kind?: 'room' | 'sculpture'; out: string; json?: boolean }) => {
-      const [{ SourceResolver, modelFiles }, { bakeRoom }, { artifactPaths, filePath }] = await Promise.all([
+    .action(async (model: string, opts: { room: number; slots: number; image?: string; kind?: 'room' | 'sculpture'; previous?: string; losslessNormals?: boolean; out: string; json?: boolean }) => {
+      const [{ SourceResolver, modelFiles }, { bakeRoom }, { artifactPaths, filePath, RoomSlotData }, { withLosslessNormals }, { readFile }] = await Promise.all([
         import('./fetch.ts'),
         import('./room.ts'),
         import('../artifacts/format.ts'),
+        import('./settings.ts'),
+        import('node:fs/promises'),
       ]);
+      let previousSlots = null;
+      if (opts.previous) {
+        const parsed = RoomSlotData.safeParse(await readFile(opts.previous, 'utf8').then(JSON.parse, () => null));
+        if (!parsed.success) throw new InvalidArgumentError(`--previous ${opts.previous} is not readable RoomSlotData`);
+        previousSlots = parsed.data;
+      }
       const dataDir = resolve(opts.out);
       const resolver = new SourceResolver({ baseDir: process.cwd(), cacheDir: artifactPaths(dataDir).cache });
       const [source, image] = await Promise.all([resolver.resolveModel(model), opts.image ? resolver.resolveFile(opts.image) : null]);
@@ -140,6 +166,8 @@ function roomCommand(): Command {
         model: modelFiles(source),
         image: image ? { path: image.path } : null,
         dataDir,
+        settings: withLosslessNormals(Boolean(opts.losslessNormals)),
+        previousSlots,
       });
       await resolver.save().catch(() => undefined);
       const files = Object.fromEntries(
@@ -153,6 +181,7 @@ function roomCommand(): Command {
         kind: result.engine.kind,
         files,
         slot_summary: result.slot_summary,
+        slot_changes: result.slotChanges,
         warnings: result.warnings,
         optimizer: { skipped: result.optimizer.skipped, steps: result.optimizer.steps.map((s) => ({ name: s.name, ms: Math.round(s.ms) })) },
         bytes_in: result.bytesIn,
@@ -166,6 +195,7 @@ function roomCommand(): Command {
       for (const [name, file] of Object.entries(files)) if (file) out(`${name.padEnd(16)} ${file.path} (${formatBytes(file.bytes)})`);
       const s = result.slot_summary;
       out(`slots            ${s.count} (${s.authored} authored, ${s.generated} generated, ${s.flipped} flipped, ${s.ambiguous} ambiguous)`);
+      if (result.slotChanges.had_previous) out(`anchors          ${describeSlotChanges(result.slotChanges)} against --previous`);
       out(`model            ${formatBytes(result.bytesIn)} → ${formatBytes(result.bytesOut)} in ${formatMs(result.ms)}`);
       for (const w of result.warnings) err(`warning: ${printable(w)}`);
     });
@@ -177,8 +207,8 @@ function syncCommand(): Command {
     .option('--content <dir>', 'content directory to write (default: $CONTENT_DIR or ./content)')
     .option('--json', 'print the summary as one JSON document on stdout')
     .action(async (opts: { content?: string; json?: boolean }) => {
-      const [{ loadConfig }, { syncContent, SyncError }] = await Promise.all([import('../server/config.ts'), import('./sync.ts')]);
-      const store = loadConfig(process.env).upstreams.content;
+      const [{ contentStoreFromEnv }, { syncContent, SyncError }] = await Promise.all([import('../common/env.ts'), import('./sync.ts')]);
+      const store = contentStoreFromEnv(process.env);
       if (!store) throw new SyncError('CONTENT_UPSTREAM_URL is not set: nothing to sync from');
       const summary = await syncContent({
         upstreamUrl: store.url,
@@ -198,11 +228,37 @@ function syncCommand(): Command {
     });
 }
 
+function gcCommand(): Command {
+  return new Command('gc')
+    .description('Remove files of DATA_DIR that none of the last published manifests references and that are older than the grace period (takes the bake lock)')
+    .option('--out <dir>', 'data directory (default: $DATA_DIR or ./data)')
+    .addOption(new Option('--keep <n>', 'published manifests whose files are kept').default(3).argParser(positiveInt('--keep')))
+    .option('--grace <duration>', 'keep files of manifests replaced, and files written, less than this ago (e.g. 30m, 1h, 2d)', '1h')
+    .option('--dry-run', 'list what would be removed; remove nothing')
+    .option('--json', 'print the summary as one JSON document on stdout')
+    .action(async (opts: { out?: string; keep: number; grace: string; dryRun?: boolean; json?: boolean }) => {
+      const { collectGarbage, parseDuration } = await import('./gc.ts');
+      let graceMs: number;
+      try {
+        graceMs = parseDuration(opts.grace);
+      } catch (e) {
+        throw new InvalidArgumentError(`--grace: ${(e as Error).message}`);
+      }
+      const summary = await collectGarbage(opts.out ?? process.env.DATA_DIR ?? 'data', { keep: opts.keep, graceMs, dryRun: opts.dryRun });
+      if (opts.json) out(JSON.stringify(summary));
+      else {
+        if (summary.dry_run) for (const f of summary.removed) out(`would remove ${f.name} (${formatBytes(f.bytes)})`);
+        out(gcLine(summary));
+      }
+    });
+}
+
 export function bakeCommand(): Command {
   return new Command('bake')
     .description('Bake room artifacts (optimized GLBs, slot anchors, thumbnails)')
     .addCommand(sampleCommand())
     .addCommand(roomsCommand())
     .addCommand(roomCommand())
+    .addCommand(gcCommand())
     .addCommand(syncCommand());
 }

@@ -4,21 +4,22 @@
  * file first, then one atomic rename of manifest.json.
  *
  * A room that fails keeps its previous manifest entry (its previous artifacts stay served) and is
- * reported; the others are published anyway. Files are never deleted.
+ * reported; the others are published anyway. Files are removed only by `bake gc` (bake/gc.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
-import { artifactPaths, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom, type RoomSlotData } from '../artifacts/format.ts';
+import { artifactPaths, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom, RoomSlotData } from '../artifacts/format.ts';
 import { DataDirBusyError, lockDataDir, publishManifest, putContentFile, readManifest, sha256, writeFileAtomic } from '../artifacts/store.ts';
 import { type ContentRoom, loadContent, publicCatalog } from './content.ts';
 import type { NetPolicy } from '../common/net.ts';
 import { type FetchOptions, modelFiles, SourceResolver } from './fetch.ts';
+import { collectGarbageUnderLock, type GcOptions, type GcSummary } from './gc.ts';
 import type { QaRoom } from './report.ts';
 import type { RoomBakeResult, RoomJob } from './room.ts';
 import { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
-import { type RoomKind, SLOT_ALGORITHM } from './slots/index.ts';
+import { type RoomKind, SLOT_ALGORITHM, type SlotChanges } from './slots/index.ts';
 import { WorkerPool } from './workers.ts';
 
 export type RoomStatus = 'baked' | 'skipped' | 'failed';
@@ -30,6 +31,8 @@ export interface RoomOutcome {
   /** Why a room was skipped or rebuilt, or why it failed (one line). */
   reason: string;
   warnings: string[];
+  /** What the bake did to the room's published anchors (baked rooms): kept / moved / added / removed. */
+  slot_changes: SlotChanges | null;
   /** Source model GLB bytes → optimized GLB bytes (baked rooms). */
   bytes_in: number | null;
   bytes_out: number | null;
@@ -50,6 +53,8 @@ export interface BakeSummary {
   bytes_out: number;
   ms: number;
   rooms: RoomOutcome[];
+  /** `--gc`: what the garbage collection after publishing removed. */
+  gc: GcSummary | null;
 }
 
 export type BakeEvent =
@@ -69,6 +74,8 @@ export interface BakeRunOptions {
   /** What the bake may fetch (default: BAKE_ALLOW_HOSTS and CONTENT_UPSTREAM_URL from the environment). */
   net?: NetPolicy;
   settings?: OptimizerSettings;
+  /** Collect garbage after publishing (`bake rooms --gc`), under the same lock. */
+  gc?: GcOptions;
   onEvent?: (event: BakeEvent) => void;
 }
 
@@ -150,15 +157,38 @@ export async function bakeRooms(options: BakeRunOptions): Promise<BakeSummary> {
   }
 }
 
+/** What every step of a run shares. */
+interface Run {
+  options: BakeRunOptions;
+  started: number;
+  contentDir: string;
+  dataDir: string;
+  settings: OptimizerSettings;
+  concurrency: number;
+  content: Awaited<ReturnType<typeof loadContent>>;
+  only: Set<number> | null;
+  previous: Manifest | null;
+}
+
 async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
+  const run = await prepareRun(options);
+  const resolver = new SourceResolver({ baseDir: run.contentDir, cacheDir: artifactPaths(run.dataDir).cache, fetch: options.fetch, net: options.net });
+  const plans = await planRooms(run, resolver);
+  const { outcomes, results } = await bakePlanned(run, plans);
+  const manifest = assembleManifest(run, plans, results);
+  const published = await publish(run, manifest, plans, results, outcomes);
+  await resolver.save().catch(() => undefined); // a cache that cannot be saved only costs re-hashing
+  const gc = options.gc ? await collectGarbageUnderLock(run.dataDir, options.gc) : null;
+  return summarize(run, plans, outcomes, published ? manifest.bake_id : (run.previous?.bake_id ?? null), published, gc);
+}
+
+/** Options checked, content loaded, the published manifest read. */
+async function prepareRun(options: BakeRunOptions): Promise<Run> {
   const started = performance.now();
-  const contentDir = resolvePath(options.contentDir);
   const dataDir = resolvePath(options.dataDir);
-  const paths = artifactPaths(dataDir);
-  const settings = options.settings ?? OPTIMIZER_SETTINGS;
   const concurrency = options.concurrency ?? availableParallelism();
   if (!Number.isInteger(concurrency) || concurrency < 1) throw new BakeRunError(`concurrency must be a positive integer (got ${concurrency})`);
-
+  const contentDir = resolvePath(options.contentDir);
   const content = await loadContent(contentDir);
   const only = options.only ? new Set(options.only) : null;
   if (only) {
@@ -169,15 +199,30 @@ async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
   try {
     previous = await readManifest(dataDir);
   } catch (err) {
-    if (!options.force) throw new BakeRunError(`${paths.manifest} is unreadable (${oneLine(err)}); run with --force to rebuild it`);
+    if (!options.force) throw new BakeRunError(`${artifactPaths(dataDir).manifest} is unreadable (${oneLine(err)}); run with --force to rebuild it`);
     previous = null;
   }
-  const previousRooms = new Map((previous?.rooms ?? []).map((r) => [r.id, r]));
+  const settings = options.settings ?? OPTIMIZER_SETTINGS;
+  return { options, started, contentDir, dataDir, settings, concurrency, content, only, previous };
+}
 
-  // 1. Plan: resolve sources (hash / fetch) and compare incremental keys.
-  const resolver = new SourceResolver({ baseDir: contentDir, cacheDir: paths.cache, fetch: options.fetch, net: options.net });
+/** The room's slot data as last published, validated; null when there is none (or it is unusable). */
+async function publishedSlotData(dataDir: string, room: ManifestRoom | null): Promise<RoomSlotData | null> {
+  const bytes = await readFileRef(dataDir, room?.slot_data ?? null);
+  if (!bytes) return null;
+  try {
+    return RoomSlotData.parse(JSON.parse(bytes.toString('utf8')));
+  } catch {
+    return null;
+  }
+}
+
+/** 1. Plan: resolve sources (hash / fetch) and compare incremental keys. */
+async function planRooms(run: Run, resolver: SourceResolver): Promise<Planned[]> {
+  const { options, dataDir, settings, only } = run;
+  const previousRooms = new Map((run.previous?.rooms ?? []).map((r) => [r.id, r]));
   const optimizerId = optimizerSettingsId(settings);
-  const plans = await mapLimit(content.rooms, 8, async (room): Promise<Planned> => {
+  const plans = await mapLimit(run.content.rooms, 8, async (room): Promise<Planned> => {
     const prev = previousRooms.get(room.id) ?? null;
     if (only && !only.has(room.id)) return { room, previous: prev, action: 'unselected', reason: 'not selected by --only' };
     try {
@@ -193,7 +238,15 @@ async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
         settings,
       };
       const weight = model.main.bytes + Object.values(model.resources).reduce((sum, f) => sum + f.bytes, 0);
-      const bake = (reason: string): Planned => ({ room, previous: prev, action: 'bake', reason, key, job, weight });
+      const bake = async (reason: string): Promise<Planned> => ({
+        room,
+        previous: prev,
+        action: 'bake',
+        reason,
+        key,
+        job: { ...job, previousSlots: await publishedSlotData(dataDir, prev) },
+        weight,
+      });
       if (options.force) return bake('forced');
       if (!prev?.bake) return bake('new room');
       if (prev.bake.key !== key) return bake('sources or settings changed');
@@ -203,61 +256,68 @@ async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
       return { room, previous: prev, action: 'fail', reason: oneLine(err) };
     }
   });
-  const toBake = plans.filter((p) => p.action === 'bake');
-  options.onEvent?.({ type: 'plan', total: plans.length, toBake: toBake.length });
+  const toBake = plans.filter((p) => p.action === 'bake').length;
+  options.onEvent?.({ type: 'plan', total: plans.length, toBake });
+  return plans;
+}
 
-  // 2. Bake on the pool; report every room as it settles.
+const outcomeOf = (plan: Planned, status: RoomStatus, reason: string, result?: RoomBakeResult): RoomOutcome => ({
+  id: plan.room.id,
+  title: plan.room.title,
+  status,
+  reason,
+  warnings: result?.warnings ?? [],
+  slot_changes: result?.slotChanges ?? null,
+  bytes_in: result?.bytesIn ?? null,
+  bytes_out: result?.bytesOut ?? null,
+  ms: result?.ms ?? null,
+});
+
+/** 2. Bake on the pool; report every room as it settles. */
+async function bakePlanned(run: Run, plans: Planned[]) {
   const outcomes = new Map<number, RoomOutcome>();
   const results = new Map<number, RoomBakeResult>();
   let done = 0;
   const settle = (outcome: RoomOutcome) => {
     outcomes.set(outcome.id, outcome);
-    options.onEvent?.({ type: 'room', outcome, done: ++done, total: plans.length });
+    run.options.onEvent?.({ type: 'room', outcome, done: ++done, total: plans.length });
   };
   for (const plan of plans) {
-    if (plan.action === 'keep' || plan.action === 'unselected') {
-      settle({ id: plan.room.id, title: plan.room.title, status: 'skipped', reason: plan.reason, warnings: [], bytes_in: null, bytes_out: null, ms: null });
-    } else if (plan.action === 'fail') {
-      settle({ id: plan.room.id, title: plan.room.title, status: 'failed', reason: plan.reason, warnings: [], bytes_in: null, bytes_out: null, ms: null });
-    }
+    if (plan.action === 'keep' || plan.action === 'unselected') settle(outcomeOf(plan, 'skipped', plan.reason));
+    else if (plan.action === 'fail') settle(outcomeOf(plan, 'failed', plan.reason));
   }
-  if (toBake.length) {
-    const lanes = Math.min(concurrency, toBake.length);
-    const imageThreads = Math.max(1, Math.floor(availableParallelism() / lanes));
-    // One lane bakes on the main thread. Several lanes are all workers: the main thread only hands
-    // out jobs, so a worker that finishes never waits for a main thread busy in a synchronous step.
-    const pool =
-      lanes > 1
-        ? new WorkerPool<RoomJob, RoomBakeResult>({
-            entry: ROOM_WORKER,
-            size: lanes,
-            workerData: { imageThreads },
-          })
-        : null;
-    const local = pool ? null : await import('./room.ts');
-    local?.useImageThreads(imageThreads);
-    try {
-      // Biggest rooms first, so a long room does not start last and leave the other lanes idle.
-      const queue = [...toBake].sort((a, b) => (b.weight ?? 0) - (a.weight ?? 0));
-      const bakeOne = async (plan: Planned, bake: (job: RoomJob) => Promise<RoomBakeResult>) => {
+  const toBake = plans.filter((p) => p.action === 'bake');
+  if (!toBake.length) return { outcomes, results };
+  const lanes = Math.min(run.concurrency, toBake.length);
+  const imageThreads = Math.max(1, Math.floor(availableParallelism() / lanes));
+  // One lane bakes on the main thread. Several lanes are all workers: the main thread only hands
+  // out jobs, so a worker that finishes never waits for a main thread busy in a synchronous step.
+  const pool = lanes > 1 ? new WorkerPool<RoomJob, RoomBakeResult>({ entry: ROOM_WORKER, size: lanes, workerData: { imageThreads } }) : null;
+  const local = pool ? null : await import('./room.ts');
+  local?.useImageThreads(imageThreads);
+  try {
+    // Biggest rooms first, so a long room does not start last and leave the other lanes idle.
+    const queue = [...toBake].sort((a, b) => (b.weight ?? 0) - (a.weight ?? 0));
+    const lane = async (bake: (job: RoomJob) => Promise<RoomBakeResult>) => {
+      for (let plan = queue.shift(); plan; plan = queue.shift()) {
         try {
           const result = await bake(plan.job!);
           results.set(plan.room.id, result);
-          settle({ id: plan.room.id, title: plan.room.title, status: 'baked', reason: plan.reason, warnings: result.warnings, bytes_in: result.bytesIn, bytes_out: result.bytesOut, ms: result.ms });
+          settle(outcomeOf(plan, 'baked', plan.reason, result));
         } catch (err) {
-          settle({ id: plan.room.id, title: plan.room.title, status: 'failed', reason: oneLine(err), warnings: [], bytes_in: null, bytes_out: null, ms: null });
+          settle(outcomeOf(plan, 'failed', oneLine(err)));
         }
-      };
-      const lane = async (bake: (job: RoomJob) => Promise<RoomBakeResult>) => {
-        for (let plan = queue.shift(); plan; plan = queue.shift()) await bakeOne(plan, bake);
-      };
-      await Promise.all(pool ? Array.from({ length: lanes }, () => lane((job) => pool.run(job))) : [lane(local!.bakeRoom)]);
-    } finally {
-      await pool?.close();
-    }
+      }
+    };
+    await Promise.all(pool ? Array.from({ length: lanes }, () => lane((job) => pool.run(job))) : [lane(local!.bakeRoom)]);
+  } finally {
+    await pool?.close();
   }
+  return { outcomes, results };
+}
 
-  // 3. The new manifest: content order; failed and unselected rooms keep their previous entries.
+/** 3. The new manifest: content order; failed and unselected rooms keep their previous entries. */
+function assembleManifest(run: Run, plans: Planned[], results: Map<number, RoomBakeResult>): Manifest {
   const bakedAt = new Date().toISOString();
   const rooms: ManifestRoom[] = [];
   for (const plan of plans) {
@@ -285,45 +345,50 @@ async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
       rooms.push(plan.previous);
     }
   }
-  const catalog = publicCatalog(content, { ipfsGateway: options.ipfsGateway ?? process.env.IPFS_GATEWAY ?? 'https://ipfs.io' });
-  const manifest: Manifest = {
+  const catalog = publicCatalog(run.content, { ipfsGateway: run.options.ipfsGateway ?? process.env.IPFS_GATEWAY ?? 'https://ipfs.io' });
+  return {
     format: MANIFEST_FORMAT,
     bake_id: `${bakedAt.replace(/[-:.]/g, '')}-${randomBytes(3).toString('hex')}`,
     published_at: bakedAt,
     rooms,
     collections: catalog.collections,
     artworks: catalog.artworks,
-    report: previous?.report ?? null,
+    report: run.previous?.report ?? null,
   };
+}
 
-  // 4. Publish unless nothing changed: files (the QA report among them) first, then the manifest rename.
+/** 4. Publish unless nothing changed: files (the QA report among them) first, then the manifest rename. */
+async function publish(run: Run, manifest: Manifest, plans: Planned[], results: Map<number, RoomBakeResult>, outcomes: Map<number, RoomOutcome>): Promise<boolean> {
+  const { dataDir, previous } = run;
   for (const [id, result] of results) await writeQaFacts(dataDir, id, plans.find((p) => p.room.id === id)!.key!, result);
   const changed = !previous || results.size > 0 || manifestBody(previous) !== manifestBody(manifest);
-  let reportHtml: string | null = null;
-  if (changed) {
-    const [qaRooms, { renderQaReport }] = await Promise.all([reportRooms(dataDir, plans, results, outcomes, rooms), import('./report.ts')]);
-    reportHtml = await renderQaReport(qaRooms, { bakeId: manifest.bake_id, generatedAt: bakedAt });
-    manifest.report = await putContentFile(dataDir, reportHtml, 'html');
-    await publishManifest(dataDir, manifest);
-    await writeFileAtomic(paths.report, reportHtml);
-  }
-  await resolver.save().catch(() => undefined); // a cache that cannot be saved only costs re-hashing
+  if (!changed) return false;
+  const [qaRooms, { renderQaReport }] = await Promise.all([reportRooms(dataDir, plans, results, outcomes, manifest.rooms), import('./report.ts')]);
+  const reportHtml = await renderQaReport(qaRooms, { bakeId: manifest.bake_id, generatedAt: manifest.published_at });
+  manifest.report = await putContentFile(dataDir, reportHtml, 'html');
+  await publishManifest(dataDir, manifest);
+  await writeFileAtomic(artifactPaths(dataDir).report, reportHtml);
+  return true;
+}
 
+function summarize(run: Run, plans: Planned[], outcomes: Map<number, RoomOutcome>, bakeId: string | null, published: boolean, gc: GcSummary | null): BakeSummary {
   const all = plans.map((p) => outcomes.get(p.room.id)!);
   const baked = all.filter((o) => o.status === 'baked');
+  const paths = artifactPaths(run.dataDir);
   return {
-    bake_id: changed ? manifest.bake_id : (previous?.bake_id ?? null),
-    published: changed,
-    data_dir: dataDir,
+    bake_id: bakeId,
+    published,
+    data_dir: run.dataDir,
     manifest: paths.manifest,
-    report: reportHtml === null ? null : paths.report,
+    report: published ? paths.report : null,
     baked: baked.length,
     skipped: all.filter((o) => o.status === 'skipped').length,
     failed: all.filter((o) => o.status === 'failed').length,
     bytes_in: baked.reduce((s, o) => s + (o.bytes_in ?? 0), 0),
     bytes_out: baked.reduce((s, o) => s + (o.bytes_out ?? 0), 0),
-    ms: performance.now() - started,
+    ms: performance.now() - run.started,
     rooms: all,
+    gc,
   };
 }
 
@@ -358,45 +423,34 @@ async function readQaFacts(dataDir: string, id: number, key: string | undefined)
 
 const readFileRef = (dataDir: string, ref: FileRef | null) => (ref ? fs.readFile(filePath(dataDir, ref)).catch(() => undefined) : Promise.resolve(undefined));
 
+/**
+ * The report's rooms, read from what is published: every room's RoomSlotData file (validated with
+ * the artifact schema) and its QA facts, whether it was baked in this run or earlier.
+ */
 async function reportRooms(dataDir: string, plans: Planned[], results: Map<number, RoomBakeResult>, outcomes: Map<number, RoomOutcome>, rooms: ManifestRoom[]): Promise<QaRoom[]> {
   const entries = new Map(rooms.map((r) => [r.id, r]));
   // Rooms neither published nor attempted in this run (new rooms left out by --only) are not shown.
   const shown = plans.filter((p) => entries.has(p.room.id) || outcomes.get(p.room.id)!.status === 'failed');
   return mapLimit(shown, 8, async ({ room }): Promise<QaRoom> => {
     const base = { id: room.id, title: room.title, onchainSlots: room.slots };
-    const result = results.get(room.id);
-    const entry = entries.get(room.id);
-    if (result) {
-      const { slotData, engine } = result;
-      return {
-        ...base,
-        result: { slots: slotData.slots, warnings: slotData.warnings ?? [], shortfall: slotData.shortfall ?? null, kind: engine.kind, kindEvidence: engine.kindEvidence },
-        planPicture: await readFileRef(dataDir, engine.planPicture),
-        thumbnail: await readFileRef(dataDir, result.thumbnail),
-        warnings: result.optimizerWarnings,
-      };
-    }
     const outcome = outcomes.get(room.id)!;
+    const entry = entries.get(room.id);
     if (outcome.status === 'failed') {
       return { ...base, error: outcome.reason, warnings: entry ? [`the previous bake of this room (${entry.bake?.baked_at ?? 'unknown'}) stays published`] : [] };
     }
-    const slotBytes = await readFileRef(dataDir, entry!.slot_data);
-    if (!slotBytes) return { ...base, error: 'its published slot data is missing', warnings: [] };
-    const slotData = JSON.parse(slotBytes.toString('utf8')) as RoomSlotData;
-    const facts = await readQaFacts(dataDir, room.id, entry!.bake?.key);
+    const slotData = await publishedSlotData(dataDir, entry!);
+    if (!slotData) return { ...base, error: 'its published slot data is missing or invalid', warnings: [] };
+    const result = results.get(room.id);
+    const facts = result ? { ...result.engine, optimizerWarnings: result.optimizerWarnings } : await readQaFacts(dataDir, room.id, entry!.bake?.key);
     return {
       ...base,
       onchainSlots: entry!.slots,
-      result: {
-        slots: slotData.slots,
-        warnings: slotData.warnings ?? [],
-        shortfall: slotData.shortfall ?? null,
-        kind: facts?.kind ?? room.kind ?? 'room',
-        kindEvidence: facts?.kindEvidence ?? 'recorded by an earlier bake',
-      },
+      slotData,
+      facts: { kind: facts?.kind ?? room.kind ?? 'room', kindEvidence: facts?.kindEvidence ?? 'recorded by an earlier bake' },
+      changes: result?.slotChanges ?? null,
       planPicture: await readFileRef(dataDir, facts?.planPicture ?? null),
       thumbnail: await readFileRef(dataDir, entry!.thumbnail),
-      warnings: [...(facts?.optimizerWarnings ?? []), `unchanged since ${entry!.bake?.baked_at ?? 'an earlier bake'}`],
+      warnings: [...(facts?.optimizerWarnings ?? []), ...(result ? [] : [`unchanged since ${entry!.bake?.baked_at ?? 'an earlier bake'}`])],
     };
   });
 }

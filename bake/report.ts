@@ -6,18 +6,24 @@
  * and the failure when the room could not be baked. Pictures are SVG rendered to PNG by sharp.
  */
 import sharp from 'sharp';
-import type { RoomSlot } from '../artifacts/format.ts';
+import type { RoomSlot, RoomSlotData } from '../artifacts/format.ts';
 import { SLOT_COLOURS, SLOT_LEGEND as LEGEND, slotCategory } from '../artifacts/slot-colours.ts';
 import { escapeHtml } from '../common/html.ts';
-import type { RoomPlan, SlotEngineResult } from './slots/index.ts';
+import { rotateByQuaternion as rotate } from '../common/vec.ts';
+import { describeSlotChanges, type SlotChanges } from './slots/changes.ts';
+import type { RoomKind, RoomPlan } from './slots/index.ts';
 
 export interface QaRoom {
   id: number;
   title: string;
   onchainSlots: number;
-  /** The engine's result (slots, warnings, shortfall, kind, plan); absent when the room failed. */
-  result?: SlotEngineResult;
-  /** Plan view; defaults to result.plan. */
+  /** The published slot data (validated with the artifact schema); absent when the room failed. */
+  slotData?: RoomSlotData;
+  /** What the report shows beyond the slot data: the kind and how it was decided. */
+  facts?: { kind: RoomKind; kindEvidence?: string };
+  /** What this bake did to the previously published anchors (rooms baked in this run). */
+  changes?: SlotChanges | null;
+  /** Plan view, drawn when no picture is given. */
   plan?: RoomPlan;
   /** The plan picture already rendered (renderPlanPng), e.g. by the bake lane that baked the room. */
   planPicture?: Uint8Array;
@@ -39,13 +45,6 @@ export interface QaReportOptions {
 export { SLOT_COLOURS, slotCategory, type SlotCategory } from '../artifacts/slot-colours.ts';
 
 
-const rotate = (q: readonly number[], v: [number, number, number]): [number, number, number] => {
-  const [x, y, z, w] = q as [number, number, number, number];
-  const tx = 2 * (y * v[2] - z * v[1]);
-  const ty = 2 * (z * v[0] - x * v[2]);
-  const tz = 2 * (x * v[1] - y * v[0]);
-  return [v[0] + w * tx + (y * tz - z * ty), v[1] + w * ty + (z * tx - x * tz), v[2] + w * tz + (x * ty - y * tx)];
-};
 
 const PICTURE = 720;
 const PAD = 28;
@@ -162,9 +161,9 @@ interface RenderedRoom {
 }
 
 async function renderRoom(room: QaRoom): Promise<RenderedRoom> {
-  const plan = room.plan ?? room.result?.plan;
-  const png = room.planPicture ?? (plan && room.result ? await renderPlanPng(plan, room.result.slots) : null);
-  const planUri = png && room.result ? dataUri('image/png', png) : null;
+  const data = room.slotData;
+  const png = room.planPicture ?? (room.plan && data ? await renderPlanPng(room.plan, data.slots) : null);
+  const planUri = png && data ? dataUri('image/png', png) : null;
   let thumbnail: string | null = null;
   let thumbnailNote: string | null = null;
   if (room.thumbnail) {
@@ -192,9 +191,9 @@ async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Prom
 const countOf = (slots: RoomSlot[], source: RoomSlot['source']) => slots.filter((s) => s.source === source).length;
 
 function statusOf(room: QaRoom): { text: string; cls: string } {
-  if (room.error || !room.result) return { text: 'failed', cls: 'fail' };
-  const placed = room.result.slots.length;
-  if (room.result.shortfall || placed < room.onchainSlots) return { text: 'shortfall', cls: 'short' };
+  if (room.error || !room.slotData) return { text: 'failed', cls: 'fail' };
+  const placed = room.slotData.slots.length;
+  if (room.slotData.shortfall || placed < room.onchainSlots) return { text: 'shortfall', cls: 'short' };
   return { text: 'ok', cls: 'ok' };
 }
 
@@ -206,18 +205,21 @@ const fmt = (v: readonly number[], digits = 3) => v.map((x) => x.toFixed(digits)
 function roomSection(r: RenderedRoom): string {
   const { room } = r;
   const e = escapeHtml;
-  const result = room.result;
+  const result = room.slotData;
+  const kind = room.facts?.kind ?? '';
+  const kindEvidence = room.facts?.kindEvidence;
   const status = statusOf(room);
   const parts: string[] = [`<section id="room-${room.id}">`, `<h2>#${room.id} ${e(room.title)}${result ? ` <small><a href="${viewUrl(room.id)}">3D view</a></small>` : ''}</h2>`];
   if (room.error) parts.push(`<p class="error"><strong>Failed:</strong> ${e(room.error)}</p>`);
   if (result) {
     const placed = result.slots.length;
     parts.push(
-      `<p><span class="${status.cls}">${placed} / ${room.onchainSlots}</span> anchors / onchain slots · ${e(result.kind)}` +
-        `${result.kindEvidence ? ` <small>(${e(result.kindEvidence)})</small>` : ''}` +
+      `<p><span class="${status.cls}">${placed} / ${room.onchainSlots}</span> anchors / onchain slots · ${e(kind)}` +
+        `${kindEvidence ? ` <small>(${e(kindEvidence)})</small>` : ''}` +
         ` · authored ${countOf(result.slots, 'authored')} · generated ${countOf(result.slots, 'generated')}` +
         ` · flipped ${result.slots.filter((s) => s.flipped).length} · ambiguous ${result.slots.filter((s) => s.ambiguous).length}</p>`,
     );
+    if (room.changes) parts.push(`<p class="changes">Anchors against the previous bake: ${e(describeSlotChanges(room.changes))}</p>`);
     if (result.shortfall) {
       parts.push(`<p class="short">Shortfall: ${result.shortfall.placed} of ${result.shortfall.expected} placed — ${e(result.shortfall.reason)}</p>`);
     }
@@ -258,12 +260,12 @@ export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions =
     .join(' · ');
   const summary = rooms.map((room) => {
     const status = statusOf(room);
-    const slots = room.result?.slots ?? [];
+    const slots = room.slotData?.slots ?? [];
     return (
-      `<tr><td class="num"><a href="#room-${room.id}">${room.id}</a></td><td>${e(room.title)}</td><td>${e(room.result?.kind ?? '')}</td>` +
-      `<td class="num">${room.result ? slots.length : '–'} / ${room.onchainSlots}</td><td class="num">${countOf(slots, 'authored')}</td><td class="num">${countOf(slots, 'generated')}</td>` +
-      `<td class="num">${slots.filter((s) => s.flipped).length}</td><td class="num">${slots.filter((s) => s.ambiguous).length}</td><td class="${status.cls}">${status.text}</td>` +
-      `<td>${room.result ? `<a href="${viewUrl(room.id)}">3D view</a>` : ''}</td></tr>`
+      `<tr><td class="num"><a href="#room-${room.id}">${room.id}</a></td><td>${e(room.title)}</td><td>${e(room.facts?.kind ?? '')}</td>` +
+      `<td class="num">${room.slotData ? slots.length : '–'} / ${room.onchainSlots}</td><td class="num">${countOf(slots, 'authored')}</td><td class="num">${countOf(slots, 'generated')}</td>` +
+      `<td class="num">${slots.filter((s) => s.flipped).length}</td><td class="num">${slots.filter((s) => s.ambiguous).length}</td><td>${room.changes ? e(describeSlotChanges(room.changes)) : ''}</td><td class="${status.cls}">${status.text}</td>` +
+      `<td>${room.slotData ? `<a href="${viewUrl(room.id)}">3D view</a>` : ''}</td></tr>`
     );
   });
   const legend = LEGEND.map(([category, text]) => `<span class="swatch" style="background:${SLOT_COLOURS[category]}"></span>${e(text)}`).join('');
@@ -275,7 +277,7 @@ export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions =
     `<h1>${e(title)}</h1>`,
     `<p>${meta}</p>`,
     `<p class="legend">Legend:${legend}</p>`,
-    '<table class="summary"><tr><th>room</th><th>title</th><th>kind</th><th>anchors / onchain</th><th>authored</th><th>generated</th><th>flipped</th><th>ambiguous</th><th>status</th><th>view</th></tr>',
+    '<table class="summary"><tr><th>room</th><th>title</th><th>kind</th><th>anchors / onchain</th><th>authored</th><th>generated</th><th>flipped</th><th>ambiguous</th><th>anchors against the previous bake</th><th>status</th><th>view</th></tr>',
     summary.join('\n'),
     '</table>',
     ...rendered.map(roomSection),

@@ -14,7 +14,7 @@ import { putContentFile, sha256 } from '../artifacts/store.ts';
 import { isGlb, ModelError, readModel, writeGlb, type ResourceLoader } from './gltf-io.ts';
 import { renderPlanPng } from './report.ts';
 import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, type OptimizerSettings, type StepName } from './optimize.ts';
-import { computeSlots, embedGeneratedSlots, SLOT_ALGORITHM, type RoomKind } from './slots/index.ts';
+import { compareSlots, computeSlots, embedAnchors, SLOT_ALGORITHM, type RoomKind, type SlotChanges } from './slots/index.ts';
 import { makeThumbnail, publishablePreview } from './thumbnail.ts';
 import { serveJobs } from './workers.ts';
 
@@ -28,6 +28,8 @@ export interface RoomJob {
   image: { path: string } | null;
   dataDir: string;
   settings?: OptimizerSettings;
+  /** The room's slot data as last published (stable anchors; what the re-bake changes is reported). */
+  previousSlots?: RoomSlotData | null;
 }
 
 export interface RoomBakeResult {
@@ -38,6 +40,8 @@ export interface RoomBakeResult {
   thumbnail: FileRef | null;
   slot_data: FileRef;
   slot_summary: SlotSummary;
+  /** What this bake did to the previously published anchors. */
+  slotChanges: SlotChanges;
   /** The slot data as written (for the QA report). */
   slotData: RoomSlotData;
   /** What else the QA report shows about the slots. */
@@ -89,22 +93,23 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   const modelGlb = selfContained ? bytes : await writeGlb(source);
   const modelSha = sha256(modelGlb);
 
-  const slots = computeSlots(source, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: modelSha, kind: job.kind });
-  const generated = slots.slots.filter((s) => s.source === 'generated');
+  const previous = job.previousSlots ?? null;
+  const slots = computeSlots(source, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: modelSha, kind: job.kind, previous });
+  // The optimized model carries every anchor in its slot nodes (the source stays as it is).
   const optimized = await optimizeModel({
     source: modelGlb,
     read,
     first: source,
     settings,
     finish: (document) => {
-      if (!generated.length) return false;
-      embedGeneratedSlots(document, generated);
+      if (!slots.slots.length) return false;
+      embedAnchors(document, slots.slots);
       return true;
     },
   });
-  if (optimized.isSource && generated.length) {
-    // Cannot happen (embedding forces a written model); guards the Auto_NNN contract.
-    throw new Error('optimized model lost its generated slot placeholders');
+  if (optimized.isSource && slots.slots.length) {
+    // Cannot happen (embedding forces a written model); guards the slot node contract.
+    throw new Error('optimized model lost its slot anchors');
   }
 
   const slotData: RoomSlotData = {
@@ -142,6 +147,7 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
     thumbnail,
     slot_data: slotFile,
     slot_summary: summarizeSlots(slotData),
+    slotChanges: compareSlots(previous?.slots ?? null, slotData.slots),
     slotData,
     engine: { kind: slots.kind, kindEvidence: slots.kindEvidence, planPicture },
     warnings: [...new Set(warnings)],

@@ -16,8 +16,12 @@ export const OPTIMIZER_SETTINGS = {
     /** Longest side after resizing, in pixels. */
     maxSize: 2048,
     quality: 80,
-    /** Normal maps carry directions, not colours: lossy chroma subsampling bends them. */
-    normalMapsLossless: true,
+    /**
+     * Normal maps are lossy WebP like the other textures by default (decisions); `--lossless-normals`
+     * keeps them exact. Either way the setting is part of the incremental key. `make bench-bake`
+     * reports the angular error lossy encoding costs.
+     */
+    normalMapsLossless: false,
     /**
      * Lossless WebP effort (glTF-Transform's 0–100 scale; 17 is libwebp method 1) and quality (for
      * lossless, how hard to search). Measured on Avocado's 2048² normal map: 1.2 s and +0.6% bytes
@@ -40,7 +44,13 @@ export const OPTIMIZER_SETTINGS = {
     quantizationVolume: 'mesh' as const,
   },
 };
-export type OptimizerSettings = typeof OPTIMIZER_SETTINGS;
+export type OptimizerSettings = Omit<typeof OPTIMIZER_SETTINGS, 'textures'> & {
+  textures: Omit<(typeof OPTIMIZER_SETTINGS)['textures'], 'normalMapsLossless'> & { normalMapsLossless: boolean };
+};
+
+/** The default settings, with normal maps exact or lossy (`--lossless-normals`). */
+export const withLosslessNormals = (lossless: boolean, settings: OptimizerSettings = OPTIMIZER_SETTINGS): OptimizerSettings =>
+  lossless === settings.textures.normalMapsLossless ? settings : { ...settings, textures: { ...settings.textures, normalMapsLossless: lossless } };
 
 /** The libraries whose output the settings control, at the versions package.json pins. */
 const OUTPUT_LIBRARIES = ['@gltf-transform/core', '@gltf-transform/functions', 'sharp', 'draco3dgltf', 'meshoptimizer'];

@@ -11,6 +11,7 @@ import { RoomBuilder, type Rect } from '../bake/sample/room-builder.ts';
 import { computeSlots } from '../bake/slots/index.ts';
 import { extractSlotQuads } from '../bake/slots/extract.ts';
 import { generateAnchors } from '../bake/slots/generate.ts';
+import { SLOT_ENGINE_DEFAULTS } from '../bake/slots/options.ts';
 import { analyseInterior, decideFacings, probeQuad } from '../bake/slots/probe.ts';
 import { planFromScene } from '../bake/slots/plan.ts';
 import { buildWorldScene } from '../bake/slots/scene.ts';
@@ -122,7 +123,7 @@ function main(): void {
   let placed = 0;
   let examined = 0;
   for (let i = 0; i <= RUNS; i++) {
-    const r = time(() => generateAnchors(scene, { count: ANCHORS, seed: `bench:${ANCHORS}:${i}`, interior }));
+    const r = time(() => generateAnchors(scene, { count: ANCHORS, seed: `bench:${ANCHORS}:${i}`, interior, tunables: SLOT_ENGINE_DEFAULTS }));
     placed = r.value.anchors.length;
     examined = r.value.examined;
     if (i) generationRuns.push(r.ms);

@@ -1,4 +1,9 @@
-/** mulberry32: a small seedable PRNG, for anything that must not depend on Math.random (sample content, test inputs, fakes). */
+import { createHash } from 'node:crypto';
+
+/**
+ * mulberry32: the project's one small seedable PRNG, for anything that must not depend on
+ * Math.random (slot generation, sample content, test inputs, fakes).
+ */
 export function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
@@ -8,4 +13,9 @@ export function mulberry32(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/** The same generator seeded from any string (its sha256): same seed, same sequence, everywhere. */
+export function seededRandom(seed: string): () => number {
+  return mulberry32(createHash('sha256').update(seed).digest().readUInt32LE(0));
 }

@@ -4,13 +4,8 @@
  */
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { ContentStoreEnv, flag, int, optionalString, optionalUrl, url } from '../common/env.ts';
 
-const url = z
-  .string()
-  .trim()
-  .url()
-  .transform((u) => u.replace(/\/+$/, ''));
-const optionalUrl = z.preprocess((v) => (v === '' ? undefined : v), url.optional());
 const optionalRedisUrl = z.preprocess(
   (v) => (v === '' ? undefined : v),
   url.refine((u) => /^rediss?:\/\//.test(u), 'must be a redis:// or rediss:// URL').optional(),
@@ -23,13 +18,6 @@ const optionalPostgresUrl = z.preprocess(
     .refine((u) => /^postgres(ql)?:\/\/./.test(u), 'must be a postgres:// or postgresql:// URL')
     .optional(),
 );
-const optionalString = z.preprocess((v) => (v === '' ? undefined : v), z.string().optional());
-const flag = z.preprocess(
-  (v) => (typeof v === 'string' ? !['', '0', 'false', 'no', 'off'].includes(v.toLowerCase()) : v),
-  z.boolean(),
-);
-const int = (def: number, min: number, max: number) =>
-  z.preprocess((v) => (v === '' || v === undefined ? def : Number(v)), z.number().int().min(min).max(max));
 
 const EnvSchema = z.object({
   PORT: int(8080, 0, 65535),
@@ -45,8 +33,7 @@ const EnvSchema = z.object({
   METRICS_TOKEN: z.preprocess((v) => (v === '' ? undefined : v), z.string().min(16, 'must be at least 16 characters').optional()),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   CHARACTERS_UPSTREAM_URL: optionalUrl,
-  CONTENT_UPSTREAM_URL: optionalUrl,
-  CONTENT_UPSTREAM_TOKEN: optionalString,
+  ...ContentStoreEnv.shape,
   LIBRARY_UPSTREAM_URL: optionalUrl,
   LIBRARY_UPSTREAM_KEY: optionalString,
   SOULS_UPSTREAM_URL: optionalUrl,

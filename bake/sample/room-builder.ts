@@ -9,17 +9,10 @@
  */
 import { Document, type Material, type Node, type Texture } from '@gltf-transform/core';
 
-export type V3 = [number, number, number];
-export const SLOT_MATERIAL_NAME = 'Slot Placeholder';
+import { SLOT_MATERIAL_NAME } from '../../artifacts/format.ts';
+import { add, cross, normalize as norm, quatFromBasis, scale, sub, type V3 } from '../../common/vec.ts';
 
-const sub = (a: V3, b: V3): V3 => [a[0] - b[0], a[1] - b[1], a[2] - b[2]];
-const add = (a: V3, b: V3): V3 => [a[0] + b[0], a[1] + b[1], a[2] + b[2]];
-const scale = (a: V3, s: number): V3 => [a[0] * s, a[1] * s, a[2] * s];
-const cross = (a: V3, b: V3): V3 => [a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]];
-const norm = (a: V3): V3 => {
-  const l = Math.hypot(a[0], a[1], a[2]);
-  return [a[0] / l, a[1] / l, a[2] / l];
-};
+export { SLOT_MATERIAL_NAME, quatFromBasis, type V3 };
 
 /** A planar rectangle: centre, outward normal, in-plane up direction, size. */
 export interface Rect {
@@ -332,30 +325,6 @@ export class RoomBuilder {
     if (transform.scale) node.setScale(transform.scale);
     return node;
   }
-}
-
-/** Quaternion [x,y,z,w] of the rotation whose columns are the given orthonormal axes. */
-export function quatFromBasis(x: V3, y: V3, z: V3): [number, number, number, number] {
-  const m00 = x[0], m01 = y[0], m02 = z[0];
-  const m10 = x[1], m11 = y[1], m12 = z[1];
-  const m20 = x[2], m21 = y[2], m22 = z[2];
-  const trace = m00 + m11 + m22;
-  let q: [number, number, number, number];
-  if (trace > 0) {
-    const s = 0.5 / Math.sqrt(trace + 1);
-    q = [(m21 - m12) * s, (m02 - m20) * s, (m10 - m01) * s, 0.25 / s];
-  } else if (m00 > m11 && m00 > m22) {
-    const s = 2 * Math.sqrt(1 + m00 - m11 - m22);
-    q = [0.25 * s, (m01 + m10) / s, (m02 + m20) / s, (m21 - m12) / s];
-  } else if (m11 > m22) {
-    const s = 2 * Math.sqrt(1 + m11 - m00 - m22);
-    q = [(m01 + m10) / s, 0.25 * s, (m12 + m21) / s, (m02 - m20) / s];
-  } else {
-    const s = 2 * Math.sqrt(1 + m22 - m00 - m11);
-    q = [(m02 + m20) / s, (m12 + m21) / s, 0.25 * s, (m10 - m01) / s];
-  }
-  const l = Math.hypot(...q);
-  return q.map((v) => v / l) as [number, number, number, number];
 }
 
 function vertexNormals(positions: number[], indices: number[]): number[] {

@@ -5,7 +5,7 @@
  * world-space vertices are used.
  */
 import type { Document, Node } from '@gltf-transform/core';
-import { SLOT_MATERIAL_NAME } from '../sample/room-builder.ts';
+import { SLOT_MATERIAL_NAME, slotId } from '../../artifacts/format.ts';
 import { appendWorldTriangles, forEachDrawnPrimitive, isSlotPrimitive, SLOT_NAME_PATTERN, TriangleSoup } from './scene.ts';
 import { cross, dot, length, levelledFrame, normalize, type V3 } from './orient.ts';
 
@@ -13,6 +13,8 @@ export interface SlotQuad {
   id: string;
   index: number;
   source: 'authored' | 'generated';
+  /** The placeholder node (embedding gives it the anchor as its transform). */
+  node: Node;
   nodeName: string;
   /** Centre of the quad's extents (world). */
   center: V3;
@@ -22,7 +24,7 @@ export interface SlotQuad {
   height: number;
 }
 
-export const slotId = (prefix: 'Slot' | 'Auto', n: number): string => `${prefix}_${String(n).padStart(3, '0')}`;
+export { slotId };
 
 interface Group {
   node: Node;
@@ -30,6 +32,7 @@ interface Group {
 }
 
 interface Measured {
+  node: Node;
   nodeName: string;
   parsed: { prefix: 'Slot' | 'Auto'; number: number } | null;
   center: V3;
@@ -89,6 +92,7 @@ function measure(group: Group): Measured | null {
   const center: V3 = [0, 1, 2].map((k) => mid(0) * frame.x[k]! + mid(1) * frame.y[k]! + mid(2) * frame.z[k]!) as V3;
   const match = SLOT_NAME_PATTERN.exec(group.node.getName().trim());
   return {
+    node: group.node,
     nodeName: group.node.getName(),
     parsed: match ? { prefix: match[1]!.toLowerCase() === 'auto' ? 'Auto' : 'Slot', number: Number(match[2]) } : null,
     center,
@@ -167,6 +171,7 @@ function toQuad(m: Measured, prefix: 'Slot' | 'Auto', n: number): SlotQuad {
     id: slotId(prefix, n),
     index: n,
     source: prefix === 'Auto' ? 'generated' : 'authored',
+    node: m.node,
     nodeName: m.nodeName,
     center: m.center,
     normal: m.normal,

@@ -6,21 +6,13 @@
  * Winding is normalised so that a triangle's geometric normal (counter-clockwise) is the side a
  * renderer shows: mirrored transforms (negative determinant) swap two vertices.
  */
-import { type Document, type Node, type Primitive, type Scene } from '@gltf-transform/core';
-import { BufferAttribute, BufferGeometry, DoubleSide, Ray, Vector3 } from 'three';
+import { type Document, MathUtils, type Node, type Primitive, type Scene } from '@gltf-transform/core';
+import { Box3, BufferAttribute, BufferGeometry, DoubleSide, Matrix4, Ray, Vector3 } from 'three';
 import { MeshBVH } from 'three-mesh-bvh';
-import { SLOT_MATERIAL_NAME } from '../sample/room-builder.ts';
-import { type V3 } from './orient.ts';
+import { isSlotMaterialName, SLOT_NAME_PATTERN } from '../../artifacts/format.ts';
+import { determinant3, multiplyMat4 as multiply, type Mat4, type V3 } from '../../common/vec.ts';
 
-/** `Slot_12`, `slot_0007`, `Auto_003`, also Blender's duplicate suffix `Slot_003.001`. */
-export const SLOT_NAME_PATTERN = /^(slot|auto)_(\d+)(?:\.\d+)?$/i;
-
-/** `Slot Placeholder`, any case, `_` or space, with or without Blender's `.001` suffix. */
-export function isSlotMaterialName(name: string | null | undefined): boolean {
-  if (!name) return false;
-  const wanted = SLOT_MATERIAL_NAME.toLowerCase().replace(/[ _]/g, '');
-  return name.trim().toLowerCase().replace(/\.\d+$/, '').replace(/[ _]/g, '') === wanted;
-}
+export { isSlotMaterialName, SLOT_NAME_PATTERN };
 
 export const isSlotPrimitive = (primitive: Primitive): boolean => isSlotMaterialName(primitive.getMaterial()?.getName());
 
@@ -35,32 +27,6 @@ export function sceneOf(document: Document): Scene | null {
   const root = document.getRoot();
   return root.getDefaultScene() ?? root.listScenes()[0] ?? null;
 }
-
-type Mat4 = number[];
-
-function multiply(a: Mat4, b: Mat4): Mat4 {
-  const out = new Array<number>(16);
-  for (let c = 0; c < 4; c++) {
-    for (let r = 0; r < 4; r++) {
-      out[c * 4 + r] = a[r]! * b[c * 4]! + a[4 + r]! * b[c * 4 + 1]! + a[8 + r]! * b[c * 4 + 2]! + a[12 + r]! * b[c * 4 + 3]!;
-    }
-  }
-  return out;
-}
-
-function composeTRS(t: readonly number[], q: readonly number[], s: readonly number[]): Mat4 {
-  const [x, y, z, w] = q as [number, number, number, number];
-  const [sx, sy, sz] = s as [number, number, number];
-  return [
-    (1 - 2 * (y * y + z * z)) * sx, 2 * (x * y + z * w) * sx, 2 * (x * z - y * w) * sx, 0,
-    2 * (x * y - z * w) * sy, (1 - 2 * (x * x + z * z)) * sy, 2 * (y * z + x * w) * sy, 0,
-    2 * (x * z + y * w) * sz, 2 * (y * z - x * w) * sz, (1 - 2 * (x * x + y * y)) * sz, 0,
-    t[0]!, t[1]!, t[2]!, 1,
-  ];
-}
-
-const determinant3 = (m: Mat4): number =>
-  m[0]! * (m[5]! * m[10]! - m[6]! * m[9]!) - m[4]! * (m[1]! * m[10]! - m[2]! * m[9]!) + m[8]! * (m[1]! * m[6]! - m[2]! * m[5]!);
 
 interface InstancedMeshLike {
   getAttribute(name: string): { getCount(): number; getElement(i: number, t: number[]): number[] } | null;
@@ -85,7 +51,12 @@ export function forEachDrawnPrimitive(document: Document, visit: (node: Node, pr
       const s = instancing.getAttribute('SCALE');
       const count = t?.getCount() ?? r?.getCount() ?? s?.getCount() ?? 0;
       for (let i = 0; i < count; i++) {
-        const local = composeTRS(t ? t.getElement(i, [0, 0, 0]) : [0, 0, 0], r ? r.getElement(i, [0, 0, 0, 1]) : [0, 0, 0, 1], s ? s.getElement(i, [1, 1, 1]) : [1, 1, 1]);
+        const local = MathUtils.compose(
+          (t ? t.getElement(i, [0, 0, 0]) : [0, 0, 0]) as [number, number, number],
+          (r ? r.getElement(i, [0, 0, 0, 1]) : [0, 0, 0, 1]) as [number, number, number, number],
+          (s ? s.getElement(i, [1, 1, 1]) : [1, 1, 1]) as [number, number, number],
+          new Array<number>(16) as never,
+        ) as unknown as Mat4;
         matrices.push(multiply(world, local));
       }
     } else {
@@ -273,6 +244,18 @@ export class WorldScene {
     // face seen from the ray's side is the one that counts.
     const tied = this.bvh.raycast(ray, DoubleSide, Math.max(0, hit.distance - COINCIDENT), hit.distance + COINCIDENT);
     return tied.map((h) => this.toHit(h as never, dir)).find((h) => h.visible) ?? first;
+  }
+
+  /**
+   * True when no triangle meets the oriented box (centre, orthonormal axes, half extents): the
+   * exact "nothing in this volume" test, which rays between grid points cannot give.
+   */
+  isBoxEmpty(center: V3, axes: readonly [V3, V3, V3], half: V3): boolean {
+    if (!this.bvh) return true;
+    const box = new Box3(new Vector3(-half[0], -half[1], -half[2]), new Vector3(half[0], half[1], half[2]));
+    const [x, y, z] = axes;
+    const toMesh = new Matrix4().makeBasis(new Vector3(...x), new Vector3(...y), new Vector3(...z)).setPosition(center[0], center[1], center[2]);
+    return !this.bvh.intersectsBox(box, toMesh);
   }
 
   /** Every hit along a unit direction within `far`, nearest first. */

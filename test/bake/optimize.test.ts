@@ -7,7 +7,9 @@ import { DRACO_DEFAULTS } from '@gltf-transform/functions';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { isGlb, localResourceLoader, ModelError, readModel, writeGlb } from '../../bake/gltf-io.ts';
-import { assertTextureSizes, optimizeModel, optimizerSettingsId, OPTIMIZER_SETTINGS } from '../../bake/optimize.ts';
+import { normalMapAngularError } from '../../bake/normal-error.ts';
+import { assertTextureSizes, optimizeModel, optimizerSettingsId, OPTIMIZER_SETTINGS, type OptimizerSettings } from '../../bake/optimize.ts';
+import { withLosslessNormals } from '../../bake/settings.ts';
 import { writeSampleContent } from '../../bake/sample/generate.ts';
 import { RoomBuilder, SLOT_MATERIAL_NAME } from '../../bake/sample/room-builder.ts';
 import { hugeTextureGlb, sharedModels, validate } from './fixtures.ts';
@@ -59,13 +61,20 @@ describe('optimizer on every shared asset', () => {
     expect(result.warnings[0]).toMatch(/the optimized model is the source/);
   });
 
-  it('compresses textures to WebP and keeps a lossy (JPEG) normal map as it is', async () => {
+  it('compresses every texture to WebP, the normal map lossy with a small angular error; --lossless-normals keeps a JPEG normal map as it is', async () => {
     const { source, read } = await load(sharedModels().find((p) => p.endsWith('DamagedHelmet.glb'))!);
+    const sourceNormal = (await read()).getRoot().listMaterials()[0]!.getNormalTexture()!.getImage()!;
     const result = await optimizeModel({ source, read });
-    const textures = (await readModel(result.glb)).getRoot().listTextures();
-    const normal = (await readModel(result.glb)).getRoot().listMaterials()[0]!.getNormalTexture()!;
-    expect(normal.getMimeType()).toBe('image/jpeg');
-    expect(textures.filter((t) => t.getMimeType() === 'image/webp').length).toBe(textures.length - 1);
+    const optimized = await readModel(result.glb);
+    const textures = optimized.getRoot().listTextures();
+    const normal = optimized.getRoot().listMaterials()[0]!.getNormalTexture()!;
+    expect(textures.every((t) => t.getMimeType() === 'image/webp')).toBe(true);
+    const error = await normalMapAngularError(sourceNormal, normal.getImage()!);
+    expect(error.p50).toBeLessThan(1);
+    expect(error.p99).toBeLessThan(8);
+    const exact = await readModel((await optimizeModel({ source, read, settings: withLosslessNormals(true) })).glb);
+    // A JPEG normal map is already lossy: lossless WebP would only add bytes.
+    expect(exact.getRoot().listMaterials()[0]!.getNormalTexture()!.getMimeType()).toBe('image/jpeg');
   });
 });
 
@@ -94,21 +103,32 @@ describe('optimizer on the sample rooms', () => {
     expect(nonSlotMeshes.length).toBeLessThan((await read()).getRoot().listNodes().length - before.length);
   });
 
-  it('atelier: WebP textures, the normal map lossless (VP8L, the same pixels)', async () => {
+  it('atelier: WebP textures; the normal map lossy by default (bounded angular error), exact with --lossless-normals', async () => {
     const { source, read } = await load(join(dir, 'models', 'atelier.glb'));
     const sourceNormal = (await read()).getRoot().listMaterials().find((m) => m.getName() === 'Brick')!.getNormalTexture()!.getImage()!;
-    const result = await optimizeModel({ source, read });
-    const material = (await readModel(result.glb)).getRoot().listMaterials().find((m) => m.getName() === 'Brick')!;
-    const base = material.getBaseColorTexture()!;
-    const normal = material.getNormalTexture()!;
-    expect(base.getMimeType()).toBe('image/webp');
-    expect(normal.getMimeType()).toBe('image/webp');
+    const brick = async (settings?: OptimizerSettings) => {
+      const result = await optimizeModel({ source, read, settings });
+      return (await readModel(result.glb)).getRoot().listMaterials().find((m) => m.getName() === 'Brick')!;
+    };
     const chunk = (image: Uint8Array) => Buffer.from(image.subarray(12, 16)).toString('latin1');
-    expect(chunk(normal.getImage()!)).toBe('VP8L');
-    expect(chunk(base.getImage()!)).toBe('VP8 ');
+    const lossy = await brick();
+    expect(lossy.getBaseColorTexture()!.getMimeType()).toBe('image/webp');
+    expect(lossy.getNormalTexture()!.getMimeType()).toBe('image/webp');
+    expect(chunk(lossy.getBaseColorTexture()!.getImage()!)).toBe('VP8 ');
+    expect(chunk(lossy.getNormalTexture()!.getImage()!)).toBe('VP8 ');
+    // The sample's normal map is per-pixel noise, the worst case for lossy encoding: bounded, not small.
+    const error = await normalMapAngularError(sourceNormal, lossy.getNormalTexture()!.getImage()!);
+    expect(error.p50).toBeGreaterThan(0);
+    expect(error.p99).toBeLessThan(45);
+
+    const exact = (await brick(withLosslessNormals(true))).getNormalTexture()!;
+    expect(chunk(exact.getImage()!)).toBe('VP8L');
     // VP8L is also near-lossless' container: compare the decoded pixels.
     const pixels = (image: Uint8Array) => sharp(image).removeAlpha().raw().toBuffer();
-    expect((await pixels(normal.getImage()!)).equals(await pixels(sourceNormal))).toBe(true);
+    expect((await pixels(exact.getImage()!)).equals(await pixels(sourceNormal))).toBe(true);
+    expect((await normalMapAngularError(sourceNormal, exact.getImage()!)).max).toBeLessThan(1e-3);
+    // A setting of the incremental key: the two bakes are told apart.
+    expect(optimizerSettingsId(withLosslessNormals(true))).not.toBe(optimizerSettingsId());
   });
 
   it('is deterministic: the same input gives the same bytes', async () => {

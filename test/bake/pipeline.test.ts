@@ -12,6 +12,7 @@ import { readModel } from '../../bake/gltf-io.ts';
 import { BakeRunError, bakeRooms, type BakeSummary } from '../../bake/pipeline.ts';
 import { writeSampleContent } from '../../bake/sample/generate.ts';
 import { allowing, startModelServer } from '../fakes/model-server.ts';
+import { angleBetween, rotate } from './rooms/geometry.ts';
 import { bufferPastEndGlb, garbageJsonGlb, hugeTextureGlb, SHARED_ASSETS, smallRoomGlb, truncatedGlb, validate, wrongMagicGlb } from './fixtures.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -96,8 +97,24 @@ describe('baking the sample content', () => {
       const nodes = new Map((await readModel(glb)).getRoot().listNodes().map((n) => [n.getName(), n]));
       for (const slot of slotData.slots) {
         const node = nodes.get(slot.id);
-        expect(node, `${slot.id} in room ${room.id}`).toBeDefined();
-        expect(node!.getMesh()!.listPrimitives()[0]!.getMaterial()!.getName()).toBe('Slot Placeholder');
+        const where = `${slot.id} in room ${room.id}`;
+        expect(node, where).toBeDefined();
+        const primitive = node!.getMesh()!.listPrimitives()[0]!;
+        expect(primitive.getMaterial()!.getName()).toBe('Slot Placeholder');
+        expect(primitive.getAttribute('TEXCOORD_0'), where).not.toBeNull();
+        // The node carries the anchor: world translation = position, rotation = quaternion, no scale.
+        const m = node!.getWorldMatrix();
+        expect(Math.hypot(m[12] - slot.position[0], m[13] - slot.position[1], m[14] - slot.position[2]), `${where} position`).toBeLessThan(1e-3);
+        for (const [k, axis] of [[0, [1, 0, 0]], [1, [0, 1, 0]], [2, [0, 0, 1]]] as const) {
+          const column = [m[k * 4], m[k * 4 + 1], m[k * 4 + 2]];
+          expect(Math.abs(Math.hypot(...column) - 1), `${where} scale`).toBeLessThan(1e-4);
+          expect(angleBetween(column, rotate(slot.quaternion, [...axis])), `${where} axis ${k}`).toBeLessThan(0.1);
+        }
+        expect(angleBetween([m[8], m[9], m[10]], slot.facing), `${where} +Z = facing`).toBeLessThan(0.1);
+        // Its mesh: a quad centred on the origin in the node's XY plane, width × height.
+        const bounds = [primitive.getAttribute('POSITION')!.getMin([]), primitive.getAttribute('POSITION')!.getMax([])];
+        const expected = [[-slot.width / 2, -slot.height / 2, 0], [slot.width / 2, slot.height / 2, 0]];
+        bounds.forEach((b, i) => b.forEach((v, k) => expect(Math.abs(v - expected[i]![k]!), `${where} quad`).toBeLessThan(1e-3)));
       }
       const expectGenerated = room.id === 4 || room.id === 7;
       expect(slotData.slots.every((s) => s.source === (expectGenerated ? 'generated' : 'authored'))).toBe(true);
@@ -171,6 +188,34 @@ describe('incremental re-bakes', () => {
     expect(again.rooms.find((r) => r.id === 7)).toMatchObject({ status: 'baked', reason: 'published files missing' });
     await expectIntact(data);
   }, 120_000);
+});
+
+describe('stable anchors through re-bakes', () => {
+  it('N → N+4 → N keeps the first N generated anchors, and the summary says what changed', async () => {
+    const content = copyOfSample();
+    const data = tmp('museum-pipeline-stable-');
+    const annex = 7;
+    const first = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1 });
+    const n = (await readManifest(data))!.rooms.find((r) => r.id === annex)!.slots;
+    expect(first.rooms.find((r) => r.id === annex)!.slot_changes).toMatchObject({ added: n, had_previous: false });
+    const slotsOf = async () => {
+      const entry = (await readManifest(data))!.rooms.find((r) => r.id === annex)!;
+      return RoomSlotData.parse(JSON.parse(await readFile(filePath(data, entry.slot_data!), 'utf8'))).slots;
+    };
+    const before = await slotsOf();
+
+    await editRooms(content, (rooms) => (rooms.find((r) => r.id === annex)!.slots = n + 4));
+    const raised = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1 });
+    expect(raised.rooms.find((r) => r.id === annex)).toMatchObject({ status: 'baked', slot_changes: { kept: n, moved: 0, added: 4, removed: 0 } });
+    expect((await slotsOf()).slice(0, n)).toEqual(before);
+
+    await editRooms(content, (rooms) => (rooms.find((r) => r.id === annex)!.slots = n));
+    const lowered = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1 });
+    expect(lowered.rooms.find((r) => r.id === annex)!.slot_changes).toMatchObject({ kept: n, moved: 0, added: 0, removed: 4 });
+    expect(await slotsOf()).toEqual(before);
+    const report = await readFile(artifactPaths(data).report, 'utf8');
+    expect(report).toContain(`Anchors against the previous bake: ${n} kept, 0 moved, 0 added, 4 removed`);
+  }, 300_000);
 });
 
 describe('bad input fails only its room', () => {

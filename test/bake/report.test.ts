@@ -7,11 +7,18 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { planSvg, renderQaReport, SLOT_COLOURS, type QaRoom } from '../../bake/report.ts';
 import { RoomBuilder } from '../../bake/sample/room-builder.ts';
-import { computeSlots } from '../../bake/slots/index.ts';
+import { RoomSlotData } from '../../artifacts/format.ts';
+import { computeSlots, SLOT_ALGORITHM, type SlotEngineResult } from '../../bake/slots/index.ts';
 import { randomRoom } from './rooms/random.ts';
 import { gallery, sandwiched } from './rooms/truth.ts';
 
 const SHA = '3'.repeat(64);
+
+/** What the bake hands the report: the published slot data and the QA facts. */
+function qa(result: SlotEngineResult, roomId: number): Pick<QaRoom, 'slotData' | 'facts' | 'plan'> {
+  const slotData = RoomSlotData.parse({ version: 1, room: roomId, model: SHA, generated_at: 'now', algorithm: SLOT_ALGORITHM, slots: result.slots, shortfall: result.shortfall, warnings: result.warnings });
+  return { slotData, facts: { kind: result.kind, kindEvidence: result.kindEvidence }, plan: result.plan };
+}
 
 function closet() {
   const b = new RoomBuilder('Closet');
@@ -46,10 +53,10 @@ describe('QA report', () => {
   it('renders rooms, counts, shortfalls, warnings, failures and pictures into one page', async () => {
     const thumbnail = await sharp({ create: { width: 64, height: 36, channels: 3, background: '#336699' } }).webp().toBuffer();
     const rooms: QaRoom[] = [
-      { id: 1, title: 'Gallery <script>alert("x")</script> & "Friends"', onchainSlots: 8, result: computeSlots(gallery().document, { roomId: 1, onchainSlots: 8, modelSha256: SHA }), thumbnail },
-      { id: 2, title: 'Sandwich', onchainSlots: 2, result: computeSlots(sandwiched().document, { roomId: 2, onchainSlots: 2, modelSha256: SHA }), warnings: ['optimizer skipped draco'] },
-      { id: 3, title: 'Generated hall', onchainSlots: 10, result: computeSlots(randomRoom(2).document, { roomId: 3, onchainSlots: 10, modelSha256: SHA }) },
-      { id: 4, title: 'Closet', onchainSlots: 200, result: computeSlots(closet(), { roomId: 4, onchainSlots: 200, modelSha256: SHA }) },
+      { id: 1, title: 'Gallery <script>alert("x")</script> & "Friends"', onchainSlots: 8, ...qa(computeSlots(gallery().document, { roomId: 1, onchainSlots: 8, modelSha256: SHA }), 1), thumbnail },
+      { id: 2, title: 'Sandwich', onchainSlots: 2, ...qa(computeSlots(sandwiched().document, { roomId: 2, onchainSlots: 2, modelSha256: SHA }), 2), warnings: ['optimizer skipped draco'] },
+      { id: 3, title: 'Generated hall', onchainSlots: 10, ...qa(computeSlots(randomRoom(2).document, { roomId: 3, onchainSlots: 10, modelSha256: SHA }), 3), changes: { kept: 6, moved: 2, largest_move: 0.031, added: 2, removed: 0, had_previous: true } },
+      { id: 4, title: 'Closet', onchainSlots: 200, ...qa(computeSlots(closet(), { roomId: 4, onchainSlots: 200, modelSha256: SHA }), 4) },
       { id: 5, title: 'Broken <model>', onchainSlots: 6, error: 'truncated GLB: header declares 100 bytes but the file has 50' },
     ];
     const html = await renderQaReport(rooms, { generatedAt: '2025-05-01T12:00:00Z', bakeId: 'bake-7' });
@@ -67,11 +74,14 @@ describe('QA report', () => {
     // Counts against onchain counts, per room and in the summary.
     has('<span class="ok">8 / 8</span> anchors / onchain slots · room');
     has('<span class="ok">10 / 10</span>');
-    const closetPlaced = rooms[3]!.result!.slots.length;
+    const closetPlaced = rooms[3]!.slotData!.slots.length;
     expect(closetPlaced).toBeLessThan(200);
     has(`<span class="short">${closetPlaced} / 200</span>`);
     has(`Shortfall: ${closetPlaced} of 200 placed — only ${closetPlaced} non-overlapping frames`);
     has('<td class="num">– / 6</td>');
+    // What the re-bake did to the hung anchors, in the room and in the summary table.
+    has('Anchors against the previous bake: 6 kept, 2 moved (largest 0.031 m), 2 added, 0 removed');
+    has('<td>6 kept, 2 moved (largest 0.031 m), 2 added, 0 removed</td>');
     has('<strong>Failed:</strong> truncated GLB: header declares 100 bytes but the file has 50');
     has('flipped 4 · ambiguous 0');
     has('flipped 1 · ambiguous 2');
@@ -118,7 +128,7 @@ describe('QA report', () => {
 
   it('is the same page for the same input', async () => {
     const result = computeSlots(gallery().document, { roomId: 1, onchainSlots: 8, modelSha256: SHA });
-    const rooms: QaRoom[] = [{ id: 1, title: 'Gallery', onchainSlots: 8, result }];
+    const rooms: QaRoom[] = [{ id: 1, title: 'Gallery', onchainSlots: 8, ...qa(result, 1) }];
     expect(await renderQaReport(rooms, { generatedAt: 'now' })).toBe(await renderQaReport(rooms, { generatedAt: 'now' }));
   });
 });

@@ -6,7 +6,7 @@ import { mergeDocuments } from '@gltf-transform/functions';
 import { describe, expect, it } from 'vitest';
 import { RoomSlot } from '../../artifacts/format.ts';
 import { RoomBuilder } from '../../bake/sample/room-builder.ts';
-import { computeSlots, embedGeneratedSlots, SLOT_ALGORITHM } from '../../bake/slots/index.ts';
+import { computeSlots, embedAnchors, SLOT_ALGORITHM } from '../../bake/slots/index.ts';
 import { angleBetween, orientationProblems, rotate } from './rooms/geometry.ts';
 import { mulberry32 } from '../../common/random.ts';
 import { randomRoom } from './rooms/random.ts';
@@ -171,11 +171,11 @@ describe('slot engine: ids and numbering', () => {
     for (const node of doc.getRoot().listNodes()) if (node.getName().startsWith('Slot_')) node.dispose();
     const generated = computeSlots(doc, { roomId: 3, onchainSlots: 5, modelSha256: SHA });
     expect(generated.slots.map((s) => s.id)).toEqual(['Auto_001', 'Auto_002', 'Auto_003', 'Auto_004', 'Auto_005']);
-    embedGeneratedSlots(doc, generated.slots);
+    embedAnchors(doc, generated.slots);
     const names = doc.getRoot().listNodes().map((n) => n.getName()).filter((n) => n.startsWith('Auto_'));
     expect(names.sort()).toEqual(['Auto_001', 'Auto_002', 'Auto_003', 'Auto_004', 'Auto_005']);
     // Embedding again replaces, never duplicates.
-    embedGeneratedSlots(doc, generated.slots);
+    embedAnchors(doc, generated.slots);
     expect(doc.getRoot().listNodes().filter((n) => n.getName().startsWith('Auto_'))).toHaveLength(5);
     const again = computeSlots(doc, { roomId: 3, onchainSlots: 5, modelSha256: SHA });
     expect(again.warnings).toEqual([]);

@@ -20,10 +20,10 @@ describe('bake summary table', () => {
   it('prints titles, reasons and warnings from content with their control characters escaped', () => {
     const summary: BakeSummary = {
       bake_id: 'b1', published: true, data_dir: '/d', manifest: '/d/manifest.json', report: null,
-      baked: 1, skipped: 0, failed: 1, bytes_in: 10, bytes_out: 5, ms: 12,
+      baked: 1, skipped: 0, failed: 1, bytes_in: 10, bytes_out: 5, ms: 12, gc: null,
       rooms: [
-        { id: 1, title: 'Atrium\u001b[2J', status: 'baked', reason: 'new room', warnings: ['slot \u009b7m hidden'], bytes_in: 10, bytes_out: 5, ms: 12 },
-        { id: 2, title: 'Vault\u001b]0;x\u0007', status: 'failed', reason: 'texture \u001b[8mx is not an image', warnings: [], bytes_in: null, bytes_out: null, ms: null },
+        { id: 1, title: 'Atrium\u001b[2J', status: 'baked', reason: 'new room', warnings: ['slot \u009b7m hidden'], slot_changes: null, bytes_in: 10, bytes_out: 5, ms: 12 },
+        { id: 2, title: 'Vault\u001b]0;x\u0007', status: 'failed', reason: 'texture \u001b[8mx is not an image', warnings: [], slot_changes: null, bytes_in: null, bytes_out: null, ms: null },
       ],
     };
     const table = summaryTable(summary);
