@@ -162,7 +162,7 @@ export interface OptimizeInput {
   source: Uint8Array;
   /** A fresh Document of the source; called once per attempt (optimizing is destructive). */
   read: () => Promise<Document>;
-  /** Runs after the steps and before writing (embeds generated slots); true when it changed the model. */
+  /** Runs after the steps and before writing (embeds the slot anchors); true when it changed the model. */
   finish?: (document: Document) => boolean;
   settings?: OptimizerSettings;
   /** A Document already read (and used for slots) for the first attempt, to save a parse. */
@@ -227,7 +227,7 @@ export async function optimizeModel(input: OptimizeInput): Promise<OptimizeResul
     return { glb: input.source, steps: result.steps, skipped: [...STEP_NAMES], isSource: true, warnings };
   }
   if (result.glb.byteLength > limit) {
-    warnings.push(`optimized model is ${result.glb.byteLength - limit} bytes larger than its source because generated slot placeholders were embedded`);
+    warnings.push(`optimized model is ${result.glb.byteLength - limit} bytes larger than its source because the slot anchors were embedded in it`);
   }
   if (result.skipped.length) warnings.push(`optimizer skipped ${result.skipped.join(' and ')}: the output was larger than the source with it`);
   return { glb: result.glb, steps: result.steps, skipped: result.skipped, isSource: false, warnings };

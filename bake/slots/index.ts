@@ -121,18 +121,21 @@ function authoredSlots(scene: WorldScene, quads: SlotQuad[], interior: Interior,
 function previousAnchors(options: SlotEngineOptions): PreviousAnchors | null {
   const previous = options.previous;
   const slots = previous?.slots.filter((s) => s.source === 'generated') ?? [];
-  return previous && slots.length ? { slots, sameModel: previous.model === options.modelSha256 } : null;
+  // Computed by this algorithm on this model: nothing to re-check. Another algorithm revision (or
+  // model) re-validates every anchor against today's rules, keeping the ids of those that pass.
+  const sameModel = previous?.model === options.modelSha256 && previous?.algorithm === SLOT_ALGORITHM;
+  return previous && slots.length ? { slots, sameModel } : null;
 }
 
 /** N generated anchors (Auto_NNN), stable against the previous bake. */
 function generatedSlots(scene: WorldScene, interior: Interior, options: SlotEngineOptions, tunables: ReturnType<typeof resolveTunables>) {
-  const previous = previousAnchors(options);
+  const published = previousAnchors(options);
   const generated = generateAnchors(scene, {
     count: options.onchainSlots,
     seed: `${options.modelSha256}:${options.roomId}`,
     interior,
     tunables,
-    previous,
+    previous: published,
   });
   const slots = generated.anchors.map((anchor) => {
     const record = slotRecord({ id: slotId('Auto', anchor.index), index: anchor.index, source: 'generated' }, anchor.position, anchor.frame, anchor, {
@@ -145,7 +148,7 @@ function generatedSlots(scene: WorldScene, interior: Interior, options: SlotEngi
     const previous = anchor.previous;
     if (!previous) return record;
     // Same model: the published record stands as it is (nothing it says can have changed).
-    if (anchor.origin === 'kept' && options.previous?.model === options.modelSha256) return previous;
+    if (anchor.origin === 'kept' && published?.sameModel) return previous;
     const pose = { quaternion: previous.quaternion, facing: previous.facing, width: previous.width, height: previous.height };
     return anchor.origin === 'kept' ? { ...record, position: previous.position, ...pose } : { ...record, ...pose };
   });

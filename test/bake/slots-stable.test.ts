@@ -123,6 +123,23 @@ describe('slot engine: stable generated anchors', () => {
   });
 });
 
+describe('slot engine: anchors of another algorithm revision', () => {
+  it('are re-validated against today\'s rules on the same model: valid ones keep their ids and poses, the rest are replaced', () => {
+    const document = furnished();
+    const fresh = computeSlots(document, { roomId: 3, onchainSlots: 6, modelSha256: SHA_A });
+    // Slot 2 as an older engine might have left it: over the cabinet on the north wall.
+    const blocked: RoomSlot = { ...fresh.slots[1]!, position: [1.5, 1.3, 0.005], quaternion: [0, 0, 0, 1], facing: [0, 0, 1], width: 0.85, height: 0.85 };
+    const old = { ...published([fresh.slots[0]!, blocked, ...fresh.slots.slice(2)], SHA_A), algorithm: 'slot-engine-1' };
+    const again = computeSlots(document, { roomId: 3, onchainSlots: 6, modelSha256: SHA_A, previous: old });
+    expect(again.slots.map((s) => s.id)).toEqual(fresh.slots.map((s) => s.id));
+    expect(pose(again.slots[1]!)).not.toEqual(pose(blocked));
+    for (const i of [0, 2, 3, 4, 5]) expect(pose(again.slots[i]!)).toEqual(pose(fresh.slots[i]!));
+    // This revision's own data on the same model is trusted as published.
+    const trusted = computeSlots(document, { roomId: 3, onchainSlots: 6, modelSha256: SHA_A, previous: { ...old, algorithm: SLOT_ALGORITHM } });
+    expect(trusted.slots[1]).toEqual(blocked);
+  });
+});
+
 describe('slot engine: the whole frame has open space in front', () => {
   it.each([8, 24, 60])('furnished room, N = %i: nothing within the larger side in front of any part of a frame', (n) => {
     const document = furnished();
