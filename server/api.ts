@@ -1,16 +1,26 @@
 /**
- * Route definitions: each route declares its access rule, its zod schemas (path, query, body,
- * response) and its handler. The same declaration wires validation and auth into the Koa router
- * and generates the OpenAPI 3.1 document, so the documentation cannot drift from what is enforced.
+ * The routing table: each route declares its access rule, its zod schemas (path, query, body,
+ * response), its handler and, when it is served from memory, its fast read. One declaration is
+ * compiled into the Koa route (auth, limits, validation, handler), into the fast-path matcher
+ * (fastpath.ts) when it has a fast read, and into the OpenAPI 3.1 document, so what is documented,
+ * what Koa enforces and what the fast path answers cannot drift apart.
  */
-import Router from '@koa/router';
-import type { Context, Middleware } from 'koa';
+import Router, { type RouterMiddleware } from '@koa/router';
+import type { Logger } from 'pino';
 import { z } from 'zod';
+import { LruMap } from '../common/lru.ts';
 import { HttpError } from './errors.ts';
+import { compileFastPath, type FastRead, type FastRoute, firstQueryValues } from './fastpath.ts';
+import { JSON_TYPE } from './http-conditional.ts';
 import { requireKey } from './middleware/auth.ts';
-import { jsonBody } from './middleware/json-body.ts';
-import { ipRateLimit, keyRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
+import { setAnswer } from './middleware/errors.ts';
+import { depthOf, jsonBody } from './middleware/json-body.ts';
+import { ipRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
 import type { KeyStore } from './state/keys.ts';
+import type { FastPathHandler, Headers, MuseumState, RouteContext, Services } from './types.ts';
+
+/** A route group: its declarations and handlers, given the server's services. */
+export type RouteModule = (api: Api, services: Services) => void;
 
 type AnyObject = z.ZodObject<z.ZodRawShape>;
 
@@ -18,6 +28,12 @@ export type RouteResponse =
   | { json: z.ZodType; status?: number }
   | { sse: string }
   | { binary: string; description: string; /** also answers single `Range` requests with 206 */ ranges?: boolean };
+
+export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
+  params: z.output<P>;
+  query: z.output<Q>;
+  body: z.output<B>;
+}
 
 export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
   method: 'GET' | 'POST';
@@ -33,13 +49,20 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.
   body?: B;
   /** The body may be absent (e.g. presence ping); it is still validated when present. */
   bodyOptional?: boolean;
+  /** Bodies nested deeper than this are refused (400) before the schema sees them. */
+  bodyMaxDepth?: number;
   response: RouteResponse;
+  /** Headers on every answer of this route, errors included (e.g. the sandbox of /files). */
+  headers?: Headers;
   /** Error statuses this route can answer (401/429 are added for keyed routes). */
   errors?: number[];
-  handler: (
-    ctx: Context,
-    input: { params: z.output<P>; query: z.output<Q>; body: z.output<B> },
-  ) => unknown | Promise<unknown>;
+  /**
+   * Served from memory (GET only): the answer for validated input, produced without Koa by the fast
+   * path, and by Koa with the same function. When it declines an input (undefined), `handler` answers.
+   */
+  fast?: FastRead<RouteInput<P, Q, B>>;
+  /** Required unless `fast` answers every input. */
+  handler?: (ctx: RouteContext, input: RouteInput<P, Q, B>) => unknown | Promise<unknown>;
 }
 
 // Shared lenient list parameters (decisions: non-integers fall back to the default; out-of-range
@@ -86,9 +109,9 @@ const STATUS_TEXT: Record<number, string> = {
   503: 'Not configured, at capacity, or a store the server needs is down',
 };
 
-interface Registered {
-  def: RouteDef<AnyObject, AnyObject, z.ZodType>;
-}
+type AnyRouteDef = RouteDef<AnyObject, AnyObject, z.ZodType>;
+type Parsed<T> = { success: true; data: T } | { success: false; error: z.ZodError };
+const NOTHING: Parsed<Record<string, never>> = { success: true, data: {} };
 
 /** Take the first value of repeated query parameters: `?page=1&page=2` reads as page 1. */
 function firstValues(query: Record<string, string | string[] | undefined>): Record<string, string> {
@@ -108,39 +131,71 @@ const describeIssues = (error: z.ZodError): string =>
     .slice(0, 500);
 
 export class Api {
-  readonly router = new Router();
-  private readonly routes: Registered[] = [];
+  readonly router = new Router<MuseumState>();
+  private readonly routes: AnyRouteDef[] = [];
 
-  constructor(private readonly deps: { keys: KeyStore; limiter: RateLimitStore }) {}
+  constructor(private readonly deps: { keys: KeyStore; limiter: RateLimitStore; log: Logger }) {}
 
   route<P extends AnyObject, Q extends AnyObject, B extends z.ZodType>(def: RouteDef<P, Q, B>): void {
-    this.routes.push({ def: def as unknown as Registered['def'] });
-    const chain: Middleware[] = [];
-    if (def.access === 'key') chain.push(requireKey(this.deps.keys), keyRateLimit(this.deps.limiter));
+    const route = def as unknown as AnyRouteDef;
+    if (!route.handler && !route.fast) throw new Error(`${def.method} ${def.path}: a route needs a handler or a fast read`);
+    if (route.fast && (def.method !== 'GET' || def.body || def.ipLimit)) throw new Error(`${def.method} ${def.path}: only GETs without a body or IP limit are read from memory`);
+    this.routes.push(route);
+    const chain: Array<RouterMiddleware<MuseumState>> = [];
+    const { headers } = def;
+    if (headers) {
+      chain.push(async (ctx, next) => {
+        ctx.set(headers);
+        await next();
+      });
+    }
+    if (def.access === 'key') chain.push(requireKey(this.deps.keys, this.deps.limiter));
     if (def.ipLimit) chain.push(ipRateLimit(this.deps.limiter, def.ipLimit.name, def.ipLimit.perMinute));
     if (def.body) chain.push(jsonBody({ optional: def.bodyOptional }));
+    const handle = route.handler ?? fastHandler(route);
     chain.push(async (ctx) => {
-      const params = def.params ? def.params.safeParse(ctx.params) : { success: true as const, data: {} };
-      if (!params.success) throw new HttpError(404, 'NOT_FOUND', 'Not found');
-      const query = def.query ? def.query.safeParse(firstValues(ctx.query)) : { success: true as const, data: {} };
-      if (!query.success) throw new HttpError(400, 'BAD_REQUEST', `Invalid query: ${describeIssues(query.error)}`);
-      let body: { success: true; data: unknown } | { success: false; error: z.ZodError } = { success: true, data: undefined };
-      if (def.body && !(def.bodyOptional && ctx.state.body === undefined)) body = def.body.safeParse(ctx.state.body);
-      if (!body.success) throw new HttpError(400, 'BAD_REQUEST', `Invalid body: ${describeIssues(body.error)}`);
-      await def.handler(ctx, {
-        params: params.data as z.output<P>,
-        query: query.data as z.output<Q>,
-        body: body.data as z.output<B>,
-      });
+      await handle(ctx, this.validate(route, ctx));
     });
     const koaPath = def.path.replace(/\{(\w+)\}/g, ':$1');
     if (def.method === 'GET') this.router.get(koaPath, ...chain);
     else this.router.post(koaPath, ...chain);
   }
 
+  /** The route's input from a Koa request, or the 404 (path) / 400 (query, body) to answer. */
+  private validate(def: AnyRouteDef, ctx: RouteContext): RouteInput<AnyObject, AnyObject, z.ZodType> {
+    const params = def.params ? def.params.safeParse(ctx.params) : NOTHING;
+    if (!params.success) throw new HttpError(404, 'NOT_FOUND', 'Not found');
+    const query = def.query ? def.query.safeParse(firstValues(ctx.query)) : NOTHING;
+    if (!query.success) throw new HttpError(400, 'BAD_REQUEST', `Invalid query: ${describeIssues(query.error)}`);
+    let body: Parsed<unknown> = { success: true, data: undefined };
+    const raw = ctx.state.body;
+    if (def.body && !(def.bodyOptional && raw === undefined)) {
+      if (def.bodyMaxDepth !== undefined && depthOf(raw, def.bodyMaxDepth) > def.bodyMaxDepth) {
+        throw new HttpError(400, 'BAD_REQUEST', `Invalid body: nested deeper than ${def.bodyMaxDepth} levels`);
+      }
+      body = def.body.safeParse(raw);
+    }
+    if (!body.success) throw new HttpError(400, 'BAD_REQUEST', `Invalid body: ${describeIssues(body.error)}`);
+    return { params: params.data, query: query.data, body: body.data };
+  }
+
+  /** The fast path of every route with a fast read (GET routes in registration order, as Koa's router matches). */
+  fastPath(): FastPathHandler {
+    const table: FastRoute[] = this.routes
+      .filter((def) => def.method === 'GET')
+      .map((def) => ({
+        path: def.path,
+        access: def.access,
+        headers: Object.entries(def.headers ?? {}).flat(),
+        input: rawInput(def),
+        read: def.fast as FastRead<unknown> | undefined,
+      }));
+    return compileFastPath(table, this.deps);
+  }
+
   /** Paths of every route, for the index. */
   get endpoints(): string[] {
-    return this.routes.map(({ def }) => `${def.method} ${def.path}`);
+    return this.routes.map((def) => `${def.method} ${def.path}`);
   }
 
   /** The OpenAPI 3.1 document generated from the route declarations. */
@@ -162,7 +217,7 @@ export class Api {
     schemaOf(ErrorEnvelope, 'output');
 
     const paths: Record<string, Record<string, unknown>> = {};
-    for (const { def } of this.routes) {
+    for (const def of this.routes) {
       const parameters: unknown[] = [];
       for (const [where, obj] of [['path', def.params], ['query', def.query]] as const) {
         if (!obj) continue;
@@ -228,6 +283,38 @@ export class Api {
       },
     };
   }
+}
+
+/** The Koa handler of a route served from memory: the same answer the fast path writes. */
+function fastHandler(def: AnyRouteDef) {
+  return async (ctx: RouteContext, input: RouteInput<AnyObject, AnyObject, z.ZodType>): Promise<void> => {
+    const produce = def.fast!(input, ctx.req);
+    if (!produce) throw new Error(`${def.method} ${def.path}: its fast read declined an input and it has no handler`);
+    const answer = await produce();
+    if (Buffer.isBuffer(answer)) {
+      ctx.type = JSON_TYPE;
+      ctx.body = answer;
+    } else setAnswer(ctx, answer);
+  };
+}
+
+/**
+ * The validated input of a GET route from raw path parameters and a raw query string, as its Koa
+ * route would validate them; undefined when they are invalid (Koa answers those). Parsed queries are
+ * remembered by their raw string (bounded): a repeated query costs a map lookup, not a zod parse.
+ */
+function rawInput(def: AnyRouteDef): FastRoute['input'] {
+  const queries = new LruMap<string, Parsed<unknown>>(512);
+  return (params, search) => {
+    const parsedParams = def.params ? def.params.safeParse(params) : NOTHING;
+    if (!parsedParams.success) return undefined;
+    let query = queries.get(search);
+    if (!query) {
+      query = def.query ? def.query.safeParse(firstQueryValues(search)) : NOTHING;
+      if (search.length <= 512) queries.set(search, query);
+    }
+    return query.success ? { params: parsedParams.data, query: query.data, body: undefined } : undefined;
+  };
 }
 
 /**

@@ -64,20 +64,6 @@ export const ExhibitionDocument = z
   .meta({ id: 'ExhibitionDocument', description: 'museum-exhibition@1: what the guide reads of an exhibition (other keys are ignored)' });
 export type ExhibitionDocument = z.output<typeof ExhibitionDocument>;
 
-/** Deepest nesting of a parsed JSON value (iterative: a hostile body cannot exhaust the stack). */
-export function depthOf(value: unknown, stopAt = Infinity): number {
-  let max = 0;
-  const stack: Array<[unknown, number]> = [[value, 1]];
-  while (stack.length) {
-    const [v, d] = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
-    if (d > max) max = d;
-    if (max > stopAt) return max;
-    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, d + 1]);
-  }
-  return max;
-}
-
 // ---------------------------------------------------------------------------------------------
 // The context (spec: GuideContext, GuideContextRoom, GuideContextArtwork)
 

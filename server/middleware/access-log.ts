@@ -1,25 +1,21 @@
-/** Structured access log: one line per request with id, status and duration. */
-import type { Context, Next } from 'koa';
+/** Structured access log: one line per request with id, method, path, status and duration. */
 import type { Logger } from 'pino';
+import type { MuseumMiddleware } from '../types.ts';
 
-export function accessLog(log: Logger) {
-  return async function accessLogMiddleware(ctx: Context, next: Next) {
-    const start = performance.now();
+/** Write one access line (shared with the raw exchange, which adds `fast: true`). */
+export function logAccess(log: Logger, requestId: string, method: string, path: string, status: number, started: number, fast?: true): void {
+  if (!log.isLevelEnabled('info')) return;
+  const ms = Math.round((performance.now() - started) * 100) / 100;
+  log.info(fast ? { requestId, method, path, status, ms, fast } : { requestId, method, path, status, ms }, 'request');
+}
+
+export function accessLog(log: Logger): MuseumMiddleware {
+  return async function accessLogMiddleware(ctx, next) {
+    const started = performance.now();
     try {
       await next();
     } finally {
-      if (log.isLevelEnabled('info')) {
-        log.info(
-          {
-            requestId: ctx.state.requestId,
-            method: ctx.method,
-            path: ctx.path,
-            status: ctx.status,
-            ms: Math.round((performance.now() - start) * 100) / 100,
-          },
-          'request',
-        );
-      }
+      logAccess(log, ctx.state.requestId, ctx.method, ctx.path, ctx.status, started);
     }
   };
 }

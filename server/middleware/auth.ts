@@ -1,7 +1,9 @@
 /** API-key authentication for keyed routes: `X-API-Key: <key>` or `Authorization: Bearer <key>`. */
-import type { Context, Next } from 'koa';
+import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError } from '../errors.ts';
 import type { KeyStore } from '../state/keys.ts';
+import type { MuseumMiddleware } from '../types.ts';
+import { hitKeyLimit, keyLimitExceeded, keyLimitHeaders, type RateLimitStore } from './rate-limit.ts';
 
 /** The key a request presents, from its X-API-Key or Authorization header values. */
 export function keyFromHeaders(apiKey: string | undefined, authorization: string | undefined): string | null {
@@ -10,7 +12,11 @@ export function keyFromHeaders(apiKey: string | undefined, authorization: string
   return match ? match[1]! : null;
 }
 
-export const presentedKey = (ctx: Context): string | null => keyFromHeaders(ctx.get('x-api-key'), ctx.get('authorization'));
+/** The key presented in a request's headers (shared with the fast path). */
+export const presentedKey = (headers: IncomingHttpHeaders): string | null => {
+  const apiKey = headers['x-api-key'];
+  return keyFromHeaders(Array.isArray(apiKey) ? apiKey[0] : apiKey, headers.authorization);
+};
 
 // Shared instances: refusing a request should cost little (an Error captures a stack when created).
 const KEY_INVALID = new HttpError(401, 'UNAUTHORIZED', 'Invalid or revoked API key');
@@ -33,11 +39,15 @@ export function authenticate(keys: KeyStore, presented: string | null): number |
   return keyId instanceof Promise ? keyId.then(verdict, failure) : verdict(keyId);
 }
 
-export function requireKey(keys: KeyStore) {
-  return async function requireKeyMiddleware(ctx: Context, next: Next) {
-    const keyId = await authenticate(keys, presentedKey(ctx));
+/** Keyed routes: the key must be active (401), and it is counted against its budget (429). */
+export function requireKey(keys: KeyStore, limiter: RateLimitStore): MuseumMiddleware {
+  return async function requireKeyMiddleware(ctx, next) {
+    const keyId = await authenticate(keys, presentedKey(ctx.req.headers));
     if (keyId instanceof HttpError) throw keyId;
     ctx.state.keyId = keyId;
+    const decision = await hitKeyLimit(limiter, keyId);
+    ctx.set(keyLimitHeaders(decision));
+    if (!decision.allowed) throw keyLimitExceeded();
     await next();
   };
 }

@@ -9,9 +9,10 @@ import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { Context, Next } from 'koa';
 import type { Logger } from 'pino';
 import { codeForStatus, envelope, type ErrorCode, HttpError } from '../errors.ts';
+import { JSON_TYPE } from '../http-conditional.ts';
+import type { MuseumContext, MuseumMiddleware, RawAnswer } from '../types.ts';
 
 const CLIENT_MESSAGES: Record<number, string> = {
   400: 'Bad request',
@@ -21,24 +22,57 @@ const CLIENT_MESSAGES: Record<number, string> = {
   415: 'Unsupported media type',
 };
 
-export function errorEnvelope(log: Logger) {
-  return async function errorEnvelopeMiddleware(ctx: Context, next: Next) {
+const NOT_FOUND = new HttpError(404, 'NOT_FOUND', 'Not found');
+const METHOD_NOT_ALLOWED = new HttpError(405, 'METHOD_NOT_ALLOWED', 'Method not allowed');
+const INTERNAL = new HttpError(500, 'INTERNAL', 'Internal server error');
+
+/** Serialized envelopes, once per error instance (the shared 401s and 429s are answered often). */
+const answers = new WeakMap<HttpError, RawAnswer & { body: Buffer }>();
+
+/** The answer for an error: status, its headers, the envelope (shared with the raw exchange). */
+export function errorAnswer(error: HttpError): RawAnswer & { body: Buffer } {
+  let answer = answers.get(error);
+  if (!answer) {
+    const body = Buffer.from(JSON.stringify(envelope(error.message, error.code)));
+    answer = { status: error.status, headers: { ...error.headers, 'Content-Type': JSON_TYPE, 'Content-Length': String(body.length) }, body };
+    answers.set(error, answer);
+  }
+  return answer;
+}
+
+/**
+ * What a thrown value answers: an HttpError as it is, a client error raised by Koa itself (e.g.
+ * malformed URL encoding) with a generic message, anything else a generic 500 whose detail is logged.
+ */
+export function httpErrorOf(err: unknown, log: Logger, request: { requestId: string; method?: string; url?: string }): HttpError {
+  if (err instanceof HttpError) return err;
+  const status = httpStatusOf(err);
+  if (status !== 500) return new HttpError(status, codeForStatus(status), CLIENT_MESSAGES[status] ?? 'Bad request');
+  log.error({ err, requestId: request.requestId, method: request.method, url: request.url }, 'unhandled error');
+  return INTERNAL;
+}
+
+/** Set an answer on a Koa context (the raw exchange writes the same answer to the socket). */
+export function setAnswer(ctx: MuseumContext, answer: RawAnswer): void {
+  ctx.status = answer.status;
+  ctx.set(answer.headers);
+  if (answer.body !== null) ctx.body = answer.body;
+}
+
+export function errorEnvelope(log: Logger): MuseumMiddleware {
+  return async function errorEnvelopeMiddleware(ctx, next) {
     try {
       await next();
       if (ctx.status === 404 && ctx.body == null) {
-        ctx.status = 404;
-        ctx.body = envelope('Not found', 'NOT_FOUND');
+        setAnswer(ctx, errorAnswer(NOT_FOUND));
       } else if (ctx.status === 405 && ctx.body == null) {
-        ctx.body = envelope('Method not allowed', 'METHOD_NOT_ALLOWED');
+        setAnswer(ctx, errorAnswer(METHOD_NOT_ALLOWED));
       } else if (ctx.status === 501 && ctx.body == null) {
         // A method the router does not know at all (PROPFIND, PURGE…): 405 on a route, else 404.
-        if (ctx.response.get('Allow')) {
-          ctx.status = 405;
-          ctx.body = envelope('Method not allowed', 'METHOD_NOT_ALLOWED');
-        } else {
+        if (ctx.response.get('Allow')) setAnswer(ctx, errorAnswer(METHOD_NOT_ALLOWED));
+        else {
           ctx.remove('Allow');
-          ctx.status = 404;
-          ctx.body = envelope('Not found', 'NOT_FOUND');
+          setAnswer(ctx, errorAnswer(NOT_FOUND));
         }
       }
     } catch (err) {
@@ -50,22 +84,7 @@ export function errorEnvelope(log: Logger) {
       }
       // Never read a refused request's body: answer, then close (the client may still be sending).
       if (bodyUnread(ctx.req)) ctx.set('Connection', 'close');
-      if (err instanceof HttpError) {
-        ctx.status = err.status;
-        ctx.set(err.headers);
-        ctx.body = envelope(err.message, err.code);
-        return;
-      }
-      const status = httpStatusOf(err);
-      if (status !== 500) {
-        // A client error raised by Koa itself (e.g. malformed URL encoding): generic message only.
-        ctx.status = status;
-        ctx.body = envelope(CLIENT_MESSAGES[status] ?? 'Bad request', codeForStatus(status));
-        return;
-      }
-      log.error({ err, requestId: ctx.state.requestId, method: ctx.method, url: ctx.url }, 'unhandled error');
-      ctx.status = 500;
-      ctx.body = envelope('Internal server error', 'INTERNAL');
+      setAnswer(ctx, errorAnswer(httpErrorOf(err, log, { requestId: ctx.state.requestId, method: ctx.method, url: ctx.url })));
     }
   };
 }
@@ -87,7 +106,7 @@ function bodyUnread(req: IncomingMessage): boolean {
 }
 
 /** The headers and body of an error answered before Koa: the envelope, a fresh request id, CORS, `Connection: close`. */
-function errorAnswer(status: number, message: string, code: ErrorCode, headers: Record<string, string>) {
+function closingErrorAnswer(status: number, message: string, code: ErrorCode, headers: Record<string, string>) {
   const body = JSON.stringify(envelope(message, code));
   return {
     body,
@@ -104,14 +123,14 @@ function errorAnswer(status: number, message: string, code: ErrorCode, headers: 
 
 /** A whole error answer as raw HTTP/1.1 bytes, for sockets with no response object (parser errors, refused connections). */
 export function rawErrorResponse(status: number, message: string, code = codeForStatus(status), headers: Record<string, string> = {}): string {
-  const answer = errorAnswer(status, message, code, headers);
+  const answer = closingErrorAnswer(status, message, code, headers);
   const head = Object.entries(answer.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
   return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head}\r\n${answer.body}`;
 }
 
 /** The same answer through node's response object (requests node refuses before Koa sees them); the connection closes after it. */
 export function sendErrorAndClose(res: ServerResponse, status: number, message: string, code = codeForStatus(status)): void {
-  const answer = errorAnswer(status, message, code, {});
+  const answer = closingErrorAnswer(status, message, code, {});
   res.writeHead(status, answer.headers);
   res.end(answer.body);
 }

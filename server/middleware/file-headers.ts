@@ -6,7 +6,7 @@
  * needs (its inline style and data: pictures); a CSP on a subresource response does not affect its
  * use as a subresource, so GLB and image loads by clients are unchanged.
  */
-import type { Context, Next } from 'koa';
+import type { MuseumMiddleware } from '../types.ts';
 
 export const FILES_PATH_PREFIX = '/files/';
 
@@ -19,8 +19,8 @@ export const FILE_RESPONSE_HEADERS = {
 export const FILE_RESPONSE_HEADER_LIST: readonly string[] = Object.entries(FILE_RESPONSE_HEADERS).flat();
 
 /** Koa: set the file headers on every response under /files/ before anything can answer it. */
-export function fileResponseHeaders() {
-  return async function fileResponseHeadersMiddleware(ctx: Context, next: Next) {
+export function fileResponseHeaders(): MuseumMiddleware {
+  return async function fileResponseHeadersMiddleware(ctx, next) {
     if (ctx.path.startsWith(FILES_PATH_PREFIX)) ctx.set(FILE_RESPONSE_HEADERS);
     await next();
   };

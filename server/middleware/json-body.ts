@@ -2,14 +2,14 @@
  * JSON request bodies (decisions: 1 MB cap → 413; wrong content type or unparsable JSON → 400).
  * The size is enforced while reading, so an oversized body is never buffered whole.
  */
-import type { Context, Next } from 'koa';
 import { HttpError } from '../errors.ts';
+import type { MuseumContext, MuseumMiddleware } from '../types.ts';
 
 export const JSON_BODY_LIMIT = 1024 * 1024;
 
-export function jsonBody(options: { optional?: boolean; limit?: number } = {}) {
+export function jsonBody(options: { optional?: boolean; limit?: number } = {}): MuseumMiddleware {
   const limit = options.limit ?? JSON_BODY_LIMIT;
-  return async function jsonBodyMiddleware(ctx: Context, next: Next) {
+  return async function jsonBodyMiddleware(ctx, next) {
     const declared = Number(ctx.get('content-length') || 0);
     const hasBody = declared > 0 || ctx.get('transfer-encoding') !== '';
     if (!hasBody) {
@@ -33,7 +33,7 @@ export function jsonBody(options: { optional?: boolean; limit?: number } = {}) {
   };
 }
 
-async function readLimited(ctx: Context, limit: number): Promise<string> {
+async function readLimited(ctx: MuseumContext, limit: number): Promise<string> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
@@ -46,4 +46,18 @@ async function readLimited(ctx: Context, limit: number): Promise<string> {
     chunks.push(chunk);
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Deepest nesting of a parsed JSON value (iterative: a hostile body cannot exhaust the stack). */
+export function depthOf(value: unknown, stopAt = Infinity): number {
+  let max = 0;
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length) {
+    const [v, d] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (d > max) max = d;
+    if (max > stopAt) return max;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) stack.push([child, d + 1]);
+  }
+  return max;
 }

@@ -3,8 +3,9 @@
  * routes). The window is exact — a log of hit times per subject — behind a small store interface
  * so a Redis store can share one budget across instances.
  */
-import type { Context, Next } from 'koa';
+import { LruMap } from '../../common/lru.ts';
 import { HttpError } from '../errors.ts';
+import type { MuseumMiddleware } from '../types.ts';
 
 export interface RateDecision {
   allowed: boolean;
@@ -23,23 +24,18 @@ export interface RateLimitStore {
  * unless the table is flooded — which is what the bound is for).
  */
 export class MemoryRateLimitStore implements RateLimitStore {
-  private readonly subjects = new Map<string, { times: Float64Array; next: number; count: number }>();
+  private readonly subjects: LruMap<string, { times: Float64Array; next: number; count: number }>;
 
-  constructor(private readonly maxSubjects = 100_000) {}
+  constructor(maxSubjects = 100_000) {
+    this.subjects = new LruMap(maxSubjects);
+  }
 
   hit(subject: string, limit: number, windowMs: number, now: number): RateDecision {
     let entry = this.subjects.get(subject);
-    if (entry) {
-      // Refresh LRU position.
-      this.subjects.delete(subject);
-    } else {
+    if (!entry) {
       entry = { times: new Float64Array(limit), next: 0, count: 0 };
-      if (this.subjects.size >= this.maxSubjects) {
-        const oldest = this.subjects.keys().next().value;
-        if (oldest !== undefined) this.subjects.delete(oldest);
-      }
+      this.subjects.set(subject, entry);
     }
-    this.subjects.set(subject, entry);
     const cutoff = now - windowMs;
     // Hits still inside the window, counted from the oldest remembered one.
     let inWindow = 0;
@@ -72,19 +68,9 @@ export const keyLimitHeaders = (decision: RateDecision): Record<string, string> 
 const KEY_LIMIT_EXCEEDED = new HttpError(429, 'RATE_LIMITED', 'Rate limit exceeded: 120 requests per minute per key', { 'Retry-After': '60' });
 export const keyLimitExceeded = (): HttpError => KEY_LIMIT_EXCEEDED;
 
-/** Per-key limit for keyed routes; expects `ctx.state.keyId` set by auth. Headers on every response. */
-export function keyRateLimit(store: RateLimitStore) {
-  return async function keyRateLimitMiddleware(ctx: Context, next: Next) {
-    const decision = await hitKeyLimit(store, ctx.state.keyId as number);
-    ctx.set(keyLimitHeaders(decision));
-    if (!decision.allowed) throw keyLimitExceeded();
-    await next();
-  };
-}
-
 /** Per-client-IP limit for a public route (`name` separates the budgets of different routes). */
-export function ipRateLimit(store: RateLimitStore, name: string, limit: number, windowMs = 60_000) {
-  return async function ipRateLimitMiddleware(ctx: Context, next: Next) {
+export function ipRateLimit(store: RateLimitStore, name: string, limit: number, windowMs = 60_000): MuseumMiddleware {
+  return async function ipRateLimitMiddleware(ctx, next) {
     const decision = await store.hit(`ip:${name}:${ctx.state.clientIp}`, limit, windowMs, Date.now());
     ctx.set('X-RateLimit-Limit', String(limit));
     ctx.set('X-RateLimit-Remaining', String(decision.remaining));

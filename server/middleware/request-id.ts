@@ -1,19 +1,21 @@
 /** Request id and client IP: every response carries X-Request-Id; ctx.state gets both. */
 import { randomUUID } from 'node:crypto';
-import type { Context, Next } from 'koa';
+import type { IncomingMessage } from 'node:http';
+import type { MuseumMiddleware } from '../types.ts';
 
+export const REQUEST_ID_HEADER = 'X-Request-Id';
 const INCOMING_ID = /^[\w.:-]{1,64}$/;
 
-/** The caller's X-Request-Id when it is a sane token, else a fresh one (shared with the fast path). */
+/** The caller's X-Request-Id when it is a sane token, else a fresh one (shared with the raw exchange). */
 export const requestIdOf = (incoming: string | string[] | undefined): string =>
   typeof incoming === 'string' && INCOMING_ID.test(incoming) ? incoming : randomUUID();
 
-export function requestContext(options: { trustProxy: boolean }) {
-  return async function requestContextMiddleware(ctx: Context, next: Next) {
-    const id = requestIdOf(ctx.get('x-request-id'));
+export function requestContext(options: { trustProxy: boolean }): MuseumMiddleware {
+  return async function requestContextMiddleware(ctx, next) {
+    const id = requestIdOf(ctx.req.headers['x-request-id']);
     ctx.state.requestId = id;
-    ctx.set('X-Request-Id', id);
-    ctx.state.clientIp = clientIp(ctx, options.trustProxy);
+    ctx.set(REQUEST_ID_HEADER, id);
+    ctx.state.clientIp = clientIp(ctx.req, options.trustProxy);
     await next();
   };
 }
@@ -22,11 +24,12 @@ export function requestContext(options: { trustProxy: boolean }) {
  * The socket address, unless TRUST_PROXY: then the right-most X-Forwarded-For entry (the one our
  * own proxy appended) — never the left-most, which any client can forge.
  */
-export function clientIp(ctx: Context, trustProxy: boolean): string {
+export function clientIp(req: IncomingMessage, trustProxy: boolean): string {
   if (trustProxy) {
-    const forwarded = ctx.get('x-forwarded-for');
+    const header = req.headers['x-forwarded-for'];
+    const forwarded = Array.isArray(header) ? header.join(',') : (header ?? '');
     const last = forwarded.split(',').map((s) => s.trim()).filter(Boolean).pop();
     if (last && last.length <= 64) return last;
   }
-  return ctx.req.socket.remoteAddress ?? 'unknown';
+  return req.socket.remoteAddress ?? 'unknown';
 }

@@ -1,17 +1,15 @@
 /**
  * Artworks (keyed): the list with `collection`, `search`, `page`, `limit` and `meta {total, page,
  * limit}`, and one artwork by id. Media come normalized from the bake. Page bodies are serialized once
- * per bake and query (bounded LRU per snapshot), so a repeated page costs a map lookup; the fast path
- * (fastpath.ts, keyed snapshot reads) serves them without Koa, with the same body functions.
+ * per bake and query (bounded LRU per snapshot), so a repeated page costs a map lookup; both are read
+ * from the content snapshot (fast path and Koa alike).
  */
 import { z } from 'zod';
 import { LruMap } from '../../common/lru.ts';
 import { Artwork } from '../../artifacts/format.ts';
-import { idParam, limitParam, pageParam } from '../api.ts';
-import type { RouteModule } from '../app.ts';
+import { idParam, limitParam, pageParam, type RouteModule } from '../api.ts';
 import { type ContentSnapshot, freeze, perSnapshot } from '../content.ts';
 import { notFound } from '../errors.ts';
-import { firstQueryValues, JSON_TYPE, keyedReadsFastPath, type SnapshotRead } from '../fastpath.ts';
 
 export const ARTWORKS_DEFAULT_LIMIT = 25;
 const CACHED_PAGES = 512;
@@ -114,35 +112,7 @@ function artworkBody(snapshot: ContentSnapshot, id: number): Buffer {
   return body;
 }
 
-const ITEM_PREFIX = '/v1/artworks/';
-/**
- * The fast path's view of the artworks routes. Parsed list queries are remembered by their raw query
- * string (bounded), so a repeated page costs two map lookups and no parsing.
- */
-function artworkReads(): SnapshotRead {
-  const parsed = new LruMap<string, z.output<typeof ListQuery>>(CACHED_PAGES);
-  return (pathname, search) => {
-    if (pathname === '/v1/artworks') {
-      let query = parsed.get(search);
-      if (!query) {
-        const result = ListQuery.safeParse(firstQueryValues(search));
-        if (!result.success) return undefined;
-        query = result.data;
-        if (search.length <= MAX_CACHE_KEY) parsed.set(search, query);
-      }
-      const list = query;
-      return (snapshot) => listBody(snapshot, list);
-    }
-    if (!pathname.startsWith(ITEM_PREFIX)) return undefined;
-    const id = ArtworkId.safeParse(pathname.slice(ITEM_PREFIX.length));
-    return id.success ? (snapshot) => artworkBody(snapshot, id.data) : undefined;
-  };
-}
-
-export const artworkRoutes: RouteModule = (api, services) => {
-  const { content } = services;
-  services.addFastPath(keyedReadsFastPath(services, '/v1/artworks', artworkReads()));
-
+export const artworkRoutes: RouteModule = (api, { content }) => {
   api.route({
     method: 'GET',
     path: '/v1/artworks',
@@ -156,10 +126,7 @@ export const artworkRoutes: RouteModule = (api, services) => {
         meta: z.object({ total: z.number().int(), page: z.number().int(), limit: z.number().int() }),
       }),
     },
-    handler(ctx, { query }) {
-      ctx.type = JSON_TYPE;
-      ctx.body = listBody(content.snapshot, query);
-    },
+    fast: ({ query }) => () => listBody(content.snapshot, query),
   });
 
   api.route({
@@ -171,10 +138,6 @@ export const artworkRoutes: RouteModule = (api, services) => {
     params: z.object({ id: ArtworkId }),
     response: { json: z.object({ data: Artwork }) },
     errors: [404],
-    handler(ctx, { params }) {
-      const body = artworkBody(content.snapshot, params.id);
-      ctx.type = JSON_TYPE;
-      ctx.body = body;
-    },
+    fast: ({ params }) => () => artworkBody(content.snapshot, params.id),
   });
 };

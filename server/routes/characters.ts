@@ -1,22 +1,18 @@
 /**
  * GET /v1/characters and /v1/characters/{id}: the character knowledge base, live from its upstream
- * through the shared CharactersClient (cached ~5 min; bodies serialized once per cache entry).
- * A request whose answer is already cached is served by the fast path (fastpath.ts, keyed reads)
- * with the same body; a miss goes through Koa, which asks the upstream.
+ * through the server's one CharactersClient (cached ~5 min; bodies serialized once per cache entry).
+ * A request whose answer is already cached is read from memory (the fast path, or Koa, with the same
+ * body); a miss goes to the handler, which asks the upstream.
  */
 import { z } from 'zod';
-import type { RouteModule } from '../app.ts';
-import { idParam, limitParam, pageParam } from '../api.ts';
+import { idParam, limitParam, pageParam, type RouteModule } from '../api.ts';
 import { notFound, unconfigured } from '../errors.ts';
-import { firstQueryValues, keyedReadsFastPath, type SnapshotRead } from '../fastpath.ts';
 import {
   type CharacterInclude,
   CharacterDetail,
   CharacterListMeta,
   CharacterSummary,
   CHARACTERS_SERVICE,
-  type CharactersClient,
-  charactersClientOf,
 } from '../upstream/characters.ts';
 
 const INCLUDES: ReadonlySet<string> = new Set<CharacterInclude>(['profiles', 'codex']);
@@ -34,8 +30,6 @@ const DetailQuery = z.object({
   include: z.string().optional().describe('comma-separated extras: profiles (agent_profiles, bot_profile), codex (codex_document)'),
 });
 const CharacterId = idParam(10_000);
-const ITEM_PREFIX = '/v1/characters/';
-
 const listQueryOf = (query: z.output<typeof ListQuery>) => ({
   page: query.page,
   limit: query.limit,
@@ -48,29 +42,13 @@ const includesOf = (query: z.output<typeof DetailQuery>): CharacterInclude[] =>
     .map((s) => s.trim())
     .filter((s): s is CharacterInclude => INCLUDES.has(s));
 
-/** Fast-path reads: the cached answer, or undefined (not cached, not found, invalid) for Koa. */
-function cachedReads(client: CharactersClient): SnapshotRead {
-  return (pathname, search) => {
-    let body: Buffer | undefined;
-    if (pathname === '/v1/characters') {
-      const query = ListQuery.safeParse(firstQueryValues(search));
-      body = query.success ? client.cachedListBody(listQueryOf(query.data))?.body : undefined;
-    } else if (pathname.startsWith(ITEM_PREFIX)) {
-      const id = CharacterId.safeParse(pathname.slice(ITEM_PREFIX.length));
-      const query = DetailQuery.safeParse(firstQueryValues(search));
-      body = id.success && query.success ? client.cachedGetBody(id.data, includesOf(query.data))?.body : undefined;
-    }
-    return body && (() => body);
-  };
-}
-
-export const characterRoutes: RouteModule = (api, services) => {
-  const configured = charactersClientOf(services);
-  if (configured) services.addFastPath(keyedReadsFastPath(services, '/v1/characters', cachedReads(configured)));
+export const characterRoutes: RouteModule = (api, { characters: configured }) => {
   const client = () => {
     if (!configured) throw unconfigured(CHARACTERS_SERVICE);
     return configured;
   };
+  /** A cached answer as a fast read; a miss (or no upstream) is the handler's. */
+  const cached = (body: { body: Buffer } | undefined) => body && (() => body.body);
 
   api.route({
     method: 'GET',
@@ -81,6 +59,7 @@ export const characterRoutes: RouteModule = (api, services) => {
     query: ListQuery,
     response: { json: z.object({ data: z.array(CharacterSummary), meta: CharacterListMeta }) },
     errors: [502, 503],
+    fast: ({ query }) => cached(configured?.cachedListBody(listQueryOf(query))),
     async handler(ctx, { query }) {
       const body = await client().listBody(listQueryOf(query));
       ctx.type = 'application/json';
@@ -98,6 +77,7 @@ export const characterRoutes: RouteModule = (api, services) => {
     query: DetailQuery,
     response: { json: z.object({ data: CharacterDetail }) },
     errors: [404, 502, 503],
+    fast: ({ params, query }) => cached(configured?.cachedGetBody(params.id, includesOf(query))),
     async handler(ctx, { params, query }) {
       const body = await client().getBody(params.id, includesOf(query));
       if (!body) throw notFound(`Character ${params.id} not found`);

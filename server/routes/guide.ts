@@ -7,29 +7,14 @@
  *   GET  /v1/guide/followup                        the real answer after `consulting: true` (40/min per IP)
  *   GET  /v1/guide/tts/{id}.mp3                    a spoken chunk (404 once expired)
  */
-import type { Logger } from 'pino';
 import { z } from 'zod';
-import type { RouteModule } from '../app.ts';
-import { limitParam } from '../api.ts';
-import type { Config } from '../config.ts';
-import { badRequest, notFound } from '../errors.ts';
-import {
-  buildContext,
-  depthOf,
-  EXHIBITION_ID,
-  ExhibitionDocument,
-  GuideContext,
-  LIMITS,
-} from '../guide/exhibitions.ts';
-import { Guide, QUESTION_CHARS } from '../guide/guide.ts';
-import { MemorySessionStore, RedisSessionStore } from '../guide/sessions.ts';
-import { CLIP_ID, RedisClipRegistry, SpeechClips } from '../guide/speech.ts';
-import { StarterJobs, suggest } from '../guide/suggestions.ts';
+import { limitParam, type RouteModule } from '../api.ts';
+import { notFound } from '../errors.ts';
+import { buildContext, EXHIBITION_ID, ExhibitionDocument, GuideContext, LIMITS } from '../guide/exhibitions.ts';
+import { QUESTION_CHARS } from '../guide/guide.ts';
+import { CLIP_ID } from '../guide/speech.ts';
+import { suggest } from '../guide/suggestions.ts';
 import { cleanText } from '../guide/text.ts';
-import { charactersClientOf } from '../upstream/characters.ts';
-import { libraryClientOf } from '../upstream/library.ts';
-import { LlmClient } from '../upstream/llm.ts';
-import { commandAvailable, EspeakSpeech, OpenAiSpeech, type SpeechEngine } from '../upstream/tts.ts';
 
 const SESSION_ID = /^[\w.:-]{1,64}$/;
 
@@ -109,46 +94,7 @@ const FollowupResponse = z
 
 const exhibitionParam = z.object({ id: z.string().regex(EXHIBITION_ID) });
 
-function speechEngine(config: Config, log: Logger): SpeechEngine | null {
-  const tts = config.upstreams.tts;
-  if (!tts) return null;
-  if (tts.engine === 'espeak') {
-    const missing = ['espeak-ng', 'lame'].filter((c) => !commandAvailable(c));
-    if (missing.length) {
-      log.error(`TTS_ENGINE=espeak but ${missing.join(' and ')} is not installed (Debian packages espeak-ng, lame); guide speech is off`);
-      return null;
-    }
-    return new EspeakSpeech({ timeoutMs: tts.timeoutMs, log });
-  }
-  return new OpenAiSpeech({ baseUrl: tts.baseUrl, apiKey: tts.apiKey, model: tts.model, voice: tts.voice, timeoutMs: tts.timeoutMs, log });
-}
-
-export const guideRoutes: RouteModule = (api, services) => {
-  const { config, log, content } = services;
-  const store = services.state.exhibitions;
-  // With REDIS_URL a follow-up prepared on one instance can be fetched from any other.
-  const sessions = services.redis ? new RedisSessionStore(services.redis, new MemorySessionStore(), log) : new MemorySessionStore();
-  const llmConfig = config.upstreams.llm;
-  const llm = llmConfig ? new LlmClient({ ...llmConfig, log }) : null;
-  const engine = speechEngine(config, log);
-  const shared = services.redis ? new RedisClipRegistry(services.redis) : undefined;
-  const speech = engine ? new SpeechClips({ engine, publicUrl: config.publicUrl, ttlMs: config.guideAudioTtlMs, shared }) : null;
-  const guide = new Guide({
-    store,
-    sessions,
-    llm,
-    library: libraryClientOf(services),
-    characters: charactersClientOf(services),
-    speech,
-    log,
-  });
-  const starters = new StarterJobs({ store, llm, log });
-  services.onClose(async () => {
-    await starters.close();
-    await guide.close();
-    await sessions.close();
-  });
-
+export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: store, guide, starters, speech } }) => {
   api.route({
     method: 'POST',
     path: '/v1/guide/exhibitions',
@@ -157,12 +103,12 @@ export const guideRoutes: RouteModule = (api, services) => {
     access: 'public',
     ipLimit: { name: 'guide-register', perMinute: 6 },
     body: ExhibitionDocument,
+    bodyMaxDepth: LIMITS.depth,
     response: { json: Registration },
     errors: [409, 413, 429, 503],
     async handler(ctx, { body }) {
-      if (depthOf(ctx.state.body, LIMITS.depth) > LIMITS.depth) throw badRequest(`Invalid body: nested deeper than ${LIMITS.depth} levels`);
       const token = ctx.get('x-exhibition-token').trim() || undefined;
-      const result = await store.register(body, token, (times, kept) => buildContext(body, content.snapshot, times, kept), { ip: ctx.state.clientIp as string });
+      const result = await store.register(body, token, (times, kept) => buildContext(body, content.snapshot, times, kept), { ip: ctx.state.clientIp });
       const { context } = result;
       if (result.outcome !== 'unchanged' || context.starters.length === 0) {
         // Starters are generated once the response has gone out.

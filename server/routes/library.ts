@@ -8,17 +8,16 @@
  * upstream request.
  */
 import { once } from 'node:events';
-import type { Context } from 'koa';
 import { z } from 'zod';
-import type { RouteModule } from '../app.ts';
+import type { RouteModule } from '../api.ts';
 import { unconfigured } from '../errors.ts';
+import type { RouteContext } from '../types.ts';
 import { UpstreamError } from '../upstream/http.ts';
 import {
   LIBRARY_SERVICE,
   LibraryAnswer,
   LibraryAskRequest,
   LibraryCollection,
-  libraryClientOf,
   LibrarySearchRequest,
   LibrarySearchResult,
 } from '../upstream/library.ts';
@@ -30,7 +29,7 @@ export const SSE_HEADERS = {
 } as const;
 
 /** A signal that fires when the client goes away before its response was completely sent. */
-export function clientGone(ctx: Context): AbortSignal {
+export function clientGone(ctx: Pick<RouteContext, 'res'>): AbortSignal {
   const controller = new AbortController();
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) controller.abort();
@@ -48,9 +47,8 @@ async function drained(res: NodeJS.WritableStream): Promise<void> {
   }
 }
 
-export const libraryRoutes: RouteModule = (api, services) => {
+export const libraryRoutes: RouteModule = (api, { library: configured, log }) => {
   const client = () => {
-    const configured = libraryClientOf(services);
     if (!configured) throw unconfigured(LIBRARY_SERVICE);
     return configured;
   };
@@ -113,7 +111,7 @@ export const libraryRoutes: RouteModule = (api, services) => {
         }
       } catch (err) {
         // Mid-stream failure (stall, reset, garbage): the head is sent, so end cleanly; logged by the client.
-        if (!(err instanceof UpstreamError)) services.log.error({ err, requestId: ctx.state.requestId }, 'library stream failed');
+        if (!(err instanceof UpstreamError)) log.error({ err, requestId: ctx.state.requestId }, 'library stream failed');
       } finally {
         stream.close();
         if (!res.destroyed) res.end();

@@ -1,6 +1,6 @@
 /** GET /v1 (the index) and GET /v1/openapi.json (generated from the route declarations). */
 import { z } from 'zod';
-import type { RouteModule } from '../app.ts';
+import type { RouteModule } from '../api.ts';
 
 export const API_VERSION = '1.0.0';
 

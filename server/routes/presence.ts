@@ -4,12 +4,10 @@
  * Library: the handle only, never a question). Nothing is persisted.
  */
 import { z } from 'zod';
-import type { RouteModule } from '../app.ts';
+import type { RouteModule } from '../api.ts';
 import { HttpError } from '../errors.ts';
 import { withoutInvisibles } from '../guide/text.ts';
-import { InProcessBroadcaster } from '../presence/broadcaster.ts';
-import { RedisBroadcaster } from '../presence/redis-broadcaster.ts';
-import { PresenceHub, SSE_HEADERS } from '../presence/hub.ts';
+import { SSE_HEADERS } from '../presence/hub.ts';
 
 export const HANDLE_MAX = 48;
 
@@ -36,25 +34,7 @@ const PingResponse = z
   .object({ data: z.object({ ok: z.boolean(), here: z.number().int().min(0) }) })
   .meta({ id: 'PresencePing' });
 
-export const presenceRoutes: RouteModule = (api, { config, redis, log, onClose }) => {
-  // Subscribing takes a connection of its own; it queues its commands until connected.
-  const broadcaster = redis
-    ? new RedisBroadcaster(redis, redis.duplicate({ enableOfflineQueue: true, maxRetriesPerRequest: null, commandTimeout: undefined }), log)
-    : new InProcessBroadcaster();
-  const hub = new PresenceHub({
-    broadcaster,
-    capacity: config.presenceCapacity,
-    coalesceAbove: config.presenceCoalesceAbove,
-    coalesceMs: config.presenceCoalesceMs,
-    keepaliveMs: config.presenceKeepaliveMs,
-    maxPerIp: config.presenceMaxPerIp,
-    drainTimeoutMs: config.presenceDrainTimeoutMs,
-  });
-  onClose(() => {
-    hub.close();
-    return broadcaster.close();
-  });
-
+export const presenceRoutes: RouteModule = (api, { presence: hub }) => {
   api.route({
     method: 'GET',
     path: '/v1/presence/stream',
@@ -72,7 +52,7 @@ export const presenceRoutes: RouteModule = (api, { config, redis, log, onClose }
       if (hub.full) {
         throw new HttpError(503, 'BUSY', 'Presence is at capacity; try again shortly', { 'Retry-After': '30' });
       }
-      const ip = ctx.state.clientIp as string;
+      const ip = ctx.state.clientIp;
       if (hub.fullFor(ip)) {
         throw new HttpError(503, 'BUSY', 'Too many presence listeners from this address; try again shortly', { 'Retry-After': '30' });
       }

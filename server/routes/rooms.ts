@@ -1,25 +1,47 @@
 /**
  * Rooms: `GET /v1/rooms` (keyed; all twelve fields, one body per bake) and
  * `GET /v1/rooms/{id}/slots` (public; the baked RoomSlotData verbatim as `{ data }`, strong ETag, 304).
- * Slot data is an immutable artifact of a bake, so the fast path answers it; the Koa route below gives
- * the identical answer for what the fast path hands over.
+ * Both are read from the content snapshot (fast path and Koa alike).
  */
+import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import { RoomSlotData } from '../../artifacts/format.ts';
-import type { RouteModule } from '../app.ts';
-import { freeze, perSnapshot, Room } from '../content.ts';
+import { idParam, type RouteModule } from '../api.ts';
+import { type ContentSnapshot, type FrozenBody, freeze, perSnapshot, Room } from '../content.ts';
 import { notFound } from '../errors.ts';
-import { etagMatches, JSON_TYPE, keyedReadsFastPath, preparedSlotBodies, slotsFastPath, type SnapshotRead } from '../fastpath.ts';
-import { idParam } from '../api.ts';
+import { etagMatches, JSON_TYPE, SLOTS_CACHE_CONTROL } from '../http-conditional.ts';
+import type { Headers, RawAnswer } from '../types.ts';
 
 const roomListBody = perSnapshot((snapshot) => freeze({ data: snapshot.rooms }).body);
 
-const roomReads: SnapshotRead = (pathname) => (pathname === '/v1/rooms' ? roomListBody : undefined);
+/** A room's slot data with both of its answers, built once per bake. */
+interface PreparedSlots {
+  ok: RawAnswer;
+  notModified: RawAnswer;
+  etag: string;
+}
 
-export const roomRoutes: RouteModule = (api, services) => {
-  const { content, log, addFastPath } = services;
-  addFastPath(slotsFastPath(content, log));
-  addFastPath(keyedReadsFastPath(services, '/v1/rooms', roomReads));
+const prepareSlots = (frozen: FrozenBody): PreparedSlots => {
+  const notModified: Headers = { ETag: frozen.etag, 'Cache-Control': SLOTS_CACHE_CONTROL };
+  return {
+    etag: frozen.etag,
+    notModified: { status: 304, headers: notModified, body: null },
+    ok: { status: 200, headers: { 'Content-Type': JSON_TYPE, 'Content-Length': String(frozen.body.length), ...notModified }, body: frozen.body },
+  };
+};
+
+const preparedSlots = perSnapshot((snapshot) => new Map([...snapshot.slotBodies].map(([id, frozen]) => [id, prepareSlots(frozen)])));
+
+function slotsAnswer(snapshot: ContentSnapshot, id: number, req: IncomingMessage): RawAnswer {
+  const prepared = preparedSlots(snapshot).get(id);
+  if (!prepared) throw notFound('No such room, or no slot data has been baked for it yet');
+  return etagMatches(req.headers['if-none-match'], prepared.etag) ? prepared.notModified : prepared.ok;
+}
+
+export const roomRoutes: RouteModule = (api, { content }) => {
+  // Each new bake's answers are prepared as soon as it is installed, not on first request.
+  content.onChange((snapshot) => void preparedSlots(snapshot));
+  preparedSlots(content.snapshot);
 
   api.route({
     method: 'GET',
@@ -28,10 +50,7 @@ export const roomRoutes: RouteModule = (api, services) => {
     tag: 'rooms',
     access: 'key',
     response: { json: z.object({ data: z.array(Room) }) },
-    handler(ctx) {
-      ctx.type = JSON_TYPE;
-      ctx.body = roomListBody(content.snapshot);
-    },
+    fast: () => () => roomListBody(content.snapshot),
   });
 
   api.route({
@@ -43,16 +62,6 @@ export const roomRoutes: RouteModule = (api, services) => {
     params: z.object({ id: idParam().describe('room id') }),
     response: { json: z.object({ data: RoomSlotData }) },
     errors: [304, 404],
-    handler(ctx, { params }) {
-      const prepared = preparedSlotBodies(content.snapshot).get(params.id);
-      if (!prepared) throw notFound('No such room, or no slot data has been baked for it yet');
-      if (etagMatches(ctx.get('if-none-match') || undefined, prepared.frozen.etag)) {
-        ctx.status = 304;
-        ctx.set(prepared.notModified);
-        return;
-      }
-      ctx.set(prepared.full);
-      ctx.body = prepared.frozen.body;
-    },
+    fast: ({ params }, req) => () => slotsAnswer(content.snapshot, params.id, req),
   });
 };

@@ -6,9 +6,8 @@
  */
 import { z } from 'zod';
 import { Artwork, Collection } from '../../artifacts/format.ts';
-import type { RouteModule } from '../app.ts';
-import { limitParam } from '../api.ts';
-import { CharacterSummary, charactersClientOf, type CharacterRecord } from '../upstream/characters.ts';
+import { limitParam, type RouteModule } from '../api.ts';
+import { CharacterSummary, type CharacterRecord } from '../upstream/characters.ts';
 
 /** How long a search waits for the characters group (the upstream call itself may finish and fill the cache). */
 const CHARACTERS_BUDGET_MS = 5_000;
@@ -24,7 +23,7 @@ const SearchResult = z
   })
   .meta({ id: 'SearchResult' });
 
-export const searchRoutes: RouteModule = (api, services) => {
+export const searchRoutes: RouteModule = (api, { content, characters: client }) => {
   api.route({
     method: 'GET',
     path: '/v1/search',
@@ -41,7 +40,7 @@ export const searchRoutes: RouteModule = (api, services) => {
       const { q, limit } = query;
       const needle = q.toLowerCase();
       const characters = searchCharacters(q, limit);
-      const snapshot = services.content.snapshot;
+      const snapshot = content.snapshot;
 
       const artworks: Artwork[] = [];
       // As on the artworks list: the search text is `title \n artist`, so a needle with a newline
@@ -60,7 +59,6 @@ export const searchRoutes: RouteModule = (api, services) => {
   });
 
   async function searchCharacters(q: string, limit: number): Promise<CharacterRecord[]> {
-    const client = charactersClientOf(services);
     if (!client) return [];
     try {
       const list = await client.list({ page: 1, limit, search: q }, { signal: AbortSignal.timeout(CHARACTERS_BUDGET_MS) });

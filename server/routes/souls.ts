@@ -1,9 +1,8 @@
 /** GET /v1/souls/{chainId}/{contractAddress}[/{tokenId}]: signed identity documents, live from upstream. */
 import { z } from 'zod';
-import type { RouteModule } from '../app.ts';
-import { limitParam, pageParam } from '../api.ts';
+import { limitParam, pageParam, type RouteModule } from '../api.ts';
 import { badRequest, notFound, unconfigured } from '../errors.ts';
-import { Soul, SoulList, SOULS_SERVICE, SoulsClient } from '../upstream/souls.ts';
+import { Soul, SoulList, SOULS_SERVICE } from '../upstream/souls.ts';
 
 const CHAIN_ID = /^[1-9]\d{0,15}$/;
 const CONTRACT = /^0x[0-9a-fA-F]{40}$/;
@@ -25,9 +24,7 @@ function parseCollection(params: { chainId: string; contractAddress: string }): 
   return { chainId, contract: params.contractAddress };
 }
 
-export const soulRoutes: RouteModule = (api, services) => {
-  const cfg = services.config.upstreams.souls;
-  const client = cfg ? new SoulsClient({ url: cfg.url, timeoutMs: cfg.timeoutMs, log: services.log }) : null;
+export const soulRoutes: RouteModule = (api, { souls: client }) => {
   const configured = () => {
     if (!client) throw unconfigured(SOULS_SERVICE);
     return client;

@@ -10,7 +10,6 @@
  */
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import type { Config } from '../config.ts';
 import { type FrozenBody, freeze } from '../content.ts';
 import { untilAborted, type UpstreamError, UpstreamHttp } from './http.ts';
 
@@ -406,18 +405,4 @@ export function selectListFields(requested: string[] | undefined): string[] {
   const wanted = new Set((requested ?? []).map((f) => f.trim()).filter((f) => LIST_SELECTABLE.has(f)));
   if (wanted.size === 0) return [...SUMMARY_FIELDS];
   return ['id', ...[...SUMMARY_FIELDS, ...DETAIL_FIELDS].filter((f) => f !== 'id' && wanted.has(f))];
-}
-
-const shared = new WeakMap<object, CharactersClient | null>();
-
-/**
- * The server's one CharactersClient (one cache for the characters, search and guide routes), or
- * null when no character upstream is configured. Keyed by the services object of a server.
- */
-export function charactersClientOf(services: { config: Config; log?: Logger }): CharactersClient | null {
-  if (!shared.has(services)) {
-    const cfg = services.config.upstreams.characters;
-    shared.set(services, cfg ? new CharactersClient({ url: cfg.url, timeoutMs: cfg.timeoutMs, log: services.log }) : null);
-  }
-  return shared.get(services)!;
 }

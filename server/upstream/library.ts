@@ -9,7 +9,6 @@
  * Auth: `X-API-Key`. The request bodies use the API's own field names.
  */
 import type { Logger } from 'pino';
-import type { Config } from '../config.ts';
 import { z } from 'zod';
 import { deadline, parseSseFrame, type SseStream, UpstreamError, UpstreamHttp } from './http.ts';
 
@@ -271,18 +270,3 @@ export class LibraryClient {
 
 const isDone = (event: unknown): boolean =>
   typeof event === 'object' && event !== null && (event as { done?: unknown }).done === true;
-
-
-const shared = new WeakMap<object, LibraryClient | null>();
-
-/** The server's one LibraryClient, or null when no Library is configured. Keyed by the services object. */
-export function libraryClientOf(services: { config: Config; log?: Logger }): LibraryClient | null {
-  if (!shared.has(services)) {
-    const cfg = services.config.upstreams.library;
-    shared.set(
-      services,
-      cfg ? new LibraryClient({ url: cfg.url, key: cfg.key, timeoutMs: cfg.timeoutMs, streamIdleMs: cfg.streamIdleMs, log: services.log }) : null,
-    );
-  }
-  return shared.get(services)!;
-}

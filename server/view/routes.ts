@@ -8,7 +8,7 @@ import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import type { Context } from 'koa';
 import { artifactPaths, filePath } from '../../artifacts/format.ts';
-import type { RouteModule } from '../app.ts';
+import type { RouteModule } from '../api.ts';
 import type { ContentSnapshot } from '../content.ts';
 import { HttpError } from '../errors.ts';
 import { EXHIBITION_ID } from '../guide/exhibitions.ts';

@@ -10,8 +10,8 @@ import pino from 'pino';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { artifactPaths } from '../../artifacts/format.ts';
-import { ArtifactFiles } from '../../server/fastpath.ts';
-import { ImageVariants } from '../../server/routes/files.ts';
+import { ArtifactFiles } from '../../server/artifact-files.ts';
+import { ImageVariants } from '../../server/image-variants.ts';
 import { type FixtureBake, publishFixtureBake } from '../helpers/artifacts.ts';
 import { errorOf, startTestServer, type TestServer } from '../helpers/server.ts';
 

@@ -1,0 +1,226 @@
+/**
+ * Image variants of content-addressed raster images (`?width=` 16..4096, `?format=` webp|jpeg|png|avif):
+ * made with sharp under bounded concurrency and a bounded queue, cached content-addressed under
+ * DATA_DIR/cache/variants with a bounded total size (least recently used removed first).
+ */
+import { promises as fs } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import sharp, { type Sharp } from 'sharp';
+import { LruMap } from '../common/lru.ts';
+import { artifactPaths, contentTypeOf, type FileExt } from '../artifacts/format.ts';
+import { writeFileAtomic } from '../artifacts/store.ts';
+import type { ArtifactFiles, FileAnswer, StoredFile } from './artifact-files.ts';
+import { badRequest, HttpError } from './errors.ts';
+import { etagMatches, IMMUTABLE_CACHE_CONTROL } from './http-conditional.ts';
+
+export const VARIANT_FORMATS = ['webp', 'jpeg', 'png', 'avif'] as const;
+export type VariantFormat = (typeof VARIANT_FORMATS)[number];
+export const VARIANT_WIDTH = { min: 16, max: 4096 } as const;
+
+/** Raster images sharp can transform; SVG and non-images are served as they are. */
+const TRANSFORMABLE: Partial<Record<FileExt, VariantFormat>> = { png: 'png', jpg: 'jpeg', webp: 'webp', avif: 'avif' };
+const EXT_OF_FORMAT: Record<VariantFormat, FileExt> = { webp: 'webp', jpeg: 'jpg', png: 'png', avif: 'avif' };
+
+export interface VariantLimits {
+  /** Total bytes of cached variants on disk; the least recently used are removed beyond it. */
+  maxBytes: number;
+  /** Transforms running at once. */
+  concurrency: number;
+  /** Transforms waiting for a slot; beyond it the request is refused with 503 BUSY. */
+  maxQueue: number;
+  /** sharp's limitInputPixels: larger sources are refused before decoding. */
+  maxInputPixels: number;
+}
+
+const DEFAULT_VARIANT_LIMITS: VariantLimits = {
+  maxBytes: 256 * 1024 * 1024,
+  concurrency: Math.max(1, Math.min(2, availableParallelism())),
+  maxQueue: 64,
+  maxInputPixels: 64_000_000,
+};
+
+export interface VariantRequest {
+  width?: number;
+  format?: VariantFormat;
+}
+
+/** Where a variant lives and how it is validated; `source` when the request asks for the original. */
+type VariantPlan = { source: true } | { source: false; name: string; path: string; etag: string; contentType: string; width: number | null; format: VariantFormat };
+
+/**
+ * Image variants of content-addressed images. A variant is addressed by its source's sha256 and the
+ * effective parameters (a width at or above the source's is the source's width: no enlargement, and
+ * no distinct cache entries for equivalent requests), so the cache needs no invalidation.
+ */
+export class ImageVariants {
+  readonly dir: string;
+  readonly limits: VariantLimits;
+  /** Cached variant files → size, least recently used first (scanned from disk on first use). */
+  private index: LruMap<string, number> | null = null;
+  private indexing: Promise<LruMap<string, number>> | null = null;
+  /** Variants evicted from the index whose files are still to be removed. */
+  private evicted: string[] = [];
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
+  private readonly inflight = new Map<string, Promise<void>>();
+  private readonly dimensions = new LruMap<string, { width: number; height: number }>(10_000);
+
+  constructor(
+    dataDir: string,
+    private readonly files: ArtifactFiles,
+    private readonly log: Logger,
+    limits: Partial<VariantLimits> = {},
+  ) {
+    this.dir = join(artifactPaths(dataDir).cache, 'variants');
+    this.limits = { ...DEFAULT_VARIANT_LIMITS, ...limits };
+  }
+
+  /** The file answering `request` for the source image `name` (which must exist as `source`). */
+  async variant(name: string, source: StoredFile, request: VariantRequest, ifNoneMatch?: string): Promise<StoredFile | FileAnswer> {
+    const plan = await this.plan(name, source, request);
+    if (plan.source) return source;
+    // A client revalidating a variant it has needs no transform at all.
+    if (etagMatches(ifNoneMatch, plan.etag)) return { status: 304, headers: { ETag: plan.etag, 'Cache-Control': IMMUTABLE_CACHE_CONTROL }, body: null };
+    let file = await this.files.load(plan.path, plan.contentType, plan.etag);
+    if (file) {
+      this.touch(plan.name);
+      return file;
+    }
+    let pending = this.inflight.get(plan.name);
+    if (!pending) {
+      pending = this.produce(source, plan).finally(() => this.inflight.delete(plan.name));
+      this.inflight.set(plan.name, pending);
+    }
+    await pending;
+    file = await this.files.load(plan.path, plan.contentType, plan.etag);
+    if (!file) throw new Error(`variant ${plan.name} vanished right after it was written`);
+    return file;
+  }
+
+  /** Bytes of variants currently cached on disk (as far as this process knows). */
+  async cachedBytes(): Promise<number> {
+    return (await this.loadIndex()).weight;
+  }
+
+  private async plan(name: string, source: StoredFile, request: VariantRequest): Promise<VariantPlan> {
+    const ext = name.slice(name.indexOf('.') + 1) as FileExt;
+    const sourceFormat = TRANSFORMABLE[ext];
+    if (!sourceFormat) throw badRequest('width and format apply only to raster images (png, jpg, webp, avif)');
+    const format = request.format ?? sourceFormat;
+    const { width: sourceWidth } = await this.dimensionsOf(name, source);
+    const width = request.width !== undefined && request.width < sourceWidth ? request.width : null;
+    if (width === null && format === sourceFormat) return { source: true };
+    const sha = name.slice(0, name.indexOf('.'));
+    const variantName = `${sha}-${width === null ? 'full' : `w${width}`}.${EXT_OF_FORMAT[format]}`;
+    return {
+      source: false,
+      name: variantName,
+      path: join(this.dir, variantName),
+      etag: `"${variantName.replace('.', '-')}"`,
+      contentType: contentTypeOf(EXT_OF_FORMAT[format]),
+      width,
+      format,
+    };
+  }
+
+  private async dimensionsOf(name: string, source: StoredFile): Promise<{ width: number; height: number }> {
+    const known = this.dimensions.get(name);
+    if (known) return known;
+    const meta = await sharp(source.data ?? source.path, { limitInputPixels: this.limits.maxInputPixels })
+      .metadata()
+      .catch((err: Error) => {
+        this.log.warn({ err: err.message, file: name }, 'image cannot be read for a transform');
+        throw badRequest('This image cannot be transformed');
+      });
+    if (!meta.width || !meta.height) throw badRequest('This image cannot be transformed');
+    if (meta.width * meta.height > this.limits.maxInputPixels) throw badRequest('This image is too large to transform');
+    const dims = { width: meta.width, height: meta.height };
+    this.dimensions.set(name, dims);
+    return dims;
+  }
+
+  private async produce(source: StoredFile, plan: Extract<VariantPlan, { source: false }>): Promise<void> {
+    await this.acquire();
+    let bytes: Buffer;
+    try {
+      let image = sharp(source.data ?? source.path, { limitInputPixels: this.limits.maxInputPixels });
+      if (plan.width !== null) image = image.resize({ width: plan.width, withoutEnlargement: true });
+      bytes = await ENCODERS[plan.format](image).toBuffer();
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message, variant: plan.name }, 'image transform failed');
+      throw badRequest('This image cannot be transformed');
+    } finally {
+      this.release();
+    }
+    await writeFileAtomic(plan.path, bytes);
+    await this.add(plan.name, bytes.length);
+  }
+
+  private acquire(): Promise<void> {
+    if (this.running < this.limits.concurrency) {
+      this.running++;
+      return Promise.resolve();
+    }
+    if (this.waiting.length >= this.limits.maxQueue) {
+      return Promise.reject(new HttpError(503, 'BUSY', 'Too many image transforms in progress; retry shortly', { 'Retry-After': '5' }));
+    }
+    // The slot is handed over directly by release(), so `running` stays counted.
+    return new Promise((resolve) => this.waiting.push(resolve));
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.running--;
+  }
+
+  private loadIndex(): Promise<LruMap<string, number>> {
+    if (this.index) return Promise.resolve(this.index);
+    this.indexing ??= (async () => {
+      const names = await fs.readdir(this.dir).catch(() => [] as string[]);
+      const entries: Array<[string, number, number]> = [];
+      for (const name of names) {
+        if (name.endsWith('.tmp')) continue;
+        const stat = await fs.stat(join(this.dir, name)).catch(() => null);
+        if (stat?.isFile()) entries.push([name, stat.size, stat.mtimeMs]);
+      }
+      entries.sort((a, b) => a[2] - b[2]);
+      const index = new LruMap<string, number>(this.limits.maxBytes, { weigh: (size) => size, onEvict: (name) => this.evicted.push(name) });
+      for (const [name, size] of entries) index.set(name, size);
+      await this.removeEvicted();
+      this.index = index;
+      return index;
+    })();
+    return this.indexing;
+  }
+
+  private touch(name: string): void {
+    this.index?.get(name);
+  }
+
+  private async add(name: string, size: number): Promise<void> {
+    const index = await this.loadIndex();
+    // Evicts the least recently used variants beyond the bound (never the one just written).
+    index.set(name, size);
+    await this.removeEvicted();
+  }
+
+  private async removeEvicted(): Promise<void> {
+    const names = this.evicted;
+    this.evicted = [];
+    for (const name of names) {
+      this.files.forget(join(this.dir, name));
+      await fs.rm(join(this.dir, name), { force: true });
+    }
+  }
+}
+
+const ENCODERS: Record<VariantFormat, (image: Sharp) => Sharp> = {
+  webp: (image) => image.webp({ quality: 80 }),
+  jpeg: (image) => image.jpeg({ quality: 82 }),
+  png: (image) => image.png(),
+  avif: (image) => image.avif({ quality: 50, effort: 2 }),
+};
+

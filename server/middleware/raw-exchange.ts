@@ -1,0 +1,63 @@
+/**
+ * The raw twin of the outer middleware, for answers written without Koa (the fast path): request id
+ * (request-id.ts), CORS (cors.ts), the error envelope (errors.ts) and the access line (access-log.ts),
+ * each built by the same function its middleware uses, so both stacks answer alike by construction.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { pipeline, type Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import type { Headers } from '../types.ts';
+import { logAccess } from './access-log.ts';
+import { CORS_LIST } from './cors.ts';
+import { errorAnswer, httpErrorOf } from './errors.ts';
+import { REQUEST_ID_HEADER, requestIdOf } from './request-id.ts';
+
+/** Response headers as a flat `[name, value, …]` list: node writes those without copying them. */
+export type HeaderList = readonly string[];
+
+const withCorsCache = new WeakMap<Headers, HeaderList>();
+/**
+ * A header set after the CORS headers as one flat list, built once per (precomputed, shared) set.
+ * Per-request object spreads are avoided on purpose: V8 makes them microseconds slow.
+ */
+export function withCors(headers: Headers): HeaderList {
+  let list = withCorsCache.get(headers);
+  if (!list) {
+    list = [...CORS_LIST, ...Object.entries(headers).flat()];
+    withCorsCache.set(headers, list);
+  }
+  return list;
+}
+
+export class RawExchange {
+  readonly requestId: string;
+  private readonly started = performance.now();
+
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    private readonly log: Logger,
+  ) {
+    this.requestId = requestIdOf(req.headers['x-request-id']);
+  }
+
+  /** `headers` must start with the CORS headers (see withCors); the request id is added here. */
+  send(status: number, headers: HeaderList, body: Buffer | Readable | null): void {
+    this.res.writeHead(status, [REQUEST_ID_HEADER, this.requestId, ...headers]);
+    if (body === null || Buffer.isBuffer(body) || this.req.method === 'HEAD') {
+      if (body !== null && !Buffer.isBuffer(body)) body.destroy();
+      this.res.end(this.req.method === 'HEAD' ? undefined : (body ?? undefined));
+    } else pipeline(body, this.res, () => undefined);
+    logAccess(this.log, this.requestId, this.req.method!, this.req.url!.split('?', 1)[0]!, status, this.started, true);
+  }
+
+  /** The error envelope, as the errors middleware sends it (`extra` headers first, e.g. rate limits). */
+  fail(err: unknown, extra: HeaderList = []): void {
+    if (this.res.headersSent) {
+      this.res.destroy();
+      return;
+    }
+    const answer = errorAnswer(httpErrorOf(err, this.log, { requestId: this.requestId, method: this.req.method, url: this.req.url }));
+    this.send(answer.status, extra.length ? [...CORS_LIST, ...extra, ...Object.entries(answer.headers).flat()] : withCors(answer.headers), answer.body);
+  }
+}

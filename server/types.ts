@@ -1,0 +1,86 @@
+/**
+ * Types shared by the server's modules (the app, the route table, the fast path, the routes), kept
+ * apart so that none of them has to import another just for its types.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
+import type { Redis } from 'ioredis';
+import type { Middleware, ParameterizedContext } from 'koa';
+import type { RouterContext } from '@koa/router';
+import type { Logger } from 'pino';
+import type { ArtifactFiles } from './artifact-files.ts';
+import type { Config } from './config.ts';
+import type { ContentStore } from './content.ts';
+import type { Guide } from './guide/guide.ts';
+import type { SpeechClips } from './guide/speech.ts';
+import type { StarterJobs } from './guide/suggestions.ts';
+import type { ImageVariants } from './image-variants.ts';
+import type { RateLimitStore } from './middleware/rate-limit.ts';
+import type { PresenceHub } from './presence/hub.ts';
+import type { KeyStore } from './state/keys.ts';
+import type { ExhibitionStore } from './state/exhibitions.ts';
+import type { StateStore } from './state/store.ts';
+import type { CharactersClient } from './upstream/characters.ts';
+import type { LibraryClient } from './upstream/library.ts';
+import type { SoulsClient } from './upstream/souls.ts';
+
+/** What the middleware learns about a request, in `ctx.state`. */
+export interface MuseumState {
+  /** Set first, by the request-context middleware. */
+  requestId: string;
+  clientIp: string;
+  /** The presented key's id, on keyed routes once it is authenticated. */
+  keyId?: number;
+  /** The JSON body as parsed, before the route's schema validates it (json-body middleware). */
+  body?: unknown;
+}
+
+export type MuseumContext = ParameterizedContext<MuseumState>;
+export type MuseumMiddleware = Middleware<MuseumState>;
+/** The context a route handler gets (route params included). */
+export type RouteContext = RouterContext<MuseumState>;
+
+/** A raw node:http handler tried before Koa; true when it answered the request. */
+export type FastPathHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
+
+/** Response headers as one object; precomputed sets are shared, never mutated. */
+export type Headers = Readonly<Record<string, string>>;
+
+/** An answer as both stacks send it: status, headers (besides request id, CORS, rate limits), body. */
+export interface RawAnswer {
+  status: number;
+  headers: Headers;
+  /** null: no body (304, HEAD). */
+  body: Buffer | Readable | null;
+}
+
+/** The guide's collaborators. */
+export interface GuideServices {
+  exhibitions: ExhibitionStore;
+  guide: Guide;
+  starters: StarterJobs;
+  speech: SpeechClips | null;
+}
+
+/** Everything the routes use, built once per server by the composition root (services.ts). */
+export interface Services {
+  config: Config;
+  log: Logger;
+  /** Keys and exhibitions: SQLite (STATE_DB) or PostgreSQL (DATABASE_URL). */
+  state: StateStore;
+  keys: KeyStore;
+  limiter: RateLimitStore;
+  /** The shared Redis connection when REDIS_URL is set (rate limits, presence, guide sessions and clips). */
+  redis: Redis | null;
+  content: ContentStore;
+  files: ArtifactFiles;
+  variants: ImageVariants;
+  /** Live upstreams; null when not configured (their routes answer 503 UNCONFIGURED). */
+  characters: CharactersClient | null;
+  library: LibraryClient | null;
+  souls: SoulsClient | null;
+  guide: GuideServices;
+  presence: PresenceHub;
+  /** Register cleanup to run when the server closes (timers, upstream sockets, listeners). */
+  onClose(fn: () => void | Promise<void>): void;
+}
