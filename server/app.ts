@@ -12,7 +12,7 @@ import pino, { type Logger } from 'pino';
 import { Api } from './api.ts';
 import type { Config } from './config.ts';
 import { accessLog } from './middleware/access-log.ts';
-import { guardConnections, refuseWithoutHost, serverOptions } from './middleware/connections.ts';
+import { guardConnections, refusedBeforeRouting, serverOptions } from './middleware/connections.ts';
 import { cors } from './middleware/cors.ts';
 import { fileResponseHeaders } from './middleware/file-headers.ts';
 import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
@@ -62,7 +62,7 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
 
   const koaHandler = app.callback();
   const server = createServer(serverOptions(config), (req, res) => {
-    if (refuseWithoutHost(req, res)) return;
+    if (refusedBeforeRouting(req, res)) return;
     if (!fastPath(req, res)) void koaHandler(req, res);
   });
   server.on('clientError', clientErrorResponder());

@@ -39,6 +39,9 @@ export function guardConnections(server: Server, limits: ConnectionLimits, log: 
   if (limits.maxConnectionsPerIp > 0) capConnectionsPerIp(server, limits.maxConnectionsPerIp, log);
 }
 
+/** Connections answered 503 at connect time: requests parsed on them are not served. */
+const refusedSockets = new WeakSet<object>();
+
 function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
   const open = new Map<string, number>();
   const refusal = rawErrorResponse(503, 'Too many open connections from this address', 'BUSY', { 'Retry-After': '30' });
@@ -52,6 +55,7 @@ function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
         refusedLogged = Date.now();
         log.warn({ ip, open: count, max }, 'connection refused: too many open connections from this address');
       }
+      refusedSockets.add(socket);
       answerAndClose(socket, refusal);
       return;
     }
@@ -64,8 +68,13 @@ function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
   });
 }
 
-/** An HTTP/1.1 request without Host (RFC 9112: 400): answered here with the envelope; true when it was. */
-export function refuseWithoutHost(req: IncomingMessage, res: ServerResponse): boolean {
+/**
+ * Requests refused before any routing, true when this one was: one on a connection refused by
+ * the per-IP cap (already answered 503: ignored), or an HTTP/1.1 request without Host (RFC 9112:
+ * 400, answered here with the envelope).
+ */
+export function refusedBeforeRouting(req: IncomingMessage, res: ServerResponse): boolean {
+  if (refusedSockets.has(req.socket)) return true;
   if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return false;
   sendErrorAndClose(res, 400, 'The Host header is required');
   return true;

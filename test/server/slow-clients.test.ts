@@ -149,16 +149,20 @@ describe('refused requests are answered without reading their body', () => {
 
 describe('connections per IP', () => {
   let server: TestServer;
+  const logs = capturedLogger('info');
   beforeAll(async () => {
-    server = await startTestServer({ env: { MAX_CONNECTIONS_PER_IP: '4' } });
+    server = await startTestServer({ env: { MAX_CONNECTIONS_PER_IP: '4' }, log: logs.log });
   });
   afterAll(() => server?.close());
 
   it('answers one connection past the cap with 503 BUSY and closes it; a place frees when one closes', async () => {
     const held = await Promise.all(Array.from({ length: 4 }, () => connect(server.port, '')));
     await sleep(100); // the server has seen them
-    const refused = await connect(server.port, '');
+    // Its request is not served: the one answer is the refusal.
+    const refused = await connect(server.port, 'GET /v1 HTTP/1.1\r\nHost: x\r\n\r\n');
     await refused.closed(5_000);
+    expect(refused.received().match(/HTTP\/1\.1 /g)).toHaveLength(1);
+    expect(logs.lines.filter((l) => l.msg === 'request')).toEqual([]);
     const res = parse(refused.received());
     expect(res.status).toBe(503);
     expect(res.json?.errors[0]?.extensions.code).toBe('BUSY');
