@@ -8,6 +8,8 @@
  *    proxy, so the cap is off unless set.
  *  - Requests node refuses before Koa — an HTTP/1.1 request without `Host`, an `Expect` other than
  *    `100-continue` — get the error envelope with a request id instead of node's empty 400/417.
+ *  - `Expect: 100-continue` is answered `100 Continue` only when a route starts reading the body
+ *    (`continueIfExpected`), not by node up front: a refused request's body is never sent.
  */
 import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
@@ -33,10 +35,23 @@ export function serverOptions(limits: ConnectionLimits): ServerOptions {
 export function guardConnections(server: Server, limits: ConnectionLimits, log: Logger): void {
   server.headersTimeout = limits.headersTimeoutMs;
   server.requestTimeout = limits.requestTimeoutMs;
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => {
+    awaitingContinue.add(res);
+    server.emit('request', req, res);
+  });
   server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
     sendErrorAndClose(res, 417, 'Unsupported Expect header (only 100-continue is)', 'BAD_REQUEST');
   });
   if (limits.maxConnectionsPerIp > 0) capConnectionsPerIp(server, limits.maxConnectionsPerIp, log);
+}
+
+/** Responses to `Expect: 100-continue` requests whose `100 Continue` is not sent yet. */
+const awaitingContinue = new WeakSet<ServerResponse>();
+
+/** Before reading a request body: tell a client that waits for it to send the body. */
+export function continueIfExpected(res: ServerResponse): void {
+  if (!awaitingContinue.delete(res) || res.headersSent) return;
+  res.writeContinue();
 }
 
 /** Connections answered 503 at connect time: requests parsed on them are not served. */

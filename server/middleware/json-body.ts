@@ -4,6 +4,7 @@
  */
 import { HttpError } from '../errors.ts';
 import type { MuseumContext, MuseumMiddleware } from '../types.ts';
+import { continueIfExpected } from './connections.ts';
 
 export const JSON_BODY_LIMIT = 1024 * 1024;
 
@@ -19,6 +20,7 @@ export function jsonBody(options: { optional?: boolean; limit?: number } = {}): 
     }
     if (!ctx.is('application/json')) throw new HttpError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
     if (declared > limit) throw new HttpError(413, 'PAYLOAD_TOO_LARGE', 'Request body exceeds 1 MB');
+    continueIfExpected(ctx.res);
     const text = await readLimited(ctx, limit);
     if (options.optional && text.trim() === '') {
       ctx.state.body = undefined;
