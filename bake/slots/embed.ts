@@ -2,7 +2,7 @@
  * The anchors in the model itself (decisions, Artifacts): in the optimized GLB every `Slot_NNN` and
  * `Auto_NNN` node carries its anchor — world translation = position, rotation = quaternion
  * (+Z = resolved facing, +Y up), scale 1 — and its mesh is a quad centred on the node's origin in
- * its XY plane, width × height, facing +Z. Authored placeholders keep their material and UVs (each
+ * its XY plane, width × height, facing +Z (two triangles wound counter-clockwise seen from +Z). Authored placeholders keep their material and UVs (each
  * corner takes the UV of the authored vertex nearest to it); generated ones instance one quad mesh
  * per frame size with the `Slot Placeholder` material. Works on the optimized document only: the
  * source model is never changed.
@@ -21,18 +21,26 @@ const UNIT_UVS = [0, 1, 1, 1, 1, 0, 0, 0];
 
 type UvSets = Map<string, Float32Array>;
 
-function createQuad(document: Document, name: string, width: number, height: number, material: Material | null, uvs: UvSets): Mesh {
+/** Two triangles over the four corners, counter-clockwise seen from +Z. */
+const TRIANGLES = [0, 1, 2, 0, 2, 3];
+const expand = (values: ArrayLike<number>, size: number) => new Float32Array(TRIANGLES.flatMap((v) => Array.from({ length: size }, (_, k) => values[v * size + k]!)));
+
+/**
+ * A quad as two non-indexed triangles: 6 vertices of plain floats cost less than a Draco stream of
+ * their own (Draco leaves non-indexed primitives alone). No NORMAL: a flat quad's normal is the one
+ * a renderer computes (glTF: flat normals when none are given). `shared` holds attribute accessors
+ * the quads of one model can share (the generated quads' UVs).
+ */
+function createQuad(document: Document, name: string, width: number, height: number, material: Material | null, uvs: UvSets | Map<string, Accessor>): Mesh {
   const buffer = document.getRoot().listBuffers()[0] ?? document.createBuffer();
-  const accessor = (type: 'VEC2' | 'VEC3' | 'SCALAR', array: Float32Array | Uint16Array) =>
-    document.createAccessor().setType(type).setArray(array).setBuffer(buffer);
-  const positions = new Float32Array(CORNERS.flatMap(([x, y]) => [x * width, y * height, 0]));
+  const positions = CORNERS.flatMap(([x, y]) => [x * width, y * height, 0]);
   const primitive = document
     .createPrimitive()
-    .setAttribute('POSITION', accessor('VEC3', positions))
-    .setAttribute('NORMAL', accessor('VEC3', new Float32Array([0, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 1])))
-    .setIndices(accessor('SCALAR', new Uint16Array([0, 1, 2, 0, 2, 3])))
+    .setAttribute('POSITION', document.createAccessor().setType('VEC3').setArray(expand(positions, 3)).setBuffer(buffer))
     .setMaterial(material);
-  for (const [semantic, array] of uvs) primitive.setAttribute(semantic, accessor('VEC2', array));
+  for (const [semantic, uv] of uvs) {
+    primitive.setAttribute(semantic, uv instanceof Float32Array ? document.createAccessor().setType('VEC2').setArray(expand(uv, 2)).setBuffer(buffer) : uv);
+  }
   return document.createMesh(name).addPrimitive(primitive);
 }
 
@@ -114,11 +122,13 @@ export function embedAnchors(document: Document, slots: RoomSlot[]): void {
   const material =
     root.listMaterials().find((m) => isSlotMaterialName(m.getName())) ??
     document.createMaterial(SLOT_MATERIAL_NAME).setBaseColorFactor([1, 0, 1, 1]).setDoubleSided(true);
+  const buffer = root.listBuffers()[0] ?? document.createBuffer();
+  const uvs = new Map([['TEXCOORD_0', document.createAccessor().setType('VEC2').setArray(expand(UNIT_UVS, 2)).setBuffer(buffer)]]);
   const quads = new Map<string, Mesh>();
   for (const slot of rest) {
     const key = `${slot.width}x${slot.height}`;
     let mesh = quads.get(key);
-    if (!mesh) quads.set(key, (mesh = createQuad(document, SLOT_QUAD_MESH_NAME, slot.width, slot.height, material, new Map([['TEXCOORD_0', new Float32Array(UNIT_UVS)]]))));
+    if (!mesh) quads.set(key, (mesh = createQuad(document, SLOT_QUAD_MESH_NAME, slot.width, slot.height, material, uvs)));
     const node = document.createNode(slot.id).setMesh(mesh);
     scene.addChild(node);
     seat(node, slot);
