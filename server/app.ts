@@ -8,8 +8,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Koa from 'koa';
-import pino, { type Logger } from 'pino';
+import type { Logger } from 'pino';
 import { Api } from './api.ts';
+import { flushLog, serverLog } from './log.ts';
 import type { Config } from './config.ts';
 import { accessLog } from './middleware/access-log.ts';
 import { guardConnections, refusedBeforeRouting, serverOptions } from './middleware/connections.ts';
@@ -37,7 +38,7 @@ export interface ServerOptions {
 }
 
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<MuseumServer> {
-  const log = options.log ?? pino({ level: config.logLevel, base: undefined }, pino.destination(2));
+  const log = options.log ?? serverLog(config.logLevel);
   const services = await buildServices(config, log, { limiter: options.limiter });
   const { keys, limiter } = services;
 
@@ -83,12 +84,18 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     server,
     app,
     services,
+    /**
+     * The shutdown sequence (`museum serve` runs it on SIGTERM and SIGINT): the services' cleanups,
+     * last registered first; the connections and the listener; the state store; then the access log
+     * is flushed, last, so every request answered has its line.
+     */
     close() {
       closing ??= (async () => {
         await services.close();
         server.closeAllConnections();
         await new Promise<void>((resolve) => server.close(() => resolve()));
         await services.state.close();
+        await flushLog(log);
       })();
       return closing;
     },

@@ -78,7 +78,7 @@ function patternOf(path: string): { regex: RegExp; names: string[] } {
 export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; limiter: RateLimitStore; log: Logger }): FastPathHandler {
   const { keys, limiter, log } = deps;
   const table = routes.map((route) => ({ route, ...patternOf(route.path) }));
-  /** URL → its match, or null for "Koa's" (both depend on the URL alone). */
+  /** URL → its match, or null for "Koa's" (both depend on the URL alone); bounded, oldest first out. */
   const remembered = new LruMap<string, Match | null>(4096);
 
   const matchOf = (url: string): Match | null => {
@@ -157,7 +157,8 @@ export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; lim
     try {
       const { url, method } = req;
       if (url === undefined || (method !== 'GET' && method !== 'HEAD')) return false;
-      let match = remembered.get(url);
+      // A hit does not refresh its place (the bound matters, not the order; this saves a map write).
+      let match = remembered.peek(url);
       if (match === undefined) {
         match = matchOf(url);
         if (url.length <= MAX_REMEMBERED_URL) remembered.set(url, match);

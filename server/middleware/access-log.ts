@@ -1,12 +1,31 @@
-/** Structured access log: one line per request with id, method, path, status and duration. */
-import type { Logger } from 'pino';
+/**
+ * Structured access log: one JSON line per request with id, method, path, status and duration —
+ * the line pino writes for `log.info({ requestId, method, path, status, ms }, 'request')`, built
+ * directly (it is written for every request, so it skips pino's generic serializer) and written to
+ * the logger's own destination, with the logger's level, time and bindings.
+ */
+import pino, { type Logger } from 'pino';
 import type { MuseumMiddleware } from '../types.ts';
+
+const { streamSym, timeSym, chindingsSym } = pino.symbols;
+/** Characters that make a string need JSON escaping. */
+const NEEDS_ESCAPE = /["\\\u0000-\u001f\u007f-\uffff]/;
+const jsonString = (s: string): string => (NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : `"${s}"`);
+
+interface Destination {
+  write(line: string): unknown;
+}
 
 /** Write one access line (shared with the raw exchange, which adds `fast: true`). */
 export function logAccess(log: Logger, requestId: string, method: string, path: string, status: number, started: number, fast?: true): void {
   if (!log.isLevelEnabled('info')) return;
   const ms = Math.round((performance.now() - started) * 100) / 100;
-  log.info(fast ? { requestId, method, path, status, ms, fast } : { requestId, method, path, status, ms }, 'request');
+  const fields = `"requestId":${jsonString(requestId)},"method":${jsonString(method)},"path":${jsonString(path)},"status":${status},"ms":${ms}`;
+  const internals = log as unknown as Record<symbol, unknown>;
+  const time = (internals[timeSym] as () => string)();
+  (internals[streamSym] as Destination).write(
+    `{"level":30${time}${internals[chindingsSym] as string},${fields}${fast ? ',"fast":true' : ''},"msg":"request"}\n`,
+  );
 }
 
 export function accessLog(log: Logger): MuseumMiddleware {

@@ -48,7 +48,9 @@ export class RawExchange {
       if (body !== null && !Buffer.isBuffer(body)) body.destroy();
       this.res.end(this.req.method === 'HEAD' ? undefined : (body ?? undefined));
     } else pipeline(body, this.res, () => undefined);
-    logAccess(this.log, this.requestId, this.req.method!, this.req.url!.split('?', 1)[0]!, status, this.started, true);
+    const url = this.req.url!;
+    const query = url.indexOf('?');
+    logAccess(this.log, this.requestId, this.req.method!, query < 0 ? url : url.slice(0, query), status, this.started, true);
   }
 
   /** The error envelope, as the errors middleware sends it (`extra` headers first, e.g. rate limits). */
