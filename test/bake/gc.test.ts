@@ -14,6 +14,8 @@ import { describe, expect, it } from 'vitest';
 import { artifactPaths, fileName, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom } from '../../artifacts/format.ts';
 import { publishManifest, putContentFile, sha256 } from '../../artifacts/store.ts';
 import { collectGarbage, GcError, parseDuration } from '../../bake/gc.ts';
+import { bakeRooms } from '../../bake/pipeline.ts';
+import { smallRoomGlb } from './fixtures.ts';
 import { startTestServer } from '../helpers/server.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -169,5 +171,26 @@ describe('museum bake gc', () => {
     const next = await collectGarbage(data, { keep: 1, graceMs: 0 });
     expect(next.kept_files).toBe(keep.length);
     expect((await readdir(artifactPaths(data).files)).length).toBe(keep.length);
+  }, 120_000);
+
+  it('bake rooms --gc collects after publishing, under the same lock: the replaced bake\'s files go, the current ones stay', async () => {
+    const content = tmp('museum-gc-content-');
+    const data = tmp('museum-gc-bake-');
+    const writeRoom = async (name: string) => {
+      await writeFile(join(content, 'room.glb'), await smallRoomGlb(name));
+      await writeFile(join(content, 'rooms.json'), JSON.stringify([{ id: 1, title: name, slots: 2, token_id: 1, model: 'room.glb', image: null }]));
+    };
+    await writeRoom('First');
+    await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1 });
+    const first = (await readdir(artifactPaths(data).files)).sort();
+    await writeRoom('Second');
+    const second = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1, gc: { keep: 1, graceMs: 0 } });
+    expect(second.gc).not.toBeNull();
+    const removed = second.gc!.removed.map((f) => f.name);
+    expect(removed.length).toBeGreaterThan(0);
+    expect(removed.every((name) => first.includes(name))).toBe(true);
+    const manifest = JSON.parse(await readFile(artifactPaths(data).manifest, 'utf8')) as Manifest;
+    for (const room of manifest.rooms) for (const ref of [room.model!, room.model_optimized!, room.slot_data!]) expect(await exists(data, ref)).toBe(true);
+    await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
   }, 120_000);
 });
