@@ -3,10 +3,17 @@
  * start real servers on ephemeral ports. Middleware, one job each, outermost first:
  * request id + client IP → access log → CORS → error envelope → routes (auth, limits and
  * validation are attached per route by `Api`). Immutable artifacts are answered by the fast path
- * before Koa is entered.
+ * before Koa is entered; /healthz, /readyz and /metrics before both (server/operations.ts).
+ *
+ * Two ways to stop: `close()` at once (tests), and `shutdown()` — the one graceful sequence
+ * (SIGTERM): readiness fails and every response says `Connection: close`, event streams end with a
+ * `retry:` hint (clients reconnect to another instance), the listener closes after a short delay
+ * (load balancers see /readyz fail first) once new connections pause, requests in flight are
+ * answered (bounded), then the `onShutdown('flush')` hooks run (e.g. a buffered log) and the
+ * services and pools close.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import { type AddressInfo, Server as NetServer } from 'node:net';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import { Api } from './api.ts';
@@ -19,6 +26,7 @@ import { fileResponseHeaders } from './middleware/file-headers.ts';
 import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
 import type { RateLimitStore } from './middleware/rate-limit.ts';
 import { requestContext } from './middleware/request-id.ts';
+import { labelRoute, Operations } from './operations.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
 import { buildServices } from './services.ts';
 import type { MuseumState, Services } from './types.ts';
@@ -29,8 +37,18 @@ export interface MuseumServer {
   server: Server;
   app: Koa<MuseumState>;
   services: Services;
+  /** Health, readiness, metrics and the requests in flight. */
+  operations: Operations;
+  /** The METRICS_PORT listener's port, when METRICS_PORT is set. */
+  metricsPort?: number;
+  /** Stop at once: connections are cut (tests). */
   close(): Promise<void>;
+  /** Stop gracefully (SIGTERM): see the module comment. Resolves when everything is closed. */
+  shutdown(options?: { drainDelayMs?: number; graceMs?: number }): Promise<void>;
 }
+
+/** Defaults of the graceful shutdown: how long readiness fails before the listener closes, how long requests in flight get, the streams' reconnect hint. */
+export const SHUTDOWN = { drainDelayMs: 500, graceMs: 10_000, retryMs: 1_000 } as const;
 
 export interface ServerOptions {
   log?: Logger;
@@ -45,12 +63,15 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const api = new Api({ keys, limiter, log });
   for (const register of ROUTE_MODULES) register(api, services);
   const fastPath = api.fastPath();
+  const { content, state, redis } = services;
+  const operations = new Operations({ content, state, redis, metricsToken: config.metricsPort === undefined ? config.metricsToken : undefined });
 
   const app = new Koa<MuseumState>();
   app.silent = true;
   app.on('error', (err: NodeJS.ErrnoException) => {
     // Clients that hang up mid-stream are normal (SSE, aborted downloads).
-    if (err.code === 'ERR_STREAM_PREMATURE_CLOSE' || err.code === 'ECONNRESET' || err.code === 'EPIPE') return;
+    // A stream ended by a shutdown may still be written to by its source once.
+    if (['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE', 'ERR_STREAM_WRITE_AFTER_END', 'ERR_STREAM_DESTROYED'].includes(err.code ?? '')) return;
     log.error({ err }, 'koa error');
   });
   app.use(requestContext({ trustProxy: config.trustProxy }));
@@ -58,15 +79,30 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   app.use(fileResponseHeaders());
   app.use(cors());
   app.use(errorEnvelope(log));
+  app.use(async function routeLabel(ctx, next) {
+    try {
+      await next();
+    } finally {
+      // Label by the route Koa matched (metrics), never by raw URL; `:id` written as declared, `{id}`.
+      if (ctx._matchedRoute !== undefined) labelRoute(ctx.res, declaredPath(String(ctx._matchedRoute)));
+    }
+  });
   app.use(api.router.routes());
   app.use(api.router.allowedMethods());
 
   const koaHandler = app.callback();
   const server = createServer(serverOptions(config), (req, res) => {
     if (refusedBeforeRouting(req, res)) return;
+    if (operations.handle(req, res)) return;
+    operations.observe(req, res);
+    if (operations.draining) res.setHeader('Connection', 'close');
     if (!fastPath(req, res)) void koaHandler(req, res);
   });
   server.on('clientError', clientErrorResponder());
+  let lastConnectionAt = 0;
+  server.on('connection', () => {
+    if (operations.draining) lastConnectionAt = Date.now();
+  });
   server.keepAliveTimeout = 65_000;
   // Bounded time to receive a request (not its response: streams run for minutes), connections per IP.
   guardConnections(server, config, log);
@@ -77,6 +113,17 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const port = (server.address() as AddressInfo).port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
 
+  const metricsServer = config.metricsPort === undefined ? null : await operations.listenMetrics(config.metricsPort, config.host);
+
+  /** After the listener: the metrics listener, then the stores and pools (the log is flushed after). */
+  const release = async () => {
+    operations.close();
+    if (metricsServer) {
+      metricsServer.closeAllConnections();
+      await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
+    }
+    await services.state.close();
+  };
   let closing: Promise<void> | null = null;
   return {
     url: `http://${host}:${port}`,
@@ -84,20 +131,81 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
     server,
     app,
     services,
-    /**
-     * The shutdown sequence (`museum serve` runs it on SIGTERM and SIGINT): the services' cleanups,
-     * last registered first; the connections and the listener; the state store; then the access log
-     * is flushed, last, so every request answered has its line.
-     */
+    operations,
+    metricsPort: metricsServer ? Operations.portOf(metricsServer) : undefined,
     close() {
       closing ??= (async () => {
         await services.close();
         server.closeAllConnections();
         await new Promise<void>((resolve) => server.close(() => resolve()));
-        await services.state.close();
+        await release();
+        await flushLog(log);
+      })();
+      return closing;
+    },
+    shutdown({ drainDelayMs = SHUTDOWN.drainDelayMs, graceMs = SHUTDOWN.graceMs } = {}) {
+      closing ??= (async () => {
+        const started = Date.now();
+        operations.draining = true;
+        const endStreams = async () => {
+          await services.shutdown('drain');
+          endEventStreams(operations.inFlight, SHUTDOWN.retryMs);
+        };
+        await endStreams();
+        // Still accepting for a moment: a load balancer may route here until it sees /readyz fail.
+        await sleep(drainDelayMs);
+        // Closing a listener resets connections still in its accept queue: wait (bounded) until
+        // new connections stop arriving, as they do once the load balancer has seen /readyz fail.
+        while (Date.now() - lastConnectionAt < 100 && Date.now() - started < graceMs / 2) await sleep(25);
+        // Stop listening without http.Server#close's closing of idle connections: one accepted a
+        // moment ago may be idle only because its request has not arrived yet, and cutting it
+        // would reset that request. Every response now says Connection: close instead.
+        const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+        // Streams opened during the delay end too.
+        await endStreams();
+        await sleep(Math.min(250, drainDelayMs));
+        await untilEmpty(operations.inFlight, Math.max(0, graceMs - (Date.now() - started)));
+        const cut = operations.inFlight.size;
+        if (cut > 0) log.warn({ requests: cut }, 'shutdown: grace period over, closing requests still in flight');
+        server.closeAllConnections();
+        await closed;
+        await services.shutdown('flush');
+        await services.close();
+        await release();
+        log.info({ ms: Date.now() - started }, 'shutdown complete');
+        // Last, so every request answered has its access line.
         await flushLog(log);
       })();
       return closing;
     },
   };
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Koa's `/v1/artworks/:id` as the route declares it, `/v1/artworks/{id}` (memoized: few routes). */
+const declared = new Map<string, string>();
+function declaredPath(koaPath: string): string {
+  let path = declared.get(koaPath);
+  if (path === undefined) declared.set(koaPath, (path = koaPath.replace(/:(\w+)/g, '{$1}')));
+  return path;
+}
+
+/** Resolves when `inFlight` is empty, or after `ms`. */
+async function untilEmpty(inFlight: Set<ServerResponse>, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (inFlight.size > 0 && Date.now() < deadline) await sleep(25);
+}
+
+/**
+ * End every open event stream with a `retry:` hint, so its client reconnects (to another instance)
+ * soon. Presence streams are ended the same way by their hub (a drain hook); others (Library) here.
+ */
+function endEventStreams(inFlight: Set<ServerResponse>, retryMs: number): void {
+  for (const res of inFlight) {
+    const type = res.getHeader('content-type');
+    if (typeof type !== 'string' || !type.startsWith('text/event-stream') || !res.headersSent || res.writableEnded) continue;
+    if (res.req?.url?.startsWith('/v1/presence/')) continue; // the hub writes to the socket itself
+    res.end(`retry: ${retryMs}\n\n`);
+  }
 }

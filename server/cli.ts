@@ -15,7 +15,7 @@ export function serveCommand(): Command {
       // A long-running server's logged stacks should name source lines, also when it runs from the
       // bundle; a one-off command does not pay for reading source maps at start.
       process.setSourceMapsEnabled(true);
-      const { startServer } = await import('./app.ts');
+      const { startServer, SHUTDOWN } = await import('./app.ts');
       const server = await startServer(config);
       const lines = [
         `museum: serving ${config.dataDir} at ${server.url} (public URL ${config.publicUrl})`,
@@ -29,11 +29,24 @@ export function serveCommand(): Command {
         );
       }
       process.stderr.write(lines.join('\n') + '\n');
-      const stop = () => {
-        void server.close().then(() => process.exit(0));
+      // SIGTERM/SIGINT: the graceful sequence (startServer's `shutdown`), bounded; a second signal
+      // stops at once.
+      let stopping = false;
+      const stop = (signal: NodeJS.Signals) => {
+        if (stopping) process.exit(1);
+        stopping = true;
+        server.services.log.info({ signal }, 'shutting down: finishing requests in flight');
+        setTimeout(() => process.exit(1), SHUTDOWN.drainDelayMs + SHUTDOWN.graceMs + 5_000).unref();
+        void server.shutdown().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            server.services.log.error({ err }, 'shutdown failed');
+            process.exit(1);
+          },
+        );
       };
-      process.once('SIGINT', stop);
-      process.once('SIGTERM', stop);
+      process.on('SIGINT', stop);
+      process.on('SIGTERM', stop);
     });
 }
 

@@ -19,6 +19,7 @@ import { authenticate, presentedKey } from './middleware/auth.ts';
 import { CORS_LIST } from './middleware/cors.ts';
 import { type HeaderList, RawExchange } from './middleware/raw-exchange.ts';
 import { hitKeyLimit, KEY_LIMIT, keyLimitExceeded, type RateDecision, type RateLimitStore } from './middleware/rate-limit.ts';
+import { labelRoute } from './operations.ts';
 import type { KeyStore } from './state/keys.ts';
 import type { FastPathHandler, Headers, RawAnswer } from './types.ts';
 
@@ -167,6 +168,7 @@ export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; lim
       const produce = match.route.read!(match.input, req);
       if (!produce) return false;
       const exchange = new RawExchange(req, res, log);
+      labelRoute(res, match.route.path);
       if (match.route.access === 'key') keyed(exchange, match.route, produce);
       else answer(exchange, match.route, produce, null);
       return true;

@@ -21,7 +21,7 @@ import { PresenceHub } from './presence/hub.ts';
 import { RedisBroadcaster } from './presence/redis-broadcaster.ts';
 import { connectRedis } from './state/redis.ts';
 import { openStateStore } from './state/store.ts';
-import type { GuideServices, Services } from './types.ts';
+import type { GuideServices, Services, ShutdownPhase } from './types.ts';
 import { CharactersClient } from './upstream/characters.ts';
 import { LibraryClient } from './upstream/library.ts';
 import { LlmClient } from './upstream/llm.ts';
@@ -36,11 +36,15 @@ export interface ServiceOptions {
 export interface BuiltServices extends Services {
   /** Run the registered cleanups, last registered first (the state store is closed by the caller, last). */
   close(): Promise<void>;
+  /** Run the hooks of one phase of the graceful shutdown (app.ts), in registration order. */
+  shutdown(phase: ShutdownPhase): Promise<void>;
 }
 
 export async function buildServices(config: Config, log: Logger, options: ServiceOptions = {}): Promise<BuiltServices> {
   const closers: Array<() => void | Promise<void>> = [];
   const onClose = (fn: () => void | Promise<void>) => void closers.push(fn);
+  const hooks: Record<ShutdownPhase, Array<() => void | Promise<void>>> = { drain: [], flush: [] };
+  const onShutdown = (phase: ShutdownPhase, fn: () => void | Promise<void>) => void hooks[phase].push(fn);
 
   const state = await openStateStore(config, log, { serving: true });
   const { keys } = state;
@@ -77,12 +81,18 @@ export async function buildServices(config: Config, log: Logger, options: Servic
     guide: guideServices(config, log, { state, redis, library, characters, onClose }),
     presence: presenceHub(config, log, redis, onClose),
     onClose,
+    onShutdown,
   };
+  // A graceful shutdown ends the presence streams first (with a retry hint): they do not hold it up.
+  onShutdown('drain', () => services.presence.close());
   return {
     ...services,
     async close() {
       for (const fn of closers.reverse()) await fn();
       content.close();
+    },
+    async shutdown(phase) {
+      for (const fn of hooks[phase]) await fn();
     },
   };
 }

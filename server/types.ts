@@ -83,4 +83,12 @@ export interface Services {
   presence: PresenceHub;
   /** Register cleanup to run when the server closes (timers, upstream sockets, listeners). */
   onClose(fn: () => void | Promise<void>): void;
+  /**
+   * Hook into the graceful shutdown (SIGTERM): `drain` runs first (end long-lived streams with a
+   * `retry:` hint), `flush` once requests in flight are answered, before the `onClose` cleanups
+   * (e.g. write out a buffered access log).
+   */
+  onShutdown(phase: ShutdownPhase, fn: () => void | Promise<void>): void;
 }
+
+export type ShutdownPhase = 'drain' | 'flush';

@@ -66,6 +66,8 @@ const encodeText = (text: string): Frame => {
 export const encodeEvent = (event: PresenceEvent): Frame => encodeText(`data: ${JSON.stringify(event)}\n\n`);
 
 const KEEPALIVE = encodeText(': keepalive\n\n');
+/** Sent as a stream ends with the server (shutdown): reconnect soon, to whichever instance answers. */
+const RETRY = encodeText('retry: 1000\n\n');
 const CHUNKED_END = Buffer.from('0\r\n\r\n');
 
 export class PresenceHub {
@@ -222,7 +224,7 @@ export class PresenceHub {
     sink.once('drain', drained);
   }
 
-  /** End every stream cleanly and stop the timers (server shutdown). */
+  /** End every stream cleanly, with a `retry:` hint, and stop the timers (server shutdown). */
   close(): void {
     if (this.closed) return;
     this.closed = true;
@@ -233,8 +235,8 @@ export class PresenceHub {
       const { sink } = listener;
       if (listener.drainTimer) clearTimeout(listener.drainTimer);
       if (sink.destroyed) continue;
-      if (listener.chunked) sink.end(CHUNKED_END);
-      else sink.end();
+      if (listener.chunked) sink.end(Buffer.concat([RETRY.chunked, CHUNKED_END]));
+      else sink.end(RETRY.raw);
     }
   }
 }

@@ -298,6 +298,13 @@ const keyRowOf = (r: KeyRow): KeyRow => ({ ...r, id: Number(r.id), created_at: N
  * the connection did not notice; revocations themselves arrive as notices.
  */
 const TRUST_MS = 60_000;
+/** Key hashes looked up per query. */
+const LOOKUP_BATCH = 1_000;
+interface KeyHashRow {
+  id: string;
+  hash: Buffer;
+  revoked_at: string | null;
+}
 
 export class PgKeyStore implements KeyStore {
   private readonly verified = new VerifiedKeys();
@@ -305,6 +312,7 @@ export class PgKeyStore implements KeyStore {
   /** Moves on every notice and reconnect: a lookup that started before one must not be remembered. */
   private generation = 0;
   private readonly inflight = new Map<string, Promise<number | null>>();
+  private batch: Map<string, { resolve: (row: KeyHashRow | undefined) => void; reject: (err: unknown) => void }> | null = null;
 
   constructor(private readonly db: PgState) {
     db.onNotice((payload) => {
@@ -332,11 +340,21 @@ export class PgKeyStore implements KeyStore {
 
   async createMany(names: string[]) {
     const clean = names.map(checkKeyName);
-    return this.db.transaction(async (c) => {
-      const keys: string[] = [];
-      for (const name of clean) keys.push((await this.insert(c, name)).key);
-      return keys;
-    });
+    const keys = clean.map(() => newKey());
+    const now = Date.now();
+    try {
+      // One statement for the lot.
+      await this.db.query('INSERT INTO api_keys (name, prefix, hash, created_at) SELECT n, p, h, $4 FROM unnest($1::text[], $2::text[], $3::bytea[]) AS k(n, p, h)', [
+        clean,
+        keys.map((k) => k.slice(0, PREFIX_LENGTH)),
+        keys.map(hashKey),
+        now,
+      ]);
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') throw new Error('a key with one of these names already exists');
+      throw err;
+    }
+    return keys;
   }
 
   private async insert(c: pg.PoolClient, name: string): Promise<{ key: string; info: ApiKeyInfo }> {
@@ -412,15 +430,14 @@ export class PgKeyStore implements KeyStore {
   private async lookup(digest: string, knownId: number | undefined): Promise<number | null> {
     const generation = this.generation;
     const presentedHash = Buffer.from(digest, 'base64');
-    let rows: Array<{ id: string; hash: Buffer; revoked_at: string | null }>;
+    let row: KeyHashRow | undefined;
     try {
-      ({ rows } = await this.db.query<(typeof rows)[number]>('SELECT id, hash, revoked_at FROM api_keys WHERE hash = $1', [presentedHash]));
+      row = await this.rowOf(digest);
     } catch (err) {
       // The database just went away: a key verified before keeps working.
       if (knownId !== undefined && this.verified.get(digest)?.id === knownId) return knownId;
       throw err;
     }
-    const row = rows[0];
     if (!row || !matches(row.hash, presentedHash) || row.revoked_at !== null) {
       this.verified.delete(digest);
       return null;
@@ -431,6 +448,39 @@ export class PgKeyStore implements KeyStore {
     if (generation === this.generation && this.db.listening) this.verified.set(digest, id, now);
     this.uses.note(id, now);
     return id;
+  }
+
+  /**
+   * The row of one key hash. Lookups asked for in the same turn of the event loop go out together,
+   * one `hash = ANY(…)` query per 1,000: a burst of unknown keys (a restart, a flood of made-up
+   * keys) costs a few round trips and a few pooled connections, not one each.
+   */
+  private rowOf(digest: string): Promise<KeyHashRow | undefined> {
+    return new Promise((resolve, reject) => {
+      if (!this.batch) {
+        this.batch = new Map();
+        setImmediate(() => this.lookUpBatch());
+      }
+      this.batch.set(digest, { resolve, reject });
+    });
+  }
+
+  private lookUpBatch(): void {
+    const batch = this.batch!;
+    this.batch = null;
+    const digests = [...batch.keys()];
+    for (let i = 0; i < digests.length; i += LOOKUP_BATCH) {
+      const chunk = digests.slice(i, i + LOOKUP_BATCH);
+      this.db.query<KeyHashRow>('SELECT id, hash, revoked_at FROM api_keys WHERE hash = ANY($1::bytea[])', [chunk.map((d) => Buffer.from(d, 'base64'))]).then(
+        ({ rows }) => {
+          const found = new Map(rows.map((r) => [r.hash.toString('base64'), r]));
+          for (const d of chunk) batch.get(d)!.resolve(found.get(d));
+        },
+        (err: unknown) => {
+          for (const d of chunk) batch.get(d)!.reject(err);
+        },
+      );
+    }
   }
 
   flushUse(): Promise<void> {

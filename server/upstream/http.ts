@@ -15,8 +15,12 @@
  *    through a weak reference: after a collection, aborting the signal no longer reaches a pending
  *    body read, which then waits for undici's own 300 s body timeout.)
  */
+import { channel } from 'node:diagnostics_channel';
 import type { Logger } from 'pino';
 import { HttpError } from '../errors.ts';
+
+/** Every upstream call and failure, for the metrics (server/operations.ts): `{ upstream, failure? }`. */
+export const upstreamEvents = channel('museum.upstream');
 
 export type UpstreamFailure = 'timeout' | 'network' | 'status' | 'body' | 'aborted';
 
@@ -271,6 +275,7 @@ export class UpstreamHttp {
     const method = options.method ?? (options.body === undefined ? 'GET' : 'POST');
     const headers: Record<string, string> = { accept: 'application/json', ...this.headers, ...options.headers };
     if (options.body !== undefined) headers['content-type'] = 'application/json';
+    if (upstreamEvents.hasSubscribers) upstreamEvents.publish({ upstream: this.service });
     try {
       return await fetch(this.url(path, options.query), {
         method,
@@ -294,6 +299,7 @@ export class UpstreamHttp {
   /** A logged UpstreamError (clients use it for bodies of the wrong shape). */
   failure(reason: UpstreamFailure, detail: string, status?: number): UpstreamError {
     this.log?.warn({ upstream: this.service, reason, detail, status }, 'upstream call failed');
+    if (upstreamEvents.hasSubscribers) upstreamEvents.publish({ upstream: this.service, failure: reason });
     return new UpstreamError(this.service, reason, detail, status);
   }
 }

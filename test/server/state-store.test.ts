@@ -109,6 +109,15 @@ describe.each(['sqlite', 'postgres'] as const)('state store contract: %s', (back
       expect(await store.keys.find(`dev#${first.info.id}`)).toMatchObject({ status: 'revoked' });
     });
 
+    it('verifies a burst of thousands of keys it has never seen, all at once', async () => {
+      const keys = await store.keys.createMany(Array.from({ length: 3_000 }, (_, i) => `burst-${i}`));
+      const ids = await Promise.all(keys.map((key) => store.keys.verify(key)));
+      expect(ids.every((id) => typeof id === 'number')).toBe(true);
+      expect(new Set(ids).size).toBe(3_000);
+      const unknown = await Promise.all(Array.from({ length: 500 }, (_, i) => store.keys.verify(`museum_${i.toString(16).padStart(48, '0')}`)));
+      expect(unknown.every((id) => id === null)).toBe(true);
+    });
+
     it('createMany makes many keys in one go; last use is written in batches', async () => {
       const keys = await store.keys.createMany(['m-1', 'm-2', 'm-3']);
       expect(new Set(keys).size).toBe(3);
