@@ -525,7 +525,8 @@ export class PgExhibitionStore implements ExhibitionStore {
       this.cache.drop(id);
       return null;
     }
-    if (needsReadMark(stamp, now)) void this.db.query('UPDATE exhibitions SET read_at = $1 WHERE id = $2', [now, id]).catch(() => {});
+    // At most once a day per exhibition; awaited so the read is on record before it is answered.
+    if (needsReadMark(stamp, now)) await this.db.query('UPDATE exhibitions SET read_at = $1 WHERE id = $2', [now, id]).catch(() => {});
     if (row.context === null) {
       const cached = this.cache.hit(id, stamp.updated_at);
       if (cached) return cached;
