@@ -153,11 +153,12 @@ export class Operations {
 
   /** What keeps this instance from serving (empty when ready). */
   readiness(): Promise<string[]> {
+    // Draining answers at once: a cached "ready" must not outlive the shutdown signal.
+    if (this.draining) return Promise.resolve(['shutting down']);
     const now = Date.now();
     if (this.ready && now - this.ready.at < READY_CACHE_MS) return this.ready.missing;
     const missing = (async () => {
       const problems: string[] = [];
-      if (this.draining) problems.push('shutting down');
       if (this.deps.content.snapshot.manifest.bake_id === 'none') problems.push('no bake published in DATA_DIR');
       const state = await withTimeout(this.deps.state.check(), CHECK_TIMEOUT_MS).then(() => null, () => 'unreachable');
       if (state) problems.push(`state store (${this.deps.state.backend === 'postgres' ? 'DATABASE_URL' : 'STATE_DB'}) ${state}`);
