@@ -10,6 +10,9 @@
  *   artworks     GET /v1/artworks?page=2 with a key        (key + limiter)   target ≥ 0.6×
  *   artworks, Redis limiter  the same through a second server with REDIS_URL (a local
  *                redis-server, when installed)                              target ≥ 0.45×
+ *   artworks, PostgreSQL keys  the same through a third server with DATABASE_URL (a local
+ *                PostgreSQL started as the tests do; the round's keys verified once before, as a
+ *                running instance knows its clients' keys)                target ≥ 0.5×
  *
  * The headline figure is server CPU time per request (process.cpuUsage of the server process around
  * each run, divided by the requests answered) and its ratio floor ÷ museum: the efficiency of the
@@ -41,7 +44,10 @@ import { loadConfig } from '../server/config.ts';
 import { openStateDb } from '../server/state/db.ts';
 import { SqliteKeyStore } from '../server/state/keys.ts';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
+import { startPostgres, type TestPostgres } from '../test/helpers/postgres.ts';
 import { startRedis } from '../test/helpers/redis.ts';
+import { openStateStore } from '../server/state/store.ts';
+import pino from 'pino';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = resolve(SELF, '../..');
@@ -55,6 +61,8 @@ interface MuseumReady {
   museum: string;
   /** The same server with its rate limits in Redis (null without redis-server). */
   museumRedis: string | null;
+  /** The same server with its keys in PostgreSQL (null without PostgreSQL). */
+  museumPg: string | null;
   probeKey: string;
 }
 
@@ -70,13 +78,23 @@ async function benchGlb(): Promise<Uint8Array> {
 }
 
 /** Child 1: the museum server(s) exactly as `museum serve` configures them (defaults, logs on stderr). */
-async function serveMuseum(dir: string, redisUrl: string | undefined): Promise<void> {
+async function serveMuseum(dir: string, redisUrl: string | undefined, databaseUrl: string | undefined): Promise<void> {
   const env = { PORT: '0', HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db') };
   const museum = await startServer(loadConfig(env));
   const museumRedis = redisUrl ? await startServer(loadConfig({ ...env, REDIS_URL: redisUrl })) : null;
+  const museumPg = databaseUrl ? await startServer(loadConfig({ ...env, DATABASE_URL: databaseUrl })) : null;
   const probeKey = (await museum.services.keys.create('bench-probe')).key;
-  const ready: MuseumReady = { museum: museum.url, museumRedis: museumRedis?.url ?? null, probeKey };
-  answerCpuQueries(() => Promise.all([museum.close(), museumRedis?.close()]));
+  const ready: MuseumReady = { museum: museum.url, museumRedis: museumRedis?.url ?? null, museumPg: museumPg?.url ?? null, probeKey };
+  // `{ verify: keys }`: the PostgreSQL server verifies a round's keys once (no HTTP, no access lines).
+  process.on('message', (m: unknown) => {
+    const verify = (m as { verify?: string[] } | null)?.verify;
+    if (!verify || !museumPg) return;
+    void Promise.all(verify.map((key) => museumPg.services.keys.verify(key))).then(
+      (ids) => process.send!({ verified: ids.filter((id) => id !== null).length }),
+      (err: Error) => process.send!({ verified: -1, error: err.message }),
+    );
+  });
+  answerCpuQueries(() => Promise.all([museum.close(), museumRedis?.close(), museumPg?.close()]));
   process.send!(ready);
 }
 
@@ -108,12 +126,16 @@ async function serveFloor(museumUrl: string, probeKey: string, glbPath: string):
 
 /** The parent asks a child for its CPU time around each run; disconnecting ends it. */
 function answerCpuQueries(close: () => Promise<unknown>): void {
-  process.on('message', () => process.send!(process.cpuUsage()));
+  process.on('message', (m: unknown) => {
+    if (m === 'cpu') process.send!(process.cpuUsage());
+  });
   process.on('disconnect', () => void close().then(() => process.exit(0)));
 }
 
 interface Scenario {
   name: string;
+  /** Keys the server verifies once before the run (the PostgreSQL scenario). */
+  verifyFirst?: string[];
   child: ChildProcess;
   url: string;
   headers?: Record<string, string>;
@@ -177,6 +199,24 @@ function forkChild<T>(args: string[], stderrFd: number | 'inherit'): Promise<{ c
   });
 }
 
+/** Have the museum child's PostgreSQL server verify `keys` once. */
+function verifyOnce(child: ChildProcess, keys: string[]): Promise<void> {
+  return new Promise((done, fail) => {
+    child.once('message', (m) => ((m as { verified?: number }).verified === keys.length ? done() : fail(new Error(`verified ${JSON.stringify(m)} of ${keys.length} keys`))));
+    child.send({ verify: keys });
+  });
+}
+
+/** `count` keys in a fresh PostgreSQL state store. */
+async function keysInPostgres(url: string, count: number): Promise<string[]> {
+  const store = await openStateStore({ stateDb: ':memory:', databaseUrl: url, exhibitionTtlMs: 86_400_000 }, pino({ level: 'warn' }));
+  try {
+    return await store.keys.createMany(Array.from({ length: count }, (_, i) => `bench-pg-${i}`));
+  } finally {
+    await store.close();
+  }
+}
+
 const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]!;
 
 async function main(): Promise<void> {
@@ -185,6 +225,7 @@ async function main(): Promise<void> {
   mkdirSync(dir, { recursive: true });
   const children: ChildProcess[] = [];
   let stopRedis: () => Promise<void> | undefined = () => undefined;
+  let postgres: TestPostgres | null = null;
   const logPath = join(dir, 'museum.log');
   const logFd = openSync(logPath, 'w');
   try {
@@ -202,17 +243,23 @@ async function main(): Promise<void> {
     const redis = spawnSync('redis-server', ['--version']).status === 0 ? await startRedis() : null;
     stopRedis = () => redis?.close();
     if (!redis) process.stderr.write('bench-serve: no redis-server here (scripts/system-deps.sh installs it): skipping the Redis limiter run\n');
-    const museum = await forkChild<MuseumReady>(['--serve', dir, ...(redis ? [redis.url] : [])], logFd);
+    postgres = await startPostgres().catch((err: Error) => {
+      process.stderr.write(`bench-serve: no PostgreSQL here (${err.message}): skipping the PostgreSQL keys run\n`);
+      return null;
+    });
+    const pgKeys = postgres ? await keysInPostgres(postgres.url, keyCount) : [];
+    const museum = await forkChild<MuseumReady>(['--serve', dir, redis?.url ?? '', postgres?.url ?? ''], logFd);
     children.push(museum.child);
     const floor = await forkChild<{ floor: string; slotsEtag: string }>(['--floor', museum.ready.museum, museum.ready.probeKey, glbPath], 'inherit');
     children.push(floor.child);
     const pinned = pinCpus(children.map((c) => c.pid!));
     process.stderr.write(pinned ? 'bench-serve: servers pinned to CPU 0, load generator to CPU 1\n' : 'bench-serve: NOT pinned (taskset missing or one core)\n');
-    const { museum: m, museumRedis } = museum.ready;
+    const { museum: m, museumRedis, museumPg } = museum.ready;
     const { floor: f, slotsEtag } = floor.ready;
 
     const perRound = Math.floor(keys.length / ROUNDS);
-    const keyed = (round: number) => keys.slice(round * perRound, (round + 1) * perRound).map((key) => ({ headers: { 'X-API-Key': key } }));
+    const roundKeys = (round: number, from = keys) => from.slice(round * perRound, (round + 1) * perRound);
+    const keyed = (round: number, from = keys) => roundKeys(round, from).map((key) => ({ headers: { 'X-API-Key': key } }));
     const revalidate = { 'If-None-Match': slotsEtag };
     const only = new RegExp(process.env.BENCH_ONLY ?? '');
     const pairs = (round: number): Array<{ target: number; floor: Scenario; museum: Scenario }> => [
@@ -243,6 +290,15 @@ async function main(): Promise<void> {
             },
           ]
         : []),
+      ...(museumPg
+        ? [
+            {
+              target: 0.5,
+              floor: { name: 'floor artworks', child: floor.child, url: `${f}/artworks`, requests: keyed(round, pgKeys) },
+              museum: { name: 'artworks (PG keys)', child: museum.child, url: museumPg + ARTWORKS_PATH, requests: keyed(round, pgKeys), verifyFirst: roundKeys(round, pgKeys) },
+            },
+          ]
+        : []),
     ].filter((pair) => only.test(pair.museum.name));
 
     process.stderr.write(`bench-serve: ${CONNECTIONS} connections, ${DURATION_S} s per run, ${ROUNDS} rounds, ${keys.length} keys\n`);
@@ -250,6 +306,7 @@ async function main(): Promise<void> {
     const ratios = new Map<string, { rps: number[]; cpu: number[] }>();
     let museumRequests = 3; // the floor fetched its three bodies from the museum
     const run = async (scenario: Scenario, round: number): Promise<Figures> => {
+      if (scenario.verifyFirst) await verifyOnce(scenario.child, scenario.verifyFirst);
       const warm = await measure(scenario, 1); // warm-up (JIT, caches, connections)
       const figures = await measure(scenario, DURATION_S);
       if (scenario.child === museum.child) museumRequests += warm.requests + figures.requests;
@@ -314,6 +371,8 @@ async function main(): Promise<void> {
       `Keyed runs rotate over ${keys.length} real keys (${perRound} per round) with the real 120/60 s limiter; the floor`,
       'receives the very same request stream (it ignores the keys). artworks (Redis): a second server whose',
       'limiter is Redis (REDIS_URL, a local redis-server, not pinned): one round trip to Redis per request.',
+      'artworks (PG keys): a third server whose keys are in PostgreSQL (DATABASE_URL, a local server, not pinned),',
+      'the round\'s keys verified once before: keyed requests are then answered from memory.',
       '',
     );
     process.stdout.write(lines.join('\n'));
@@ -322,11 +381,12 @@ async function main(): Promise<void> {
     for (const child of children) child.disconnect();
     await new Promise((done) => setTimeout(done, 500));
     await stopRedis();
+    await postgres?.close();
     closeSync(logFd);
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-if (process.argv[2] === '--serve') await serveMuseum(process.argv[3]!, process.argv[4]);
+if (process.argv[2] === '--serve') await serveMuseum(process.argv[3]!, process.argv[4] || undefined, process.argv[5] || undefined);
 else if (process.argv[2] === '--floor') await serveFloor(process.argv[3]!, process.argv[4]!, process.argv[5]!);
 else await main();
