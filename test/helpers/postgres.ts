@@ -5,31 +5,16 @@
  * user and the server runs as that user (setpriv execs in place, so the child is the postmaster
  * itself). It can be stopped and started again on the same port to play an outage.
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { answersTcp, freePort, superviseService, testService, type TestService } from './service.ts';
 
-export interface TestPostgres {
-  /** postgres://museum@127.0.0.1:<port>/museum */
-  url: string;
-  port: number;
-  stop(): Promise<void>;
-  start(): Promise<void>;
-  /** Stop for good and remove its directory. */
-  close(): Promise<void>;
-}
+const execFileP = promisify(execFile);
 
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
+export type TestPostgres = TestService;
 
 /** Debian installs the server binaries under /usr/lib/postgresql/<major>/bin, off PATH. */
 function binDir(): string {
@@ -50,19 +35,6 @@ function runAs(): { uid: number; gid: number; name: string } | null {
 const command = (user: ReturnType<typeof runAs>, bin: string, args: string[]): [string, string[]] =>
   user ? ['setpriv', [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--init-groups', bin, ...args]] : [bin, args];
 
-/** True once something accepts TCP connections on the port. */
-const accepts = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const socket = createConnection({ port, host: '127.0.0.1' });
-    socket.setTimeout(500, () => socket.destroy());
-    socket.once('error', () => resolve(false));
-    socket.once('close', () => resolve(false));
-    socket.once('connect', () => {
-      socket.destroy();
-      resolve(true);
-    });
-  });
-
 /** A postgres:// URL on a loopback port nothing listens on. */
 export const unreachablePostgresUrl = async (): Promise<string> => `postgres://museum@127.0.0.1:${await freePort()}/museum`;
 
@@ -76,51 +48,20 @@ export async function startPostgres(): Promise<TestPostgres> {
   const [initCmd, initArgs] = command(user, join(bin, 'initdb'), ['-D', data, '-U', 'museum', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--locale=C']);
   execFileSync(initCmd, initArgs, { stdio: 'ignore' });
 
-  let child: ChildProcess | null = null;
-  const start = async () => {
-    if (child && child.exitCode === null) return;
-    const args = ['-D', data, '-p', String(port), '-h', '127.0.0.1', '-k', dir, '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=100'];
-    const [cmd, argv] = command(user, join(bin, 'postgres'), args);
-    child = spawn(cmd, argv, { stdio: 'ignore' });
-    const failed = new Promise<never>((_, reject) => child!.once('error', (err) => reject(new Error(`postgres did not start (${err.message}); run scripts/system-deps.sh`))));
-    const deadline = Date.now() + 20_000;
-    while (!(await Promise.race([accepts(port), failed]))) {
-      if (Date.now() > deadline) throw new Error(`postgres did not answer on port ${port}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    // Accepting TCP is not yet accepting logins: wait until the database can be created/reached.
-    while (true) {
-      try {
-        const [c, a] = command(user, join(bin, 'psql'), ['-h', '127.0.0.1', '-p', String(port), '-U', 'museum', '-d', 'postgres', '-tAc', 'SELECT 1']);
-        execFileSync(c, a, { stdio: 'ignore' });
-        break;
-      } catch {
-        if (Date.now() > deadline) throw new Error(`postgres on port ${port} did not accept logins`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
-  };
-  const stop = async () => {
-    const running = child;
-    child = null;
-    if (!running || running.exitCode !== null) return;
-    await new Promise<void>((resolve) => {
-      running.once('exit', () => resolve());
-      // Fast shutdown: sessions are terminated, as when a database server goes away.
-      running.kill('SIGINT');
-    });
-  };
-  await start();
+  const psql = command(user, join(bin, 'psql'), ['-h', '127.0.0.1', '-p', String(port), '-U', 'museum', '-d', 'postgres', '-tAc', 'SELECT 1']);
+  const args = ['-D', data, '-p', String(port), '-h', '127.0.0.1', '-k', dir, '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=100'];
+  const service = superviseService({
+    name: 'postgres',
+    port,
+    spawn: () => spawn(...command(user, join(bin, 'postgres'), args), { stdio: 'ignore' }),
+    // Accepting TCP is not yet accepting logins: ready once a query goes through.
+    ready: async () => (await answersTcp(port)) && (await execFileP(...psql).then(() => true, () => false)),
+    startTimeoutMs: 20_000,
+    // Fast shutdown: sessions are terminated, as when a database server goes away.
+    stopSignal: 'SIGINT',
+  });
+  await service.start();
   const [c, a] = command(user, join(bin, 'createdb'), ['-h', '127.0.0.1', '-p', String(port), '-U', 'museum', 'museum']);
   execFileSync(c, a, { stdio: 'ignore' });
-  return {
-    url: `postgres://museum@127.0.0.1:${port}/museum`,
-    port,
-    start,
-    stop,
-    close: async () => {
-      await stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  return testService(`postgres://museum@127.0.0.1:${port}/museum`, port, service, dir);
 }
