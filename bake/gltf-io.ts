@@ -9,7 +9,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { dirname, isAbsolute, relative, resolve as resolvePath, sep } from 'node:path';
-import { GLB_BUFFER, Logger, NodeIO, type Document, type GLTF, type JSONDocument } from '@gltf-transform/core';
+import { BufferUtils, Format, GLB_BUFFER, Logger, NodeIO, type Document, type GLTF, type JSONDocument } from '@gltf-transform/core';
 
 /** A model that cannot be read; the message is one line meant for operators. */
 export class ModelError extends Error {
@@ -352,12 +352,102 @@ export async function readModelFile(path: string): Promise<Document> {
   return readModel(bytes, localResourceLoader(dirname(path)));
 }
 
-/** Write a Document as one self-contained GLB (buffers merged into the single binary chunk). */
-export async function writeGlb(document: Document): Promise<Uint8Array> {
+/**
+ * The shortest decimal that is the same 32-bit float. glTF-Transform writes accessor bounds as
+ * `Math.fround(x)` printed with up to 17 digits (0.425 becomes 0.42500001192092896); readers and
+ * the validator compare them as float32, so the short form is the same bound in fewer bytes.
+ */
+export function shortestFloat32(x: number): number {
+  for (let digits = 1; digits < 9; digits++) {
+    const y = Number(x.toPrecision(digits));
+    if (Math.fround(y) === Math.fround(x)) return y;
+  }
+  return x;
+}
+
+/**
+ * Lossless JSON savings glTF-Transform's writer leaves: accessor min/max in their shortest float32
+ * form; `mode` (4, triangles) and `byteOffset` (0) left out where they are the default; vertex
+ * bufferViews that lie back to back with the same stride merged into one (glTF-Transform writes
+ * one per primitive, so every slot quad had its own). On a small room with eight slot quads this
+ * is ~1 KB of a ~44 KB file (bake/slots/embed.ts).
+ */
+function compactJson(json: GLTF.IGLTF): void {
+  mergeVertexBufferViews(json);
+  for (const accessor of json.accessors ?? []) {
+    if (accessor.min) accessor.min = accessor.min.map(shortestFloat32);
+    if (accessor.max) accessor.max = accessor.max.map(shortestFloat32);
+    if (accessor.byteOffset === 0) delete accessor.byteOffset;
+  }
+  for (const view of json.bufferViews ?? []) if (view.byteOffset === 0) delete view.byteOffset;
+  for (const mesh of json.meshes ?? []) for (const primitive of mesh.primitives) if (primitive.mode === 4) delete primitive.mode;
+}
+
+const ARRAY_BUFFER = 34962;
+
+/** Merge each run of adjacent plain vertex bufferViews of one stride; renumber every reference. */
+function mergeVertexBufferViews(json: GLTF.IGLTF): void {
+  const views = json.bufferViews ?? [];
+  const mergeable = (v: GLTF.IBufferView) => v.target === ARRAY_BUFFER && v.byteStride !== undefined && !v.extensions && !v.extras && !v.name;
+  const into = new Map<number, { index: number; shift: number }>(); // merged view → (view it joins, its offset there)
+  let run: number | null = null;
+  views.forEach((view, i) => {
+    const head = run === null ? null : views[run]!;
+    const headEnd = head ? (head.byteOffset ?? 0) + head.byteLength : -1;
+    if (head && mergeable(view) && view.buffer === head.buffer && view.byteStride === head.byteStride && (view.byteOffset ?? 0) === headEnd) {
+      into.set(i, { index: run!, shift: headEnd - (head.byteOffset ?? 0) });
+      head.byteLength += view.byteLength;
+    } else {
+      run = mergeable(view) ? i : null;
+    }
+  });
+  if (!into.size) return;
+  for (const accessor of json.accessors ?? []) {
+    const target = accessor.bufferView === undefined ? undefined : into.get(accessor.bufferView);
+    if (target) accessor.byteOffset = (accessor.byteOffset ?? 0) + target.shift;
+  }
+  const renumber: number[] = [];
+  let kept = 0;
+  views.forEach((_, i) => (renumber[i] = into.has(i) ? -1 : kept++));
+  const finalIndex = (i: number) => renumber[into.get(i)?.index ?? i]!;
+  // Every reference to a bufferView is a property named `bufferView` (accessors, sparse, images, Draco).
+  const visit = (value: unknown): void => {
+    if (Array.isArray(value)) return value.forEach(visit);
+    if (typeof value !== 'object' || value === null) return;
+    for (const [key, child] of Object.entries(value)) {
+      if (key === 'extras') continue;
+      if (key === 'bufferView' && typeof child === 'number') (value as Record<string, number>)[key] = finalIndex(child);
+      else visit(child);
+    }
+  };
+  const { bufferViews: _, ...rest } = json;
+  visit(rest);
+  json.bufferViews = views.filter((_, i) => !into.has(i));
+}
+
+/** A GLB container around a JSON document and its binary chunk (GLB 2.0: chunks 4-byte aligned). */
+function packGlb(json: GLTF.IGLTF, bin: Uint8Array | undefined): Uint8Array {
+  const jsonChunk = BufferUtils.pad(BufferUtils.encodeText(JSON.stringify(json)), 0x20);
+  const binChunk = bin?.byteLength ? BufferUtils.pad(bin, 0) : null;
+  const chunk = (type: number, data: Uint8Array) => BufferUtils.concat([BufferUtils.toView(new Uint32Array([data.byteLength, type])), data]);
+  const chunks = [chunk(CHUNK_JSON, jsonChunk), ...(binChunk ? [chunk(CHUNK_BIN, binChunk)] : [])];
+  const length = 12 + chunks.reduce((n, c) => n + c.byteLength, 0);
+  return BufferUtils.concat([BufferUtils.toView(new Uint32Array([GLB_MAGIC, 2, length])), ...chunks]);
+}
+
+/**
+ * Write a Document as one self-contained GLB (buffers merged into the single binary chunk).
+ * `compact`: the optimized models the bake publishes also get compactJson's lossless savings
+ * (source models keep glTF-Transform's exact output: their hash is the room's model id).
+ */
+export async function writeGlb(document: Document, options: { compact?: boolean } = {}): Promise<Uint8Array> {
   if (document.getRoot().listBuffers().length > 1) {
     const { unpartition } = await import('@gltf-transform/functions');
     await document.transform(unpartition());
   }
   const io = await ioWith(codecsFor(document.getRoot().listExtensionsUsed().map((e) => e.extensionName), 'encoder'));
-  return io.writeBinary(document);
+  if (!options.compact) return io.writeBinary(document);
+  const { json, resources } = await io.writeJSON(document, { format: Format.GLB });
+  compactJson(json);
+  return packGlb(json, resources[GLB_BUFFER]);
 }

@@ -197,7 +197,7 @@ async function runAttempt(document: Document, settings: OptimizerSettings, skip:
   const embedded = finish ? finish(document) : false;
   if (finish) steps.push({ name: 'finish', ms: performance.now() - t0 });
   t0 = performance.now();
-  const glb = await writeGlb(document);
+  const glb = await writeGlb(document, { compact: true });
   steps.push({ name: 'write', ms: performance.now() - t0 });
   return { glb, steps, embedded };
 }

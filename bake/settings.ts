@@ -8,9 +8,10 @@ import { sha256 } from '../artifacts/store.ts';
 export const OPTIMIZER_SETTINGS = {
   /**
    * Bump when the step code changes in a way that changes output. 3: hostile-input checks (textures
-   * must be images, SVG previews rasterized) — every room is re-checked once.
+   * must be images, SVG previews rasterized) — every room is re-checked once. 4: accessor bounds and
+   * primitive modes written compactly (gltf-io compactJson).
    */
-  revision: 3,
+  revision: 4,
   textures: {
     format: 'webp' as const,
     /** Longest side after resizing, in pixels. */

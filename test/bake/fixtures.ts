@@ -26,12 +26,12 @@ export function sharedModels(): string[] {
 }
 
 /** Khronos validator: number of errors and the first few messages. */
-export async function validate(glb: Uint8Array): Promise<{ errors: number; messages: string[] }> {
+export async function validate(glb: Uint8Array): Promise<{ errors: number; warnings: number; messages: string[] }> {
   const report = await validator.validateBytes(new Uint8Array(glb), { maxIssues: 50 });
   const messages = (report.issues.messages as Array<{ severity: number; code: string; message: string; pointer?: string }>)
     .filter((m) => m.severity === 0)
     .map((m) => `${m.code} ${m.message} ${m.pointer ?? ''}`);
-  return { errors: report.issues.numErrors, messages };
+  return { errors: report.issues.numErrors, warnings: report.issues.numWarnings, messages };
 }
 
 /** A small valid room with two authored slots. */

@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import { basename } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import sharp from 'sharp';
-import { imageFormatOf, ModelError, readModel, readModelFile, writeGlb } from '../../bake/gltf-io.ts';
+import { imageFormatOf, ModelError, readModel, readModelFile, shortestFloat32, writeGlb } from '../../bake/gltf-io.ts';
 import { bufferPastEndGlb, garbageJsonGlb, joinGlb, sharedModels, smallRoomGlb, splitGlb, truncatedGlb, validate, wrongMagicGlb } from './fixtures.ts';
 
 describe('reading models', () => {
@@ -21,6 +21,29 @@ describe('reading models', () => {
     const root = document.getRoot();
     expect(root.listScenes()).toHaveLength(2);
     expect(root.getDefaultScene()).toBe(root.listScenes()[1]);
+  });
+});
+
+describe('writing optimized models compactly', () => {
+  it.each(sharedModels().map((p) => [basename(p), p]))('%s: same data, valid, never larger', async (_name, path) => {
+    const plain = await writeGlb(await readModelFile(path));
+    const compact = await writeGlb(await readModelFile(path), { compact: true });
+    expect(compact.byteLength).toBeLessThanOrEqual(plain.byteLength);
+    const report = await validate(compact);
+    expect(report.errors).toBe(0);
+    expect(report.warnings).toBeLessThanOrEqual((await validate(plain)).warnings);
+    const [a, b] = [await readModel(plain), await readModel(compact)];
+    const accessors = (d: typeof a) => d.getRoot().listAccessors().map((x) => [x.getType(), x.getNormalized(), Array.from(x.getArray()!)]);
+    expect(accessors(b)).toEqual(accessors(a));
+    const meshes = (d: typeof a) => d.getRoot().listMeshes().map((m) => m.listPrimitives().map((p) => [p.getMode(), p.listSemantics()]));
+    expect(meshes(b)).toEqual(meshes(a));
+  });
+
+  it('writes accessor bounds as the shortest decimal of the same float32', () => {
+    expect(shortestFloat32(Math.fround(0.425))).toBe(0.425);
+    expect(shortestFloat32(Math.fround(-1.0416280031204224))).toBe(-1.041628);
+    expect(shortestFloat32(32767)).toBe(32767);
+    for (const x of [Math.fround(Math.PI), Math.fround(1e-7), Math.fround(-123456.789), Math.fround(3.4e38)]) expect(Math.fround(shortestFloat32(x))).toBe(x);
   });
 });
 
