@@ -119,6 +119,14 @@ interface LockHolder {
   started_at: string;
 }
 
+const parseHolder = (text: string): LockHolder | null => {
+  try {
+    return JSON.parse(text) as LockHolder;
+  } catch {
+    return null;
+  }
+};
+
 const isAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0);
@@ -127,6 +135,27 @@ const isAlive = (pid: number): boolean => {
     return (err as NodeJS.ErrnoException).code === 'EPERM'; // exists, owned by someone else
   }
 };
+
+/**
+ * Remove a dead holder's lock so that the next link attempt can take it. Several bakes may find the
+ * same dead holder: only the one holding `<lock>.takeover` removes it, and only while it is still
+ * that same file (inode), so a live lock created meanwhile is never removed. A takeover lock left
+ * by a bake killed in those few milliseconds is cleared after a few seconds.
+ */
+async function removeDeadLock(path: string, mine: string, deadIno: number): Promise<void> {
+  const takeover = `${path}.takeover`;
+  if (!(await fs.link(mine, takeover).then(() => true, () => false))) {
+    const left = await fs.stat(takeover).catch(() => null);
+    if (left && Date.now() - left.mtimeMs > 10_000) await fs.rm(takeover, { force: true });
+    return;
+  }
+  try {
+    const now = await fs.stat(path).catch(() => null);
+    if (now?.ino === deadIno) await fs.rm(path, { force: true });
+  } finally {
+    await fs.rm(takeover, { force: true });
+  }
+}
 
 /**
  * One bake at a time per data directory. Two bakes publishing into one DATA_DIR would each write a
@@ -138,41 +167,45 @@ export async function lockDataDir(dataDir: string): Promise<() => Promise<void>>
   const path = artifactPaths(dataDir).lock;
   await fs.mkdir(dirname(path), { recursive: true });
   const me: LockHolder = { pid: process.pid, host: hostname(), started_at: new Date().toISOString() };
+  // The lock appears with its holder already written in it (a hard link to a finished file), so a
+  // second bake never reads a half-written lock: it names the holder, however the two interleave.
+  const mine = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.new`;
+  await fs.writeFile(mine, JSON.stringify(me) + '\n');
+  try {
+    return await takeLock(path, mine, dataDir, me.host);
+  } finally {
+    await fs.rm(mine, { force: true });
+  }
+}
+
+async function takeLock(path: string, mine: string, dataDir: string, host: string): Promise<() => Promise<void>> {
   for (let attempt = 0; attempt < 3; attempt++) {
-    const handle = await fs.open(path, 'wx').catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'EEXIST') return null;
-      throw err;
-    });
-    if (handle) {
-      try {
-        await handle.writeFile(JSON.stringify(me) + '\n');
-      } finally {
-        await handle.close();
-      }
+    const created = await fs.link(mine, path).then(
+      () => true,
+      (err: NodeJS.ErrnoException) => {
+        if (err.code === 'EEXIST') return false;
+        throw err;
+      },
+    );
+    if (created) {
       return async () => {
         await fs.rm(path, { force: true });
       };
     }
     const stale = await fs.stat(path).catch(() => null);
     if (!stale) continue; // released meanwhile
-    const holder = await fs
-      .readFile(path, 'utf8')
-      .then((text) => JSON.parse(text) as LockHolder)
-      .catch(() => null);
-    // A holder that is still writing its lock file, or that runs (or may run: another host), wins;
-    // an unreadable lock file older than a few seconds is a holder killed while writing it.
+    const text = await fs.readFile(path, 'utf8').catch(() => null);
+    if (text === null) continue; // released or taken over meanwhile
+    const holder = parseHolder(text);
+    // A holder that runs (or may run: another host) wins; so does an unreadable lock file younger
+    // than a few seconds (a bake of an older version still writing it); an older one is a holder
+    // killed while writing it.
     const starting = !holder && Date.now() - stale.mtimeMs < 10_000;
-    if (starting || (holder && (holder.host !== me.host || isAlive(holder.pid)))) {
+    if (starting || (holder && (holder.host !== host || isAlive(holder.pid)))) {
       const who = holder ? `pid ${holder.pid} on ${holder.host}, since ${holder.started_at}` : 'a bake that is starting';
       throw new DataDirBusyError(`${dataDir} is being baked by ${who}; wait for it, or remove ${path} if that bake is gone`);
     }
-    // Take the dead holder's lock over: move it aside (only one taker's rename succeeds) and make
-    // sure what moved is the stale file, not a lock another taker created in between.
-    const aside = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.stale`;
-    if (!(await fs.rename(path, aside).then(() => true, () => false))) continue;
-    const moved = await fs.stat(aside);
-    if (moved.ino !== stale.ino) await fs.link(aside, path).catch(() => undefined); // put a live lock back
-    await fs.rm(aside, { force: true });
+    await removeDeadLock(path, mine, stale.ino);
   }
   throw new DataDirBusyError(`${dataDir} is being baked by another process; try again`);
 }
