@@ -249,6 +249,18 @@ export class RoomBuilder {
   }
 
   /**
+   * Four single-sided walls N, S, W, E around the footprint [0, width] × [0, depth], facing in: the
+   * plainest closed room (`N` lies on z = 0, `W` on x = 0).
+   */
+  innerWalls(width: number, depth: number, height: number, material: Material): void {
+    const y = height / 2;
+    this.panel('N', { center: [width / 2, y, 0], normal: [0, 0, 1], up: [0, 1, 0], width, height }, material);
+    this.panel('S', { center: [width / 2, y, depth], normal: [0, 0, -1], up: [0, 1, 0], width, height }, material);
+    this.panel('W', { center: [0, y, depth / 2], normal: [1, 0, 0], up: [0, 1, 0], width: depth, height }, material);
+    this.panel('E', { center: [width, y, depth / 2], normal: [-1, 0, 0], up: [0, 1, 0], width: depth, height }, material);
+  }
+
+  /**
    * A straight wall from `from` to `to` (x,z on the floor) of the given height. With thickness > 0
    * it is a solid slab (centred on the line) cut by the openings; with thickness 0 it is a
    * zero-thickness partition: one quad per side, both at the same plane.

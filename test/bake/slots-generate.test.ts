@@ -72,10 +72,7 @@ describe('slot engine: generated anchors', () => {
     const b = new RoomBuilder('Closet');
     const wall = b.material('Wall');
     b.floorAndCeiling('Closet', [0, 0], [2.5, 2], 2.4, b.material('Floor'), b.material('Ceiling'));
-    b.panel('N', { center: [1.25, 1.2, 0], normal: [0, 0, 1], up: [0, 1, 0], width: 2.5, height: 2.4 }, wall);
-    b.panel('S', { center: [1.25, 1.2, 2], normal: [0, 0, -1], up: [0, 1, 0], width: 2.5, height: 2.4 }, wall);
-    b.panel('W', { center: [0, 1.2, 1], normal: [1, 0, 0], up: [0, 1, 0], width: 2, height: 2.4 }, wall);
-    b.panel('E', { center: [2.5, 1.2, 1], normal: [-1, 0, 0], up: [0, 1, 0], width: 2, height: 2.4 }, wall);
+    b.innerWalls(2.5, 2, 2.4, wall);
     const model: RandomModel = { name: 'closet', document: b.document, kind: 'room' };
     const result = expectValidGeneration(model, 60);
     expect(result.shortfall).not.toBeNull();

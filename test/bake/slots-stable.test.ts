@@ -33,10 +33,7 @@ function hall(east: number) {
   const depth = 8;
   const height = 4;
   b.floorAndCeiling('Hall', [0, 0], [east, depth], height, b.material('Floor'), b.material('Ceiling'));
-  b.panel('N', { center: [east / 2, height / 2, 0], normal: [0, 0, 1], up: [0, 1, 0], width: east, height }, wall);
-  b.panel('S', { center: [east / 2, height / 2, depth], normal: [0, 0, -1], up: [0, 1, 0], width: east, height }, wall);
-  b.panel('W', { center: [0, height / 2, depth / 2], normal: [1, 0, 0], up: [0, 1, 0], width: depth, height }, wall);
-  b.panel('E', { center: [east, height / 2, depth / 2], normal: [-1, 0, 0], up: [0, 1, 0], width: depth, height }, wall);
+  b.innerWalls(east, depth, height, wall);
   return b.document;
 }
 
@@ -46,10 +43,7 @@ function furnished() {
   const wall = b.material('Wall');
   const wood = b.material('Wood');
   b.floorAndCeiling('Salon', [0, 0], [9, 7], 3.6, b.material('Floor'), b.material('Ceiling'));
-  b.panel('N', { center: [4.5, 1.8, 0], normal: [0, 0, 1], up: [0, 1, 0], width: 9, height: 3.6 }, wall);
-  b.panel('S', { center: [4.5, 1.8, 7], normal: [0, 0, -1], up: [0, 1, 0], width: 9, height: 3.6 }, wall);
-  b.panel('W', { center: [0, 1.8, 3.5], normal: [1, 0, 0], up: [0, 1, 0], width: 7, height: 3.6 }, wall);
-  b.panel('E', { center: [9, 1.8, 3.5], normal: [-1, 0, 0], up: [0, 1, 0], width: 7, height: 3.6 }, wall);
+  b.innerWalls(9, 7, 3.6, wall);
   b.box('Cabinet_N1', [0.5, 0, 0], [2.5, 0.95, 0.4], wood);
   b.box('Cabinet_N2', [5.5, 0, 0], [8.0, 1.05, 0.45], wood);
   b.box('Bench_S', [1.0, 0, 6.4], [4.0, 0.45, 7.0], wood);
