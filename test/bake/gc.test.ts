@@ -11,33 +11,17 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { artifactPaths, fileName, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom } from '../../artifacts/format.ts';
+import { artifactPaths, fileName, filePath, type FileRef, type Manifest, MANIFEST_FORMAT } from '../../artifacts/format.ts';
 import { publishManifest, putContentFile, sha256 } from '../../artifacts/store.ts';
 import { collectGarbage, GcError, parseDuration } from '../../bake/gc.ts';
 import { bakeRooms } from '../../bake/pipeline.ts';
 import { smallRoomGlb } from './fixtures.ts';
+import { unbakedRoom } from '../helpers/artifacts.ts';
 import { startTestServer } from '../helpers/server.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const tmp = (prefix: string) => mkdtempSync(join(tmpdir(), prefix));
 const HOUR = 3_600_000;
-
-const room = (id: number, model: FileRef): ManifestRoom => ({
-  id,
-  title: `Room ${id}`,
-  architect: '',
-  description: '',
-  series: '',
-  slots: 0,
-  token_id: null,
-  model,
-  model_optimized: null,
-  image: null,
-  thumbnail: null,
-  slot_data: null,
-  slot_summary: null,
-  bake: null,
-});
 
 /** Publish a manifest referencing `files` (one room each), as of `publishedAt`. */
 async function publishWith(dataDir: string, bakeId: string, publishedAt: number, files: FileRef[]): Promise<Manifest> {
@@ -45,7 +29,7 @@ async function publishWith(dataDir: string, bakeId: string, publishedAt: number,
     format: MANIFEST_FORMAT,
     bake_id: bakeId,
     published_at: new Date(publishedAt).toISOString(),
-    rooms: files.map((f, i) => room(i + 1, f)),
+    rooms: files.map((f, i) => unbakedRoom(i + 1, f)),
     collections: [],
     artworks: [],
     report: null,

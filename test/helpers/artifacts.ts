@@ -310,6 +310,25 @@ function storedArtworks(tag: string, extra: number): ContentArtwork[] {
 }
 
 /** Write the fixture bake into `dataDir` and publish its manifest (atomically, like a real bake). */
+/** A manifest room whose model is known but was never baked (no optimized model, slots or images). */
+export const unbakedRoom = (id: number, model: FileRef, fields: Partial<ManifestRoom> = {}): ManifestRoom => ({
+  id,
+  title: `Room ${id}`,
+  architect: '',
+  description: '',
+  series: '',
+  slots: 0,
+  token_id: null,
+  model,
+  model_optimized: null,
+  image: null,
+  thumbnail: null,
+  slot_data: null,
+  slot_summary: null,
+  bake: null,
+  ...fields,
+});
+
 export async function publishFixtureBake(dataDir: string, options: FixtureOptions = {}): Promise<FixtureBake> {
   const tag = options.tag ?? '';
   const t = tag ? ` [${tag}]` : '';
@@ -389,22 +408,7 @@ export async function publishFixtureBake(dataDir: string, options: FixtureOption
       slot_summary: summaryOf(gardenSlots, 4),
       bake: bake(sha('b2')),
     },
-    {
-      id: 3,
-      title: `The Vault${t}`,
-      architect: 'Studio Lovelace',
-      description: 'Not baked yet.',
-      series: 'Genesis',
-      slots: 2,
-      token_id: null,
-      model: vaultModel,
-      model_optimized: null,
-      image: null,
-      thumbnail: null,
-      slot_data: null,
-      slot_summary: null,
-      bake: null,
-    },
+    unbakedRoom(3, vaultModel, { title: `The Vault${t}`, architect: 'Studio Lovelace', description: 'Not baked yet.', series: 'Genesis', slots: 2 }),
   ];
 
   const content = { collections: storedCollections(tag), artworks: storedArtworks(tag, options.extraArtworks ?? 0) };
