@@ -26,7 +26,8 @@ import { fileResponseHeaders } from './middleware/file-headers.ts';
 import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
 import type { RateLimitStore } from './middleware/rate-limit.ts';
 import { requestContext } from './middleware/request-id.ts';
-import { labelRoute, Operations } from './operations.ts';
+import { Operations } from './operations.ts';
+import { labelRoute, MuseumResponse } from './request-metrics.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
 import { buildServices } from './services.ts';
 import type { MuseumState, Services } from './types.ts';
@@ -91,10 +92,10 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   app.use(api.router.allowedMethods());
 
   const koaHandler = app.callback();
-  const server = createServer(serverOptions(config), (req, res) => {
+  const server = createServer({ ...serverOptions(config), ServerResponse: MuseumResponse }, (req, res) => {
     if (refusedBeforeRouting(req, res)) return;
     if (operations.handle(req, res)) return;
-    operations.observe(req, res);
+    operations.observe(res as MuseumResponse);
     if (operations.draining) res.setHeader('Connection', 'close');
     if (!fastPath(req, res)) void koaHandler(req, res);
   });

@@ -19,7 +19,7 @@ import { authenticate, presentedKey } from './middleware/auth.ts';
 import { CORS_LIST } from './middleware/cors.ts';
 import { type HeaderList, RawExchange } from './middleware/raw-exchange.ts';
 import { hitKeyLimit, KEY_LIMIT, keyLimitExceeded, type RateDecision, type RateLimitStore } from './middleware/rate-limit.ts';
-import { labelRoute } from './operations.ts';
+import { labelRoute } from './request-metrics.ts';
 import type { KeyStore } from './state/keys.ts';
 import type { FastPathHandler, Headers, RawAnswer } from './types.ts';
 

@@ -5,28 +5,20 @@
  * never rate limited and never in the access log — and the registry of requests in flight that the
  * metrics and the graceful shutdown read.
  *
- * Metrics stay cheap on the hot path: a request costs one 'finish' listener, one counter and one
- * histogram observation on children bound once per (route, method, status); routes are labelled by
- * their declaration (Koa's matched path, or the fast path's route), never by raw URL.
+ * Metrics stay cheap on the hot path (server/request-metrics.ts): a response reports its own close,
+ * and is counted and timed in plain arrays read at scrape time; routes are labelled by their
+ * declaration (Koa's matched path, or the fast path's route), never by raw URL.
  */
 import { randomUUID, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import type { ContentStore } from './content.ts';
 import { envelope } from './errors.ts';
+import { type MuseumResponse, RequestMetrics, type ResponseTracker } from './request-metrics.ts';
 import type { StateStore } from './state/store.ts';
 import { upstreamEvents } from './upstream/http.ts';
-
-/** Where a response's route label is kept (set by Koa's router middleware or by a fast path). */
-const ROUTE = Symbol('museum.route');
-type Labelled = ServerResponse & { [ROUTE]?: string };
-
-/** Label a response with the route declaration that answers it. */
-export const labelRoute = (res: ServerResponse, route: string): void => {
-  (res as Labelled)[ROUTE] = route;
-};
 
 const CHECK_TIMEOUT_MS = 1_000;
 /** Readiness answers are reused this long: load balancers probing hard cost one check a second. */
@@ -39,12 +31,11 @@ export interface OperationsDeps {
   metricsToken?: string;
 }
 
-export class Operations {
+export class Operations implements ResponseTracker {
   readonly registry = new Registry();
   /** Responses not yet finished or closed (what a graceful shutdown waits for). */
   readonly inFlight = new Set<ServerResponse>();
-  private readonly requests: Counter<'route' | 'method' | 'status'>;
-  private readonly latency: Histogram<'route' | 'method'>;
+  private readonly requests = new RequestMetrics();
   private readonly refusals: Counter<'route'>;
   private readonly upstreamCalls: Counter<'upstream'>;
   private readonly upstreamFailures: Counter<'upstream' | 'reason'>;
@@ -53,20 +44,12 @@ export class Operations {
     if (failure) this.upstreamFailures.inc({ upstream, reason: failure });
     else this.upstreamCalls.inc({ upstream });
   };
-  private readonly bound = new Map<string, { count: Counter.Internal; time: Histogram.Internal<'route' | 'method'> }>();
   private ready: { at: number; missing: Promise<string[]> } | null = null;
   draining = false;
 
   constructor(private readonly deps: OperationsDeps) {
     const registers = [this.registry];
-    this.requests = new Counter({ name: 'museum_http_requests_total', help: 'HTTP requests answered, by route declaration, method and status', labelNames: ['route', 'method', 'status'], registers });
-    this.latency = new Histogram({
-      name: 'museum_http_request_duration_seconds',
-      help: 'Time to answer an HTTP request (to the end of the response), by route declaration',
-      labelNames: ['route', 'method'],
-      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers,
-    });
+    this.requests.register(this.registry);
     this.refusals = new Counter({ name: 'museum_rate_limit_refusals_total', help: 'Requests refused with 429 (per-key, per-IP and registration limits), by route', labelNames: ['route'], registers });
     this.upstreamCalls = new Counter({ name: 'museum_upstream_calls_total', help: 'Calls made to upstream services, by upstream', labelNames: ['upstream'], registers });
     this.upstreamFailures = new Counter({
@@ -102,25 +85,17 @@ export class Operations {
   }
 
   /** Track a request until its response finishes or its connection closes. */
-  observe(req: IncomingMessage, res: ServerResponse): void {
-    const started = performance.now();
+  observe(res: MuseumResponse): void {
     this.inFlight.add(res);
-    res.once('close', () => {
-      this.inFlight.delete(res);
-      const route = (res as Labelled)[ROUTE];
-      if (route === undefined) return; // operations endpoints, unmatched paths
-      const method = req.method ?? 'GET';
-      const key = `${route} ${method} ${res.statusCode}`;
-      let children = this.bound.get(key);
-      if (!children) {
-        if (this.bound.size > 2_000) this.bound.clear(); // bounded even if something labels oddly
-        children = { count: this.requests.labels(route, method, String(res.statusCode)), time: this.latency.labels(route, method) };
-        this.bound.set(key, children);
-      }
-      children.count.inc();
-      children.time.observe((performance.now() - started) / 1000);
-      if (res.statusCode === 429) this.refusals.inc({ route });
-    });
+    res.tracker = this;
+  }
+
+  closed(res: MuseumResponse): void {
+    this.inFlight.delete(res);
+    const route = res.route;
+    if (route === undefined) return; // operations endpoints, unmatched paths
+    this.requests.record(route, res.req.method, res.statusCode, (performance.now() - res.startedAt) / 1000);
+    if (res.statusCode === 429) this.refusals.inc({ route });
   }
 
   /** Answer /healthz, /readyz and (on the main port, with the token) /metrics; false for anything else. */

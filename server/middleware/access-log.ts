@@ -5,6 +5,7 @@
  * the logger's own destination, with the logger's level, time and bindings.
  */
 import pino, { type Logger } from 'pino';
+import { startedAt } from '../request-metrics.ts';
 import type { MuseumMiddleware } from '../types.ts';
 
 const { streamSym, timeSym, chindingsSym } = pino.symbols;
@@ -30,11 +31,10 @@ export function logAccess(log: Logger, requestId: string, method: string, path: 
 
 export function accessLog(log: Logger): MuseumMiddleware {
   return async function accessLogMiddleware(ctx, next) {
-    const started = performance.now();
     try {
       await next();
     } finally {
-      logAccess(log, ctx.state.requestId, ctx.method, ctx.path, ctx.status, started);
+      logAccess(log, ctx.state.requestId, ctx.method, ctx.path, ctx.status, startedAt(ctx.res));
     }
   };
 }

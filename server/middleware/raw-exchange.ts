@@ -11,6 +11,7 @@ import { logAccess } from './access-log.ts';
 import { CORS_LIST } from './cors.ts';
 import { errorAnswer, httpErrorOf } from './errors.ts';
 import { REQUEST_ID_HEADER, requestIdOf } from './request-id.ts';
+import { startedAt } from '../request-metrics.ts';
 
 /** Response headers as a flat `[name, value, …]` list: node writes those without copying them. */
 export type HeaderList = readonly string[];
@@ -31,7 +32,6 @@ export function withCors(headers: Headers): HeaderList {
 
 export class RawExchange {
   readonly requestId: string;
-  private readonly started = performance.now();
 
   constructor(
     readonly req: IncomingMessage,
@@ -50,7 +50,7 @@ export class RawExchange {
     } else pipeline(body, this.res, () => undefined);
     const url = this.req.url!;
     const query = url.indexOf('?');
-    logAccess(this.log, this.requestId, this.req.method!, query < 0 ? url : url.slice(0, query), status, this.started, true);
+    logAccess(this.log, this.requestId, this.req.method!, query < 0 ? url : url.slice(0, query), status, startedAt(this.res), true);
   }
 
   /** The error envelope, as the errors middleware sends it (`extra` headers first, e.g. rate limits). */
