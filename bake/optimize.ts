@@ -47,38 +47,56 @@ export function assertTextureSizes(document: Document, maxPixels: number = OPTIM
   });
 }
 
-/** WebP every texture (normal maps lossless), resized to the cap; keep the original when smaller. */
-function compressTextures(settings: OptimizerSettings): Transform {
+/** Textures already encoded in this Document (early, by startTextureCompression, or by the step). */
+const encodedTextures = new WeakSet<Texture>();
+
+/** WebP one texture (normal maps lossy unless normalMapsLossless), resized to the cap; keep the original when smaller. */
+async function compressOne(texture: Texture, settings: OptimizerSettings): Promise<void> {
   const { maxSize, quality, normalMapsLossless, lossless: losslessEncoding } = settings.textures;
-  const compressOne = async (texture: Texture): Promise<void> => {
-    const image = texture.getImage();
-    const mime = texture.getMimeType();
-    if (!image || !['image/png', 'image/jpeg', 'image/webp'].includes(mime)) return;
-    const [w, h] = (ImageUtils.getSize(image, mime) ?? [0, 0]) as [number, number];
-    const mustResize = Math.max(w, h) > maxSize;
-    const original = { image, mime, uri: texture.getURI() };
-    const lossless = normalMapsLossless && listTextureSlots(texture).includes('normalTexture');
-    // A JPEG normal map is already lossy: lossless WebP only adds bytes, lossy WebP adds loss.
-    if (lossless && mime === 'image/jpeg' && !mustResize) return;
-    await compressTexture(texture, {
-      encoder: sharp,
-      targetFormat: 'webp',
-      resize: mustResize ? [maxSize, maxSize] : undefined,
-      ...(lossless ? losslessEncoding : { quality }),
-      lossless,
-      limitInputPixels: true,
-    });
-    // Re-encoding can grow an already well-compressed image; unless resizing was required, the
-    // smaller of the two is the better texture.
-    if (!mustResize && texture.getImage()!.byteLength >= original.image.byteLength) {
-      texture.setImage(original.image).setMimeType(original.mime).setURI(original.uri);
-    }
-  };
+  encodedTextures.add(texture);
+  const image = texture.getImage();
+  const mime = texture.getMimeType();
+  if (!image || !['image/png', 'image/jpeg', 'image/webp'].includes(mime)) return;
+  const [w, h] = (ImageUtils.getSize(image, mime) ?? [0, 0]) as [number, number];
+  const mustResize = Math.max(w, h) > maxSize;
+  const original = { image, mime, uri: texture.getURI() };
+  const lossless = normalMapsLossless && listTextureSlots(texture).includes('normalTexture');
+  // A JPEG normal map is already lossy: lossless WebP only adds bytes, lossy WebP adds loss.
+  if (lossless && mime === 'image/jpeg' && !mustResize) return;
+  await compressTexture(texture, {
+    encoder: sharp,
+    targetFormat: 'webp',
+    resize: mustResize ? [maxSize, maxSize] : undefined,
+    ...(lossless ? losslessEncoding : { quality }),
+    lossless,
+    limitInputPixels: true,
+  });
+  // Re-encoding can grow an already well-compressed image; unless resizing was required, the
+  // smaller of the two is the better texture.
+  if (!mustResize && texture.getImage()!.byteLength >= original.image.byteLength) {
+    texture.setImage(original.image).setMimeType(original.mime).setURI(original.uri);
+  }
+}
+
+/** The textures step: every texture not encoded yet (those the palette step made, or all of them). */
+function compressTextures(settings: OptimizerSettings): Transform {
   return async (document: Document) => {
     const textures = document.getRoot().listTextures();
-    await Promise.all(textures.map(compressOne));
+    await Promise.all(textures.filter((t) => !encodedTextures.has(t)).map((t) => compressOne(t, settings)));
     if (textures.some((t) => t.getMimeType() === 'image/webp')) document.createExtension(EXTTextureWebP).setRequired(true);
   };
+}
+
+/**
+ * Start encoding the textures a document's materials use, before the optimizer runs: sharp encodes
+ * on its own threads while the caller's main-thread work (the slot engine, which never reads
+ * textures) goes on. Await it before optimizing this document; the textures step then encodes only
+ * textures made since (palette). Same bytes as encoding them in the step: the earlier steps never
+ * change a texture's image, and identical images still encode (and dedup) identically.
+ */
+export function startTextureCompression(document: Document, settings: OptimizerSettings = OPTIMIZER_SETTINGS): Promise<void> {
+  const used = document.getRoot().listTextures().filter((t) => listTextureSlots(t).length > 0);
+  return Promise.all(used.map((t) => compressOne(t, settings))).then(() => undefined);
 }
 
 /**

@@ -13,7 +13,7 @@ import { type FileRef, type RoomSlotData, SLOT_DATA_VERSION, type SlotSummary } 
 import { putContentFile, sha256 } from '../artifacts/store.ts';
 import { isGlb, ModelError, readModel, writeGlb, type ResourceLoader } from './gltf-io.ts';
 import { renderPlanPng } from './report.ts';
-import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, type OptimizerSettings, type StepName } from './optimize.ts';
+import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, startTextureCompression, type OptimizerSettings, type StepName } from './optimize.ts';
 import { compareSlots, computeSlots, embedAnchors, SLOT_ALGORITHM, type RoomKind, type SlotChanges } from './slots/index.ts';
 import { makeThumbnail, publishablePreview } from './thumbnail.ts';
 import { serveJobs } from './workers.ts';
@@ -74,10 +74,31 @@ export function summarizeSlots(data: RoomSlotData): SlotSummary {
   };
 }
 
-/** Bake one room. Throws (one line) when the room cannot be baked; nothing is published here. */
+/** A promise whose failure is reported where it is awaited, not as an unhandled rejection meanwhile. */
+function started<T>(work: Promise<T>): Promise<T> {
+  work.catch(() => undefined);
+  return work;
+}
+
+/** image_url and the thumbnail (sharp, on its own threads). */
+async function bakePreview(path: string, dataDir: string, maxPixels: number): Promise<{ image: FileRef; thumbnail: FileRef }> {
+  const preview = await publishablePreview(await readSource(path, 'preview image'), maxPixels);
+  const thumb = await makeThumbnail(preview.bytes, maxPixels);
+  const [image, thumbnail] = await Promise.all([putContentFile(dataDir, preview.bytes, preview.ext), putContentFile(dataDir, thumb, 'webp')]);
+  return { image, thumbnail };
+}
+
+/**
+ * Bake one room. Throws (one line) when the room cannot be baked; nothing is published here.
+ *
+ * The slot engine is main-thread JavaScript; image work (preview, thumbnail, the model's textures,
+ * the plan picture) runs on sharp's threads and file writes on libuv's. So the image and file work
+ * starts first and runs while the engine does: every output is the same bytes as in sequence.
+ */
 export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
-  const started = performance.now();
+  const startedAt = performance.now();
   const settings = job.settings ?? OPTIMIZER_SETTINGS;
+  const preview = job.image ? started(bakePreview(job.image.path, job.dataDir, settings.maxTexturePixels)) : null;
   const bytes = await readSource(job.model.path, 'model');
   const loadResource: ResourceLoader = async (uri) => {
     const path = job.model.resources[uri];
@@ -88,13 +109,18 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   const source: Document = await read();
   assertTextureSizes(source, settings.maxTexturePixels);
 
-  // model_url: a self-contained .glb is stored byte for byte; anything else is packed into one.
+  // model_url: a self-contained .glb is stored byte for byte; anything else is packed into one
+  // (before its textures are encoded below: the source model is never changed).
   const selfContained = isGlb(bytes) && Object.keys(job.model.resources).length === 0;
   const modelGlb = selfContained ? bytes : await writeGlb(source);
   const modelSha = sha256(modelGlb);
+  const model = started(putContentFile(job.dataDir, modelGlb, 'glb'));
+  const textures = started(startTextureCompression(source, settings));
 
   const previous = job.previousSlots ?? null;
   const slots = computeSlots(source, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: modelSha, kind: job.kind, previous });
+  const planPicture = slots.plan ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png'))) : null;
+  await textures;
   // The optimized model carries every anchor in its slot nodes (the source stays as it is).
   const optimized = await optimizeModel({
     source: modelGlb,
@@ -123,39 +149,33 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
     shortfall: slots.shortfall,
     warnings: slots.warnings,
   };
-
-  let image: FileRef | null = null;
-  let thumbnail: FileRef | null = null;
-  if (job.image) {
-    const preview = await publishablePreview(await readSource(job.image.path, 'preview image'), settings.maxTexturePixels);
-    const thumb = await makeThumbnail(preview.bytes, settings.maxTexturePixels);
-    image = await putContentFile(job.dataDir, preview.bytes, preview.ext);
-    thumbnail = await putContentFile(job.dataDir, thumb, 'webp');
-  }
-  const model = await putContentFile(job.dataDir, modelGlb, 'glb');
-  const modelOptimized = await putContentFile(job.dataDir, optimized.glb, 'glb');
-  const slotFile = await putContentFile(job.dataDir, JSON.stringify(slotData), 'json');
-  const planPicture = slots.plan ? await putContentFile(job.dataDir, await renderPlanPng(slots.plan, slots.slots), 'png') : null;
+  const [modelRef, modelOptimized, slotFile, images, planRef] = await Promise.all([
+    model,
+    putContentFile(job.dataDir, optimized.glb, 'glb'),
+    putContentFile(job.dataDir, JSON.stringify(slotData), 'json'),
+    preview,
+    planPicture,
+  ]);
 
   const warnings = [...slots.warnings, ...optimized.warnings];
   if (slots.shortfall) warnings.push(`only ${slots.shortfall.placed} of ${slots.shortfall.expected} slots placed: ${slots.shortfall.reason}`);
   return {
     roomId: job.roomId,
-    model,
+    model: modelRef,
     model_optimized: modelOptimized,
-    image,
-    thumbnail,
+    image: images?.image ?? null,
+    thumbnail: images?.thumbnail ?? null,
     slot_data: slotFile,
     slot_summary: summarizeSlots(slotData),
     slotChanges: compareSlots(previous?.slots ?? null, slotData.slots),
     slotData,
-    engine: { kind: slots.kind, kindEvidence: slots.kindEvidence, planPicture },
+    engine: { kind: slots.kind, kindEvidence: slots.kindEvidence, planPicture: planRef },
     warnings: [...new Set(warnings)],
     optimizerWarnings: optimized.warnings,
     optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },
     bytesIn: modelGlb.byteLength,
     bytesOut: optimized.glb.byteLength,
-    ms: performance.now() - started,
+    ms: performance.now() - startedAt,
   };
 }
 

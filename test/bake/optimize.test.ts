@@ -8,7 +8,7 @@ import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { isGlb, localResourceLoader, ModelError, readModel, writeGlb } from '../../bake/gltf-io.ts';
 import { normalMapAngularError } from '../../bake/normal-error.ts';
-import { assertTextureSizes, optimizeModel, optimizerSettingsId, OPTIMIZER_SETTINGS, type OptimizerSettings } from '../../bake/optimize.ts';
+import { assertTextureSizes, optimizeModel, optimizerSettingsId, OPTIMIZER_SETTINGS, startTextureCompression, type OptimizerSettings } from '../../bake/optimize.ts';
 import { withLosslessNormals } from '../../bake/settings.ts';
 import { writeSampleContent } from '../../bake/sample/generate.ts';
 import { RoomBuilder, SLOT_MATERIAL_NAME } from '../../bake/sample/room-builder.ts';
@@ -131,10 +131,15 @@ describe('optimizer on the sample rooms', () => {
     expect(optimizerSettingsId(withLosslessNormals(true))).not.toBe(optimizerSettingsId());
   });
 
-  it('is deterministic: the same input gives the same bytes', async () => {
+  it('is deterministic: the same input gives the same bytes, textures encoded in their step or early (as the room bake does)', async () => {
     const { source, read } = await load(join(dir, 'models', 'atelier.glb'));
     const [a, b] = [await optimizeModel({ source, read }), await optimizeModel({ source, read })];
     expect(Buffer.from(a.glb).equals(Buffer.from(b.glb))).toBe(true);
+    const early = await read();
+    await startTextureCompression(early);
+    expect(early.getRoot().listTextures().some((t) => t.getMimeType() === 'image/webp')).toBe(true);
+    const c = await optimizeModel({ source, read, first: early });
+    expect(Buffer.from(c.glb).equals(Buffer.from(a.glb))).toBe(true);
   });
 });
 
