@@ -49,7 +49,7 @@ bench-bake: install
 	npx tsx bench/bake.ts
 bench-slots: install
 	npx tsx bench/slots.ts
-bench-serve: install
+bench-serve: build
 	npx tsx bench/serve.ts
 bench-upstreams: install
 	npx tsx bench/upstreams.ts

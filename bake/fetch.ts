@@ -153,10 +153,10 @@ export class SourceResolver {
    */
   async save(): Promise<void> {
     if (!this.dirty) return;
-    await writeFileAtomic(this.statCachePath, JSON.stringify(Object.fromEntries(this.statCache.map)));
-    await writeFileAtomic(this.remoteIndexPath, JSON.stringify(Object.fromEntries(this.remoteIndex.map)));
+    await writeFileAtomic(this.statCachePath, JSON.stringify(Object.fromEntries(this.statCache)));
+    await writeFileAtomic(this.remoteIndexPath, JSON.stringify(Object.fromEntries(this.remoteIndex)));
     this.dirty = false;
-    const kept = new Set([...this.remoteIndex.map.values()].map((e) => e.sha256));
+    const kept = new Set([...this.remoteIndex.values()].map((e) => e.sha256));
     const blobs = await fs.readdir(join(this.options.cacheDir, 'blobs')).catch(() => [] as string[]);
     await Promise.all(blobs.filter((name) => /^[0-9a-f]{64}$/.test(name) && !kept.has(name)).map((name) => fs.rm(this.blobPath(name), { force: true })));
   }

@@ -43,6 +43,10 @@ declare module 'autocannon' {
       duration: number;
     }
   }
-  function autocannon(options: autocannon.Options): Promise<autocannon.Result>;
+  /** The running instance: a promise of the result that also emits each response's status. */
+  interface Instance extends Promise<autocannon.Result> {
+    on(event: 'response', listener: (client: unknown, status: number, bytes: number, ms: number) => void): this;
+  }
+  function autocannon(options: autocannon.Options): Instance;
   export default autocannon;
 }

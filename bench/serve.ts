@@ -11,13 +11,16 @@
  *   artworks, Redis limiter  the same through a second server with REDIS_URL (a local
  *                redis-server, when installed)                              target ≥ 0.45×
  *   artworks, PostgreSQL keys  the same through a third server with DATABASE_URL (a local
- *                PostgreSQL started as the tests do; the round's keys verified once before, as a
- *                running instance knows its clients' keys)                target ≥ 0.5×
+ *                PostgreSQL started as the tests do; the round's keys used once before the run, as
+ *                a running instance knows its clients' keys)                target ≥ 0.5×
  *
- * The headline figure is server CPU time per request (process.cpuUsage of the server process around
- * each run, divided by the requests answered) and its ratio floor ÷ museum: the efficiency of the
- * server relative to the floor, which a busy shared machine disturbs least. req/s and its ratio are
- * printed beside it. The museum servers and the floor run in two child processes pinned to CPU 0
+ * The museum is `museum serve` itself (bin/museum.js, from the dist/ bundle `make bench-serve` builds
+ * first), one process per configuration, as an operator starts it: only environment variables.
+ *
+ * The headline figure is server CPU time per request (utime + stime of the server process, every
+ * thread, from /proc around each run, divided by the requests answered) and its ratio floor ÷
+ * museum: the efficiency of the server relative to the floor, which a busy shared machine disturbs
+ * least. req/s and its ratio are printed beside it. The servers and the floor run pinned to CPU 0
  * (taskset), the load generator (autocannon, this process) on CPU 1. Each round measures floor and
  * museum back to back, alternating which goes first; ratios are medians of the per-round ratios.
  *
@@ -27,8 +30,9 @@
  * Rate limit: the keyed scenarios rotate over thousands of real keys, each used well under 120 times
  * per minute, so every request runs the real key lookup and the real limiter with production limits.
  */
-import { type ChildProcess, fork, spawnSync } from 'node:child_process';
-import { closeSync, createReadStream, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
+import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -40,8 +44,6 @@ import autocannon from 'autocannon';
 import { fileUrl } from '../artifacts/format.ts';
 import { putContentFile } from '../artifacts/store.ts';
 import { getIO } from '../bake/gltf-io.ts';
-import { startServer } from '../server/app.ts';
-import { loadConfig } from '../server/config.ts';
 import { openStateDb } from '../server/state/db.ts';
 import { SqliteKeyStore } from '../server/state/keys.ts';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
@@ -58,15 +60,6 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const ARTWORKS_PATH = '/v1/artworks?page=2';
 const SLOTS_PATH = '/v1/rooms/1/slots';
 
-interface MuseumReady {
-  museum: string;
-  /** The same server with its rate limits in Redis (null without redis-server). */
-  museumRedis: string | null;
-  /** The same server with its keys in PostgreSQL (null without PostgreSQL). */
-  museumPg: string | null;
-  probeKey: string;
-}
-
 /** A GLB of ~240 KB (one mesh of 20,000 vertices): a realistic /files download above 100 KB. */
 async function benchGlb(): Promise<Uint8Array> {
   const doc = new Document();
@@ -78,28 +71,34 @@ async function benchGlb(): Promise<Uint8Array> {
   return (await getIO()).writeBinary(doc);
 }
 
-/** Child 1: the museum server(s) exactly as `museum serve` configures them (defaults, logs on stderr). */
-async function serveMuseum(dir: string, redisUrl: string | undefined, databaseUrl: string | undefined): Promise<void> {
-  const env = { PORT: '0', HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db') };
-  const museum = await startServer(loadConfig(env));
-  const museumRedis = redisUrl ? await startServer(loadConfig({ ...env, REDIS_URL: redisUrl })) : null;
-  const museumPg = databaseUrl ? await startServer(loadConfig({ ...env, DATABASE_URL: databaseUrl })) : null;
-  const probeKey = (await museum.services.keys.create('bench-probe')).key;
-  const ready: MuseumReady = { museum: museum.url, museumRedis: museumRedis?.url ?? null, museumPg: museumPg?.url ?? null, probeKey };
-  // `{ verify: keys }`: the PostgreSQL server verifies a round's keys once (no HTTP, no access lines).
-  process.on('message', (m: unknown) => {
-    const verify = (m as { verify?: string[] } | null)?.verify;
-    if (!verify || !museumPg) return;
-    void Promise.all(verify.map((key) => museumPg.services.keys.verify(key))).then(
-      (ids) => process.send!({ verified: ids.filter((id) => id !== null).length }),
-      (err: Error) => process.send!({ verified: -1, error: err.message }),
-    );
-  });
-  answerCpuQueries(() => Promise.all([museum.close(), museumRedis?.close(), museumPg?.close()]));
-  process.send!(ready);
+/** A server process to measure: its pid (for its CPU time) and URL. */
+interface ServerProcess {
+  child: ChildProcess;
+  url: string;
 }
 
-/** Child 2: the floor — bare node:http with the museum's bytes, Content-Type and ETag, nothing else. */
+/**
+ * `museum serve` as an operator starts it, its stderr (the access log) written to `logPath`; resolves
+ * once it says where it serves.
+ */
+async function startMuseum(env: Record<string, string>, logPath: string): Promise<ServerProcess> {
+  const logFd = openSync(logPath, 'w');
+  const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve'], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0', HOST: '127.0.0.1', ...env },
+    stdio: ['ignore', 'ignore', logFd],
+  });
+  closeSync(logFd);
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    const port = /museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.exec(readFileSync(logPath, 'utf8'))?.[1];
+    if (port) return { child, url: `http://127.0.0.1:${port}` };
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`museum serve did not start: ${readFileSync(logPath, 'utf8').slice(-500)}`);
+    await new Promise((done) => setTimeout(done, 50));
+  }
+}
+
+/** The floor (a child process): bare node:http with the museum's bytes, Content-Type and ETag, nothing else. */
 async function serveFloor(museumUrl: string, probeKey: string, glbPath: string): Promise<void> {
   const fetchBytes = async (path: string, headers: Record<string, string> = {}) => {
     const res = await fetch(museumUrl + path, { headers });
@@ -121,21 +120,13 @@ async function serveFloor(museumUrl: string, probeKey: string, glbPath: string):
   });
   floor.keepAliveTimeout = 65_000;
   await new Promise<void>((done) => floor.listen(0, '127.0.0.1', done));
-  answerCpuQueries(() => new Promise<void>((done) => floor.close(() => done())));
+  process.on('disconnect', () => floor.close(() => process.exit(0)));
   process.send!({ floor: `http://127.0.0.1:${(floor.address() as AddressInfo).port}`, slotsEtag: slots.etag });
-}
-
-/** The parent asks a child for its CPU time around each run; disconnecting ends it. */
-function answerCpuQueries(close: () => Promise<unknown>): void {
-  process.on('message', (m: unknown) => {
-    if (m === 'cpu') process.send!(process.cpuUsage());
-  });
-  process.on('disconnect', () => void close().then(() => process.exit(0)));
 }
 
 interface Scenario {
   name: string;
-  /** Keys the server verifies once before the run (the PostgreSQL scenario). */
+  /** Keys used once before the run, one request each (the PostgreSQL scenario). */
   verifyFirst?: string[];
   child: ChildProcess;
   url: string;
@@ -152,17 +143,21 @@ interface Figures {
   requests: number;
 }
 
-function serverCpu(child: ChildProcess): Promise<number> {
-  return new Promise((done) => {
-    child.once('message', (usage) => done((usage as NodeJS.CpuUsage).user + (usage as NodeJS.CpuUsage).system));
-    child.send('cpu');
-  });
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
+/** CPU time (user + system, every thread) a process has used so far, µs. */
+async function serverCpu(child: ChildProcess): Promise<number> {
+  // Fields after the command name, whose parentheses may hold spaces: utime and stime are 14 and 15.
+  const stat = await readFile(`/proc/${child.pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
 }
 
 async function measure(scenario: Scenario, durationS: number): Promise<Figures> {
   const cpuBefore = await serverCpu(scenario.child);
   const url = new URL(scenario.url);
-  const result = await autocannon({
+  const statuses = new Map<number, number>();
+  const instance = autocannon({
     url: scenario.url,
     connections: CONNECTIONS,
     pipelining: Number(process.env.BENCH_PIPELINING ?? 1),
@@ -170,12 +165,15 @@ async function measure(scenario: Scenario, durationS: number): Promise<Figures> 
     headers: scenario.headers,
     requests: scenario.requests?.map((r) => ({ method: 'GET', path: url.pathname + url.search, headers: { ...scenario.headers, ...r.headers } })),
   });
+  instance.on('response', (_client: unknown, status: number) => statuses.set(status, (statuses.get(status) ?? 0) + 1));
+  const result = await instance;
   const cpuUs = (await serverCpu(scenario.child)) - cpuBefore;
   // A 304 is the expected answer of the revalidation scenario, not a failure.
   const notModified = (result as unknown as Record<string, number>)['3xx'] ?? 0;
   const unexpected = scenario.name.includes('304') ? result.non2xx - notModified : result.non2xx;
   if (unexpected || result.errors || result.timeouts) {
-    throw new Error(`${scenario.name}: ${unexpected} unexpected statuses, ${result.errors} errors, ${result.timeouts} timeouts`);
+    const byStatus = [...statuses].map(([status, count]) => `${count} × ${status}`).join(', ');
+    throw new Error(`${scenario.name}: ${unexpected} unexpected statuses (${byStatus}), ${result.errors} errors, ${result.timeouts} timeouts`);
   }
   const requests = result.requests.total;
   return { rps: result.requests.average, p99: result.latency.p99, cpuUs: cpuUs / Math.max(1, requests), requests };
@@ -192,20 +190,25 @@ function pinCpus(serverPids: number[]): boolean {
   return serverPids.every((pid) => pin(0, pid)) && pin(1, process.pid);
 }
 
-function forkChild<T>(args: string[], stderrFd: number | 'inherit'): Promise<{ child: ChildProcess; ready: T }> {
-  const child = fork(SELF, args, { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', stderrFd, 'ipc'] });
+function forkFloor(args: string[]): Promise<{ child: ChildProcess; ready: { floor: string; slotsEtag: string } }> {
+  const child = fork(SELF, ['--floor', ...args], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   return new Promise((done, fail) => {
-    child.once('message', (m) => done({ child, ready: m as T }));
-    child.once('exit', (code) => fail(new Error(`${args[0]} process exited (${code})`)));
+    child.once('message', (m) => done({ child, ready: m as { floor: string; slotsEtag: string } }));
+    child.once('exit', (code) => fail(new Error(`floor process exited (${code})`)));
   });
 }
 
-/** Have the museum child's PostgreSQL server verify `keys` once. */
-function verifyOnce(child: ChildProcess, keys: string[]): Promise<void> {
-  return new Promise((done, fail) => {
-    child.once('message', (m) => ((m as { verified?: number }).verified === keys.length ? done() : fail(new Error(`verified ${JSON.stringify(m)} of ${keys.length} keys`))));
-    child.send({ verify: keys });
+/** Each key used once, in order, on one connection: the server knows them before the run. */
+async function useKeysOnce(url: string, keys: string[]): Promise<number> {
+  const target = new URL(url);
+  const result = await autocannon({
+    url,
+    connections: 1,
+    amount: keys.length,
+    requests: keys.map((key) => ({ method: 'GET', path: target.pathname + target.search, headers: { 'X-API-Key': key } })),
   });
+  if (result.non2xx || result.errors) throw new Error(`using the keys once: ${result.non2xx} non-2xx answers, ${result.errors} errors`);
+  return result.requests.total;
 }
 
 /** `count` keys in a fresh PostgreSQL state store. */
@@ -234,8 +237,7 @@ async function main(): Promise<void> {
   const children: ChildProcess[] = [];
   let stopRedis: () => Promise<void> | undefined = () => undefined;
   let postgres: TestPostgres | null = null;
-  const logPath = join(dir, 'museum.log');
-  const logFd = openSync(logPath, 'w');
+  const logPaths = ['museum.log', 'museum-redis.log', 'museum-pg.log'].map((name) => join(dir, name));
   try {
     process.stderr.write('bench-serve: publishing the fixture bake and creating keys…\n');
     await publishFixtureBake(join(dir, 'data'), { extraArtworks: 500 });
@@ -245,7 +247,8 @@ async function main(): Promise<void> {
     // the keys in lockstep over its connections: a key gets up to CONNECTIONS hits per pass).
     const keyCount = Number(process.env.BENCH_KEYS ?? 30_000);
     const db = openStateDb(join(dir, 'state.db'));
-    const keys = await new SqliteKeyStore(db).createMany(Array.from({ length: keyCount }, (_, i) => `bench-${i}`));
+    const keys = await new SqliteKeyStore(db).createMany(Array.from({ length: keyCount + 1 }, (_, i) => `bench-${i}`));
+    const probeKey = keys.pop()!;
     db.close();
 
     const redis = spawnSync('redis-server', ['--version']).status === 0 ? await startRedis() : null;
@@ -256,13 +259,17 @@ async function main(): Promise<void> {
       return null;
     });
     const pgKeys = postgres ? await keysInPostgres(postgres.url, keyCount) : [];
-    const museum = await forkChild<MuseumReady>(['--serve', dir, redis?.url ?? '', postgres?.url ?? ''], logFd);
-    children.push(museum.child);
-    const floor = await forkChild<{ floor: string; slotsEtag: string }>(['--floor', museum.ready.museum, museum.ready.probeKey, glbPath], 'inherit');
+    // One `museum serve` process per configuration, each with its log file.
+    const env = { DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db') };
+    const museum = await startMuseum(env, logPaths[0]!);
+    const museumRedis = redis ? await startMuseum({ ...env, REDIS_URL: redis.url }, logPaths[1]!) : null;
+    const museumPg = postgres ? await startMuseum({ ...env, DATABASE_URL: postgres.url }, logPaths[2]!) : null;
+    for (const server of [museum, museumRedis, museumPg]) if (server) children.push(server.child);
+    const floor = await forkFloor([museum.url, probeKey, glbPath]);
     children.push(floor.child);
     const pinned = pinCpus(children.map((c) => c.pid!));
     process.stderr.write(pinned ? 'bench-serve: servers pinned to CPU 0, load generator to CPU 1\n' : 'bench-serve: NOT pinned (taskset missing or one core)\n');
-    const { museum: m, museumRedis, museumPg } = museum.ready;
+    const m = museum.url;
     const { floor: f, slotsEtag } = floor.ready;
 
     const perRound = Math.floor(keys.length / ROUNDS);
@@ -294,7 +301,7 @@ async function main(): Promise<void> {
             {
               target: 0.45,
               floor: { name: 'floor artworks', child: floor.child, url: `${f}/artworks`, requests: keyed(round) },
-              museum: { name: 'artworks (Redis)', child: museum.child, url: museumRedis + ARTWORKS_PATH, requests: keyed(round) },
+              museum: { name: 'artworks (Redis)', child: museumRedis.child, url: museumRedis.url + ARTWORKS_PATH, requests: keyed(round) },
             },
           ]
         : []),
@@ -303,7 +310,7 @@ async function main(): Promise<void> {
             {
               target: 0.5,
               floor: { name: 'floor artworks', child: floor.child, url: `${f}/artworks`, requests: keyed(round, pgKeys) },
-              museum: { name: 'artworks (PG keys)', child: museum.child, url: museumPg + ARTWORKS_PATH, requests: keyed(round, pgKeys), verifyFirst: roundKeys(round, pgKeys) },
+              museum: { name: 'artworks (PG keys)', child: museumPg.child, url: museumPg.url + ARTWORKS_PATH, requests: keyed(round, pgKeys), verifyFirst: roundKeys(round, pgKeys) },
             },
           ]
         : []),
@@ -314,10 +321,11 @@ async function main(): Promise<void> {
     const ratios = new Map<string, { rps: number[]; cpu: number[] }>();
     let museumRequests = 3; // the floor fetched its three bodies from the museum
     const run = async (scenario: Scenario, round: number): Promise<Figures> => {
-      if (scenario.verifyFirst) await verifyOnce(scenario.child, scenario.verifyFirst);
+      const museumSide = scenario.child !== floor.child;
+      if (scenario.verifyFirst) museumRequests += await useKeysOnce(scenario.url, scenario.verifyFirst);
       const warm = await measure(scenario, 1); // warm-up (JIT, caches, connections)
       const figures = await measure(scenario, DURATION_S);
-      if (scenario.child === museum.child) museumRequests += warm.requests + figures.requests;
+      if (museumSide) museumRequests += warm.requests + figures.requests;
       runs.set(scenario.name, [...(runs.get(scenario.name) ?? []), figures]);
       process.stderr.write(`  round ${round + 1} ${scenario.name.padEnd(18)} ${Math.round(figures.rps)} req/s, ${figures.cpuUs.toFixed(1)} µs CPU/req\n`);
       return figures;
@@ -369,7 +377,8 @@ async function main(): Promise<void> {
     }
     // Give the buffered access log a moment, then count its lines against the requests answered.
     await new Promise((done) => setTimeout(done, 500));
-    const accessLines = await countAccessLines(logPath);
+    let accessLines = 0;
+    for (const path of logPaths) if (existsSync(path)) accessLines += await countAccessLines(path);
     lines.push(
       '',
       `Medians of ${ROUNDS} rounds. CPU µs/req: server process CPU time per request answered; floor÷us: the floor's`,
@@ -380,21 +389,20 @@ async function main(): Promise<void> {
       'receives the very same request stream (it ignores the keys). artworks (Redis): a second server whose',
       'limiter is Redis (REDIS_URL, a local redis-server, not pinned): one round trip to Redis per request.',
       'artworks (PG keys): a third server whose keys are in PostgreSQL (DATABASE_URL, a local server, not pinned),',
-      'the round\'s keys verified once before: keyed requests are then answered from memory.',
+      'the round\'s keys used once before the run: keyed requests are then answered from memory.',
       '',
     );
     process.stdout.write(lines.join('\n'));
     if (missed) process.exitCode = 1;
   } finally {
-    for (const child of children) child.disconnect();
+    for (const child of children) if (child.connected) child.disconnect();
+    for (const child of children) if (child.exitCode === null && !child.connected) child.kill('SIGTERM');
     await new Promise((done) => setTimeout(done, 500));
     await stopRedis();
     await postgres?.close();
-    closeSync(logFd);
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-if (process.argv[2] === '--serve') await serveMuseum(process.argv[3]!, process.argv[4] || undefined, process.argv[5] || undefined);
-else if (process.argv[2] === '--floor') await serveFloor(process.argv[3]!, process.argv[4]!, process.argv[5]!);
+if (process.argv[2] === '--floor') await serveFloor(process.argv[3]!, process.argv[4]!, process.argv[5]!);
 else await main();

@@ -3,6 +3,12 @@
  * (Map order = use order). Bounded by entry count, or by total weight when `weigh` is given (bytes of
  * files, say) — optionally both (`maxEntries`). `onEvict` hears about entries dropped to stay in
  * bounds (not about explicit deletes), e.g. to remove the file an index entry stands for.
+ *
+ * A hit on an entry that is already among the newest quarter of the map does not move it again:
+ * moving (a Map delete and set) is what makes an LRU hit cost more than a Map lookup, and a hot
+ * working set is hit far more often than anything is evicted (the rate limiter's table, hit on
+ * every keyed request: 4.7 % of the server's CPU before, bench/serve.ts). Eviction order is exact
+ * LRU for the older three quarters, and for maps of fewer than four entries.
  */
 export interface LruOptions<K, V> {
   /** The weight of an entry (default 1: the capacity is an entry count). */
@@ -12,35 +18,46 @@ export interface LruOptions<K, V> {
   onEvict?: (key: K, value: V) => void;
 }
 
+interface Entry<V> {
+  value: V;
+  weight: number;
+  /** `moves` when the entry was last stored or moved to the newest end. */
+  movedAt: number;
+}
+
 export class LruMap<K, V> {
-  readonly map = new Map<K, V>();
-  private weights: Map<K, number> | null;
+  private readonly entries = new Map<K, Entry<V>>();
   private total = 0;
+  /** Stores and moves so far: how far from the newest end an entry is, at most. */
+  private moves = 0;
+  private readonly maxEntries: number;
 
   constructor(
     readonly capacity: number,
     private readonly options: LruOptions<K, V> = {},
   ) {
-    this.weights = options.weigh ? new Map() : null;
+    this.maxEntries = options.weigh ? (options.maxEntries ?? Infinity) : capacity;
   }
 
   /** The value, marked as just used. */
   get(key: K): V | undefined {
-    const value = this.map.get(key);
-    if (value !== undefined) {
-      this.map.delete(key);
-      this.map.set(key, value);
+    const entry = this.entries.get(key);
+    if (entry === undefined) return undefined;
+    if (this.moves - entry.movedAt > this.entries.size >> 2) {
+      this.entries.delete(key);
+      this.entries.set(key, entry);
+      entry.movedAt = ++this.moves;
     }
-    return value;
+    return entry.value;
   }
 
   /** The value, without changing its position. */
   peek(key: K): V | undefined {
-    return this.map.get(key);
+    return this.entries.get(key)?.value;
   }
 
   has(key: K): boolean {
-    return this.map.has(key);
+    return this.entries.has(key);
   }
 
   /**
@@ -50,41 +67,46 @@ export class LruMap<K, V> {
   set(key: K, value: V): void {
     this.delete(key);
     const weight = this.options.weigh ? this.options.weigh(value, key) : 1;
-    this.map.set(key, value);
-    this.weights?.set(key, weight);
+    this.entries.set(key, { value, weight, movedAt: ++this.moves });
     this.total += weight;
-    const maxEntries = this.weights ? (this.options.maxEntries ?? Infinity) : this.capacity;
-    while (this.total > this.capacity || this.map.size > maxEntries) {
-      const oldest = this.map.keys().next().value as K;
+    while (this.total > this.capacity || this.entries.size > this.maxEntries) {
+      const [oldest, evicted] = this.entries.entries().next().value as [K, Entry<V>];
       if (oldest === key) break;
-      const evicted = this.map.get(oldest) as V;
       this.delete(oldest);
-      this.options.onEvict?.(oldest, evicted);
+      this.options.onEvict?.(oldest, evicted.value);
     }
   }
 
   delete(key: K): boolean {
-    if (!this.map.has(key)) return false;
-    this.map.delete(key);
-    if (this.weights) {
-      this.total -= this.weights.get(key)!;
-      this.weights.delete(key);
-    } else this.total--;
+    const entry = this.entries.get(key);
+    if (entry === undefined) return false;
+    this.entries.delete(key);
+    this.total -= entry.weight;
     return true;
   }
 
   clear(): void {
-    this.map.clear();
-    this.weights?.clear();
+    this.entries.clear();
     this.total = 0;
   }
 
   get size(): number {
-    return this.map.size;
+    return this.entries.size;
   }
 
   /** The total weight (the entry count without `weigh`). */
   get weight(): number {
     return this.total;
+  }
+
+  /** Keys and values, least recently used first. */
+  *[Symbol.iterator](): IterableIterator<[K, V]> {
+    for (const [key, entry] of this.entries) yield [key, entry.value];
+  }
+
+  values(): IterableIterator<V> {
+    return (function* (entries) {
+      for (const entry of entries.values()) yield entry.value;
+    })(this.entries);
   }
 }

@@ -16,8 +16,9 @@ export async function connectRedis(url: string, log: Logger, waitMs = 1_000): Pr
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: 250,
-    // Commands issued in one tick (a burst of requests) go out in one write.
-    enableAutoPipelining: true,
+    // Off: the one command per request (the rate limit) is batched by its store, one batch in
+    // flight at a time; ioredis's own per-tick pipelining cost ~10 µs of CPU per command on top.
+    enableAutoPipelining: false,
     connectTimeout: 1_000,
     retryStrategy: (attempt) => Math.min(attempt * 200, 2_000),
   });

@@ -39,6 +39,26 @@ describe('RedisRateLimitStore', () => {
       client.disconnect();
     }
   });
+
+  it('counts the hits of one turn in order, whatever their subjects and limits, past one batch', async () => {
+    const client = new Redis(redis.url);
+    try {
+      const store = new RedisRateLimitStore(client, new MemoryRateLimitStore(), pino({ level: 'silent' }), 'test:turn:');
+      const now = Date.now();
+      // 700 hits issued together (two script calls): 600 on one key limited to 120, 100 on another limited to 3.
+      const hits = Array.from({ length: 700 }, (_, i) => (i % 7 === 6 ? store.hit('ip', 3, 60_000, now) : store.hit('key', 120, 60_000, now)));
+      const decisions = await Promise.all(hits);
+      const key = decisions.filter((_, i) => i % 7 !== 6);
+      const ip = decisions.filter((_, i) => i % 7 === 6);
+      expect(key.filter((d) => d.allowed)).toHaveLength(120);
+      expect(key.slice(0, 120).map((d) => d.remaining)).toEqual(Array.from({ length: 120 }, (_, i) => 119 - i));
+      expect(key.slice(120).every((d) => !d.allowed && d.remaining === 0)).toBe(true);
+      expect(ip.map((d) => d.allowed)).toEqual([true, true, true, ...Array<boolean>(97).fill(false)]);
+      expect(await client.zcard('test:turn:key')).toBe(120);
+    } finally {
+      client.disconnect();
+    }
+  });
 });
 
 describe('two instances behind one Redis', () => {
