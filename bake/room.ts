@@ -5,16 +5,14 @@
  * `bake rooms` and in-process for `bake room`; it only reads local files (the main thread has
  * already fetched and hashed the sources).
  */
-import { promises as fs } from 'node:fs';
 import { workerData } from 'node:worker_threads';
-import type { Document } from '@gltf-transform/core';
 import sharp from 'sharp';
 import { type FileRef, type RoomSlotData, SLOT_DATA_VERSION, type SlotSummary } from '../artifacts/format.ts';
-import { putContentFile, sha256 } from '../artifacts/store.ts';
-import { isGlb, ModelError, readModel, writeGlb, type ResourceLoader } from './gltf-io.ts';
+import { putContentFile } from '../artifacts/store.ts';
 import { renderPlanPng } from './report.ts';
 import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, startTextureCompression, type OptimizerSettings, type StepName } from './optimize.ts';
 import { compareSlots, computeSlots, embedAnchors, SLOT_ALGORITHM, type RoomKind, type SlotChanges } from './slots/index.ts';
+import { readSource, readSourceModel, type ModelFiles } from './source-model.ts';
 import { makeThumbnail, publishablePreview } from './thumbnail.ts';
 import { serveJobs } from './workers.ts';
 
@@ -24,7 +22,7 @@ export interface RoomJob {
   onchainSlots: number;
   kind?: RoomKind;
   /** Local copies of the sources (main thread resolved them). */
-  model: { path: string; resources: Record<string, string> };
+  model: ModelFiles;
   image: { path: string } | null;
   dataDir: string;
   settings?: OptimizerSettings;
@@ -57,11 +55,6 @@ export interface RoomBakeResult {
   bytesOut: number;
   ms: number;
 }
-
-const readSource = (path: string, what: string) =>
-  fs.readFile(path).catch((err: NodeJS.ErrnoException) => {
-    throw new ModelError(`cannot read the ${what} (${err.code ?? err.message})`);
-  });
 
 export function summarizeSlots(data: RoomSlotData): SlotSummary {
   return {
@@ -99,33 +92,21 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   const startedAt = performance.now();
   const settings = job.settings ?? OPTIMIZER_SETTINGS;
   const preview = job.image ? started(bakePreview(job.image.path, job.dataDir, settings.maxTexturePixels)) : null;
-  const bytes = await readSource(job.model.path, 'model');
-  const loadResource: ResourceLoader = async (uri) => {
-    const path = job.model.resources[uri];
-    if (!path) throw new ModelError(`external resource "${uri}" was not resolved`);
-    return readSource(path, `resource "${uri}"`);
-  };
-  const read = () => readModel(bytes, loadResource);
-  const source: Document = await read();
-  assertTextureSizes(source, settings.maxTexturePixels);
-
-  // model_url: a self-contained .glb is stored byte for byte; anything else is packed into one
-  // (before its textures are encoded below: the source model is never changed).
-  const selfContained = isGlb(bytes) && Object.keys(job.model.resources).length === 0;
-  const modelGlb = selfContained ? bytes : await writeGlb(source);
-  const modelSha = sha256(modelGlb);
-  const model = started(putContentFile(job.dataDir, modelGlb, 'glb'));
-  const textures = started(startTextureCompression(source, settings));
-
+  const source = await readSourceModel(job.model);
+  assertTextureSizes(source.document, settings.maxTexturePixels);
+  const model = started(putContentFile(job.dataDir, source.glb, 'glb'));
+  // The textures change in the Document: model_url's GLB was packed above, and the engine never reads them.
+  const textures = started(startTextureCompression(source.document, settings));
+  // On the Document before the optimizer changes it.
   const previous = job.previousSlots ?? null;
-  const slots = computeSlots(source, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: modelSha, kind: job.kind, previous });
+  const slots = computeSlots(source.document, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: source.sha256, kind: job.kind, previous });
   const planPicture = slots.plan ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png'))) : null;
   await textures;
   // The optimized model carries every anchor in its slot nodes (the source stays as it is).
   const optimized = await optimizeModel({
-    source: modelGlb,
-    read,
-    first: source,
+    source: source.glb,
+    read: source.read,
+    first: source.document,
     settings,
     finish: (document) => {
       if (!slots.slots.length) return false;
@@ -141,7 +122,7 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   const slotData: RoomSlotData = {
     version: SLOT_DATA_VERSION,
     room: job.roomId,
-    model: modelSha,
+    model: source.sha256,
     generated_at: new Date().toISOString(),
     algorithm: SLOT_ALGORITHM,
     slots: slots.slots,
@@ -173,7 +154,7 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
     warnings: [...new Set(warnings)],
     optimizerWarnings: optimized.warnings,
     optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },
-    bytesIn: modelGlb.byteLength,
+    bytesIn: source.glb.byteLength,
     bytesOut: optimized.glb.byteLength,
     ms: performance.now() - startedAt,
   };
