@@ -234,7 +234,12 @@ class FrameProbe {
     return true;
   }
 
-  /** How large a frame the surroundings allow: walls, floor, ceiling, furniture beside it. */
+  /**
+   * How large a frame the surroundings allow: walls, floor, ceiling, furniture beside it. The
+   * limits are rays, cast one at a time: as soon as one leaves less room than the smallest size
+   * allowed, no size fits and the rest are not cast (same answer, far fewer rays on models where
+   * most spots are too small, such as a sculpture smaller than any frame).
+   */
   measure(c: Candidate): boolean {
     this.examined++;
     c.state = -1;
@@ -242,10 +247,16 @@ class FrameProbe {
     const { x, y, z } = c.frame;
     const origin = madd(c.anchor, z, INPLANE_OFFSET);
     const reach = cfg.maxSize / 2 + cfg.gap + cfg.bottomClearance;
-    const free = (dir: V3) => this.scene.castFirst(origin, dir, reach)?.distance ?? reach;
-    const half = Math.min(free(x), free(scale(x, -1)), free(y), free(scale(y, -1)) - cfg.bottomClearance) - cfg.gap / 2;
+    // cap = min(2 × (each free distance − gap / 2), the distance ahead): each term bounds it.
+    const smallest = Math.min(...this.ladder.slice(0, this.lastIndex + 1));
+    const side = (dir: V3, less = 0) => 2 * ((this.scene.castFirst(origin, dir, reach)?.distance ?? reach) - less - cfg.gap / 2);
+    let cap = Infinity;
+    for (const term of [() => side(x), () => side(scale(x, -1)), () => side(y), () => side(scale(y, -1), cfg.bottomClearance)]) {
+      cap = Math.min(cap, term());
+      if (!(cap >= smallest)) return false;
+    }
     const ahead = this.scene.castFirst(madd(c.anchor, z, EPS), z);
-    const cap = Math.min(2 * half, ahead ? ahead.distance : Infinity);
+    cap = Math.min(cap, ahead ? ahead.distance : Infinity);
     const index = this.ladder.findIndex((s) => s <= cap);
     if (index < 0 || index > this.lastIndex) return false;
     c.maxSizeIndex = Math.max(index, this.firstIndex);
