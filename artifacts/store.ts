@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { hostname } from 'node:os';
-import { dirname, join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import {
   artifactPaths,
   filePath,
@@ -157,6 +157,28 @@ async function removeDeadLock(path: string, mine: string, deadIno: number): Prom
   }
 }
 
+/** A bake taking the lock holds its `<lock>.<pid>.<random>.new` file for milliseconds. */
+const LOCK_TEMP_MAX_AGE_MS = 60_000;
+
+/**
+ * The `.new` files of bakes killed while taking the lock (lockDataDir removes its own): a file whose
+ * writer on this host no longer runs, or one older than a minute (another host's), is left over.
+ */
+async function removeStaleLockTemps(lockPath: string, host: string): Promise<void> {
+  const prefix = `${basename(lockPath)}.`;
+  const names = await fs.readdir(dirname(lockPath)).catch(() => [] as string[]);
+  for (const name of names) {
+    const pid = name.startsWith(prefix) ? /^(\d+)\.[0-9a-f]+\.new$/.exec(name.slice(prefix.length))?.[1] : undefined;
+    if (!pid) continue;
+    const file = join(dirname(lockPath), name);
+    const [info, text] = await Promise.all([fs.stat(file).catch(() => null), fs.readFile(file, 'utf8').catch(() => null)]);
+    if (!info) continue;
+    const holder = text === null ? null : parseHolder(text);
+    const writerGone = holder?.host === host && Number(pid) === holder.pid && !isAlive(holder.pid);
+    if (writerGone || Date.now() - info.mtimeMs > LOCK_TEMP_MAX_AGE_MS) await fs.rm(file, { force: true });
+  }
+}
+
 /**
  * One bake at a time per data directory. Two bakes publishing into one DATA_DIR would each write a
  * manifest built from the one they read, and the later would silently drop the other's rooms. The
@@ -167,6 +189,7 @@ export async function lockDataDir(dataDir: string): Promise<() => Promise<void>>
   const path = artifactPaths(dataDir).lock;
   await fs.mkdir(dirname(path), { recursive: true });
   const me: LockHolder = { pid: process.pid, host: hostname(), started_at: new Date().toISOString() };
+  await removeStaleLockTemps(path, me.host);
   // The lock appears with its holder already written in it (a hard link to a finished file), so a
   // second bake never reads a half-written lock: it names the holder, however the two interleave.
   const mine = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.new`;

@@ -1,8 +1,8 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync } from 'node:fs';
-import { readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { basename, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -352,6 +352,25 @@ describe('one bake at a time per data directory', () => {
     expect(runs.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason)).toEqual([expect.any(BakeRunError), expect.any(BakeRunError)]);
     await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
   }, 120_000);
+
+  it('the next bake removes the temp files of bakes killed while taking the lock, never a live taker\'s', async () => {
+    const data = tmp('museum-pipeline-temps-');
+    const lock = artifactPaths(data).lock;
+    const holder = (pid: number, host = hostname()) => `${JSON.stringify({ pid, host, started_at: '2026-01-01T00:00:00.000Z' })}\n`;
+    const dead = await deadPid();
+    const killed = `${lock}.${dead}.0badc0de.new`;
+    await writeFile(killed, holder(dead));
+    const elsewhere = `${lock}.1.0ddba11.new`; // another host's: judged by age alone
+    await writeFile(elsewhere, holder(1, 'another-host'));
+    const recent = `${lock}.2.5eed.new`;
+    await writeFile(recent, holder(2, 'another-host'));
+    await utimes(elsewhere, new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000));
+    const live = `${lock}.${process.pid}.feedface.new`; // a bake of this process, taking the lock right now
+    await writeFile(live, holder(process.pid));
+    const release = await lockDataDir(data);
+    await release();
+    expect((await readdir(data)).sort()).toEqual([basename(recent), basename(live)].sort());
+  });
 
   it('a lock held by a running process (or another host) is respected, and the CLI says so in one line', async () => {
     const data = tmp('museum-pipeline-held-');
