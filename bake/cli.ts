@@ -142,7 +142,7 @@ function roomCommand(): Command {
     .option('--lossless-normals', 'keep normal maps exact (lossless WebP)')
     .requiredOption('--out <dir>', 'data directory to write files into')
     .option('--json', 'print one JSON document on stdout')
-    .action(async (model: string, opts: { room: number; slots: number; image?: string; kind?: 'room' | 'sculpture'; previous?: string; losslessNormals?: boolean; out: string; json?: boolean }) => {
+    .action(async (model: string, opts: { room: number; slots: number; image?: string; kind?: 'room' | 'sculpture'; previous?: string; losslessNormals?: boolean; out: string; json?: boolean }, command: Command) => {
       const [{ SourceResolver, modelFiles }, { bakeRoom }, { artifactPaths, filePath, RoomSlotData }, { withLosslessNormals }, { readFile }] = await Promise.all([
         import('./fetch.ts'),
         import('./room.ts'),
@@ -153,7 +153,8 @@ function roomCommand(): Command {
       let previousSlots = null;
       if (opts.previous) {
         const parsed = RoomSlotData.safeParse(await readFile(opts.previous, 'utf8').then(JSON.parse, () => null));
-        if (!parsed.success) throw new InvalidArgumentError(`--previous ${opts.previous} is not readable RoomSlotData`);
+        // A usage error found by the action: commander prints it and exits with 2 (a thrown error would be silent).
+        if (!parsed.success) command.error(`error: --previous ${opts.previous} is not readable RoomSlotData`, { exitCode: 2 });
         previousSlots = parsed.data;
       }
       const dataDir = resolve(opts.out);
@@ -236,13 +237,13 @@ function gcCommand(): Command {
     .option('--grace <duration>', 'keep files of manifests replaced, and files written, less than this ago (e.g. 30m, 1h, 2d)', '1h')
     .option('--dry-run', 'list what would be removed; remove nothing')
     .option('--json', 'print the summary as one JSON document on stdout')
-    .action(async (opts: { out?: string; keep: number; grace: string; dryRun?: boolean; json?: boolean }) => {
+    .action(async (opts: { out?: string; keep: number; grace: string; dryRun?: boolean; json?: boolean }, command: Command) => {
       const { collectGarbage, parseDuration } = await import('./gc.ts');
       let graceMs: number;
       try {
         graceMs = parseDuration(opts.grace);
       } catch (e) {
-        throw new InvalidArgumentError(`--grace: ${(e as Error).message}`);
+        return command.error(`error: --grace: ${(e as Error).message}`, { exitCode: 2 });
       }
       const summary = await collectGarbage(opts.out ?? process.env.DATA_DIR ?? 'data', { keep: opts.keep, graceMs, dryRun: opts.dryRun });
       if (opts.json) out(JSON.stringify(summary));
