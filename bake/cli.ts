@@ -169,6 +169,7 @@ function roomCommand(): Command {
         dataDir,
         settings: withLosslessNormals(Boolean(opts.losslessNormals)),
         previousSlots,
+        planPicture: false, // only the QA report of `bake rooms` shows it
       });
       await resolver.save().catch(() => undefined);
       const files = Object.fromEntries(

@@ -28,6 +28,8 @@ export interface RoomJob {
   settings?: OptimizerSettings;
   /** The room's slot data as last published (stable anchors; what the re-bake changes is reported). */
   previousSlots?: RoomSlotData | null;
+  /** Render the plan picture of the QA report (default true; `bake room` shows no report). */
+  planPicture?: boolean;
 }
 
 export interface RoomBakeResult {
@@ -100,7 +102,7 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   // On the Document before the optimizer changes it.
   const previous = job.previousSlots ?? null;
   const slots = computeSlots(source.document, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: source.sha256, kind: job.kind, previous });
-  const planPicture = slots.plan ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png'))) : null;
+  const planPicture = slots.plan && job.planPicture !== false ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png'))) : null;
   await textures;
   // The optimized model carries every anchor in its slot nodes (the source stays as it is).
   const optimized = await optimizeModel({
