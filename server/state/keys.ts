@@ -12,6 +12,7 @@
  * revocations forget everything at once. `last_used_at` writes are batched.
  */
 import { createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { LruMap } from '../../common/lru.ts';
 import type { StateDb } from './db.ts';
 
 export const KEY_PATTERN = /^museum_[0-9a-f]{48}$/;
@@ -74,15 +75,19 @@ export function checkKeyName(name: string): string {
 export const duplicateName = (name: string) => new Error(`a key named "${name}" already exists`);
 export const noSuchKey = (nameOrId: string) => new Error(`no key named or numbered "${nameOrId}"`);
 
-/** Verified keys remembered in memory: base64 SHA-256 → key id and when it was verified. Bounded. */
+/**
+ * Verified keys remembered in memory: base64 SHA-256 → key id and when it was verified. An LRU of
+ * `max` keys, so a server with more active keys than that re-checks only the least recently used.
+ */
 export class VerifiedKeys {
-  private readonly entries = new Map<string, { id: number; at: number }>();
-  constructor(private readonly max = 10_000) {}
+  private readonly entries: LruMap<string, { id: number; at: number }>;
+  constructor(max = 10_000) {
+    this.entries = new LruMap(max);
+  }
   get(digest: string) {
     return this.entries.get(digest);
   }
   set(digest: string, id: number, at: number): void {
-    if (this.entries.size >= this.max) this.entries.clear();
     this.entries.set(digest, { id, at });
   }
   delete(digest: string): void {

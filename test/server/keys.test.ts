@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStateDb } from '../../server/state/db.ts';
-import { SqliteKeyStore } from '../../server/state/keys.ts';
+import { SqliteKeyStore, VerifiedKeys } from '../../server/state/keys.ts';
 import { errorOf, startTestServer, type TestServer } from '../helpers/server.ts';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -153,6 +153,30 @@ describe('KeyStore across connections', () => {
       await there.flushUse();
       for (const db of dbs) db.close();
     }
+  });
+});
+
+describe('verified keys in memory', () => {
+  it('are an LRU of their bound: a new key pushes out the least recently used one, not all of them', () => {
+    const verified = new VerifiedKeys(3);
+    verified.set('a', 1, 10);
+    verified.set('b', 2, 11);
+    verified.set('c', 3, 12);
+    expect(verified.get('a')).toEqual({ id: 1, at: 10 });
+    verified.set('d', 4, 13); // b is the least recently used
+    expect(verified.size).toBe(3);
+    expect(verified.get('b')).toBeUndefined();
+    expect([verified.get('a')?.id, verified.get('c')?.id, verified.get('d')?.id]).toEqual([1, 3, 4]);
+  });
+
+  it('forget every digest of a key id at once, and nothing else', () => {
+    const verified = new VerifiedKeys();
+    verified.set('a', 1, 10);
+    verified.set('b', 2, 10);
+    verified.set('a2', 1, 11);
+    verified.forgetId(1);
+    expect(verified.size).toBe(1);
+    expect(verified.get('b')?.id).toBe(2);
   });
 });
 
