@@ -10,6 +10,7 @@
  */
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { LruMap } from '../../common/lru.ts';
 import { type FrozenBody, freeze } from '../content.ts';
 import { untilAborted, type UpstreamError, UpstreamHttp } from './http.ts';
 
@@ -154,15 +155,16 @@ interface Entry<T> {
   frozen?: FrozenBody | null;
 }
 
-/** Least-recently-used map bounded by entry count and bytes; entries expire after `ttlMs`. */
+/** Least-recently-used cache bounded by entry count and bytes (an LruMap); entries expire after `ttlMs`. */
 export class TtlCache<T> {
-  private readonly entries = new Map<string, Entry<T>>();
+  private readonly entries: LruMap<string, Entry<T>>;
   private readonly inflight = new Map<string, Promise<Entry<T>>>();
-  private bytes = 0;
 
   constructor(
     private readonly options: { ttlMs: number; maxEntries: number; maxBytes: number; now?: () => number },
-  ) {}
+  ) {
+    this.entries = new LruMap(options.maxBytes, { weigh: (entry) => entry.bytes, maxEntries: options.maxEntries });
+  }
 
   private now(): number {
     return this.options.now?.() ?? Date.now();
@@ -170,19 +172,15 @@ export class TtlCache<T> {
 
   /** The cached entry, or the shared result of one `load()` for all concurrent callers. */
   async get(key: string, load: () => Promise<{ value: T; bytes: number }>): Promise<Entry<T>> {
-    const hit = this.entries.get(key);
-    if (hit && hit.expires > this.now()) {
-      this.entries.delete(key); // refresh LRU position
-      this.entries.set(key, hit);
-      return hit;
-    }
-    if (hit) this.remove(key);
+    const hit = this.peek(key);
+    if (hit) return hit;
     let pending = this.inflight.get(key);
     if (!pending) {
       pending = load()
         .then(({ value, bytes }) => {
           const entry: Entry<T> = { value, bytes, expires: this.now() + this.options.ttlMs };
-          this.store(key, entry);
+          // One larger than the whole budget is answered uncached.
+          if (bytes <= this.options.maxBytes) this.entries.set(key, entry);
           return entry;
         })
         .finally(() => this.inflight.delete(key));
@@ -191,41 +189,20 @@ export class TtlCache<T> {
     return pending;
   }
 
-  /** The fresh cached entry for `key`, without loading (the fast path's question: is it ready?). */
+  /** The fresh cached entry for `key`, marked as used, without loading (the fast path's question: is it ready?). */
   peek(key: string): Entry<T> | undefined {
     const hit = this.entries.get(key);
-    if (!hit || hit.expires <= this.now()) return undefined;
-    this.entries.delete(key); // refresh LRU position
-    this.entries.set(key, hit);
-    return hit;
-  }
-
-  private store(key: string, entry: Entry<T>): void {
-    if (entry.bytes > this.options.maxBytes) return; // too big to keep; answered uncached
-    this.remove(key);
-    this.entries.set(key, entry);
-    this.bytes += entry.bytes;
-    while (this.entries.size > this.options.maxEntries || this.bytes > this.options.maxBytes) {
-      const oldest = this.entries.keys().next().value;
-      if (oldest === undefined) break;
-      this.remove(oldest);
-    }
-  }
-
-  private remove(key: string): void {
-    const entry = this.entries.get(key);
-    if (!entry) return;
-    this.entries.delete(key);
-    this.bytes -= entry.bytes;
+    if (hit && hit.expires > this.now()) return hit;
+    if (hit) this.entries.delete(key);
+    return undefined;
   }
 
   clear(): void {
     this.entries.clear();
-    this.bytes = 0;
   }
 
   get size(): { entries: number; bytes: number } {
-    return { entries: this.entries.size, bytes: this.bytes };
+    return { entries: this.entries.size, bytes: this.entries.weight };
   }
 }
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CharactersClient, DETAIL_FIELDS, SUMMARY_FIELDS } from '../../server/upstream/characters.ts';
+import { CharactersClient, DETAIL_FIELDS, SUMMARY_FIELDS, TtlCache } from '../../server/upstream/characters.ts';
 import { type DirectusFake, HEAVY_CHARACTER_IDS, startFakeDirectus } from '../fakes/directus.ts';
 import { type OpenApiDoc, validateAgainstOpenApi } from '../helpers/openapi.ts';
 import { errorOf, startTestServer, type TestServer } from '../helpers/server.ts';
@@ -162,6 +162,27 @@ describe('cache', () => {
     expect(codexRequests().length).toBe(before + 6);
     await client.get(4);
     expect(codexRequests().length).toBe(before + 6);
+  });
+});
+
+describe('TtlCache', () => {
+  it('stays within its byte bound, least recently used out first, and answers an entry larger than the bound uncached', async () => {
+    const cache = new TtlCache<string>({ ttlMs: 60_000, maxEntries: 10, maxBytes: 100 });
+    const loads: string[] = [];
+    const load = (key: string, bytes: number) => () => {
+      loads.push(key);
+      return Promise.resolve({ value: key, bytes });
+    };
+    for (const key of ['a', 'b']) await cache.get(key, load(key, 40));
+    await cache.get('a', load('a', 40)); // a is now the most recently used
+    await cache.get('c', load('c', 40)); // 120 bytes > 100: b goes
+    expect(cache.size).toEqual({ entries: 2, bytes: 80 });
+    expect(cache.peek('b')).toBeUndefined();
+    expect(cache.peek('a')?.value).toBe('a');
+    expect((await cache.get('huge', load('huge', 101))).value).toBe('huge');
+    expect(cache.peek('huge')).toBeUndefined();
+    expect(cache.size).toEqual({ entries: 2, bytes: 80 });
+    expect(loads).toEqual(['a', 'b', 'c', 'huge']);
   });
 });
 
