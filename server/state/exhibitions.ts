@@ -13,6 +13,7 @@
  * records itself at most once a day per exhibition, so reads stay reads.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { LruMap } from '../../common/lru.ts';
 import { HttpError } from '../errors.ts';
 import { contentHashOf, type ExhibitionDocument, type GuideContext } from '../guide/exhibitions.ts';
 import { sha256Hex } from '../guide/text.ts';
@@ -141,49 +142,45 @@ export const dayOf = (now: number): number => Math.floor(now / DAY_MS);
  * stale context); bounded by entries and by serialized size.
  */
 export class ContextCache {
-  private readonly entries = new Map<string, { updatedAt: number; context: GuideContext; contentHash: string; bytes: number }>();
-  private bytes = 0;
+  private readonly entries: LruMap<string, CachedContext>;
 
   constructor(
-    private readonly maxEntries = 256,
+    maxEntries = 256,
     private readonly maxBytes = 32 * 1024 * 1024,
-  ) {}
+  ) {
+    this.entries = new LruMap(maxBytes, { weigh: (entry) => entry.bytes, maxEntries });
+  }
 
   /** The `updated_at` of the cached context of `id`, if any. */
   stampOf(id: string): number | undefined {
-    return this.entries.get(id)?.updatedAt;
+    return this.entries.peek(id)?.updatedAt;
   }
 
   hit(id: string, updatedAt: number): { context: GuideContext; contentHash: string } | null {
     const cached = this.entries.get(id);
-    if (!cached || cached.updatedAt !== updatedAt) return null;
-    this.entries.delete(id);
-    this.entries.set(id, cached);
-    return cached;
+    return cached && cached.updatedAt === updatedAt ? cached : null;
   }
 
   remember(id: string, row: { updated_at: number; context: string; content_hash: string }): { context: GuideContext; contentHash: string } {
     const context = JSON.parse(row.context) as GuideContext;
     const entry = { updatedAt: Number(row.updated_at), context, contentHash: row.content_hash, bytes: row.context.length };
-    this.drop(id);
-    if (entry.bytes <= this.maxBytes / 4) {
-      this.entries.set(id, entry);
-      this.bytes += entry.bytes;
-      for (const [oldest, e] of this.entries) {
-        if (this.entries.size <= this.maxEntries && this.bytes <= this.maxBytes) break;
-        this.entries.delete(oldest);
-        this.bytes -= e.bytes;
-      }
-    }
+    // A context larger than a quarter of the budget is answered, not kept.
+    if (entry.bytes <= this.maxBytes / 4) this.entries.set(id, entry);
+    else this.entries.delete(id);
     return entry;
   }
 
   drop(id: string): void {
-    const e = this.entries.get(id);
-    if (!e) return;
     this.entries.delete(id);
-    this.bytes -= e.bytes;
   }
+}
+
+interface CachedContext {
+  updatedAt: number;
+  context: GuideContext;
+  contentHash: string;
+  /** Serialized size (UTF-16 code units of the stored JSON). */
+  bytes: number;
 }
 
 const COLUMNS = 'content_hash, owner_token_hash, context, registered_at, updated_at, read_at';

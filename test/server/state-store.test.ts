@@ -12,7 +12,7 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { HttpError } from '../../server/errors.ts';
 import { ExhibitionDocument, type GuideContext } from '../../server/guide/exhibitions.ts';
-import { DAY_MS, EXHIBITION_BOUNDS } from '../../server/state/exhibitions.ts';
+import { ContextCache, DAY_MS, EXHIBITION_BOUNDS } from '../../server/state/exhibitions.ts';
 import { openStateStore, type StateConfig, type StateStore } from '../../server/state/store.ts';
 import { exhibitionDoc } from '../guide/helpers.ts';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.ts';
@@ -220,5 +220,39 @@ describe.each(['sqlite', 'postgres'] as const)('state store contract: %s', (back
         [2, 1],
       ]);
     }
+  });
+});
+
+describe('ContextCache', () => {
+  const row = (id: string, updatedAt: number, padding = 0) => ({
+    updated_at: updatedAt,
+    context: JSON.stringify({ id, pad: 'x'.repeat(padding) }),
+    content_hash: `hash-${id}`,
+  });
+
+  it('answers only for the same updated_at, and keeps the least recently used out first by count', () => {
+    const cache = new ContextCache(2);
+    cache.remember('a', row('a', 1));
+    cache.remember('b', row('b', 1));
+    expect(cache.hit('a', 2)).toBeNull(); // changed in the store since
+    expect(cache.hit('a', 1)?.contentHash).toBe('hash-a');
+    cache.remember('c', row('c', 1)); // b is the least recently used
+    expect(cache.stampOf('b')).toBeUndefined();
+    expect([cache.stampOf('a'), cache.stampOf('c')]).toEqual([1, 1]);
+  });
+
+  it('stays within its byte budget, and does not keep a context larger than a quarter of it', () => {
+    const cache = new ContextCache(100, 1_000);
+    cache.remember('a', row('a', 1, 200));
+    cache.remember('b', row('b', 1, 200));
+    cache.remember('c', row('c', 1, 200));
+    cache.remember('d', row('d', 1, 200));
+    cache.remember('e', row('e', 1, 200)); // five of ~220 bytes > 1,000: a goes
+    expect(cache.stampOf('a')).toBeUndefined();
+    expect(['b', 'c', 'd', 'e'].map((id) => cache.stampOf(id))).toEqual([1, 1, 1, 1]);
+    const big = cache.remember('big', row('big', 1, 300));
+    expect(big.contentHash).toBe('hash-big'); // answered
+    expect(cache.stampOf('big')).toBeUndefined(); // not kept
+    expect(cache.stampOf('b')).toBe(1); // and nothing pushed out for it
   });
 });
