@@ -5,6 +5,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { LruMap } from '../../common/lru.ts';
 import { RedisOrLocal } from '../state/redis.ts';
 
 export interface Turn {
@@ -49,8 +50,8 @@ export interface MemorySessionOptions {
 }
 
 export class MemorySessionStore implements GuideSessionStore {
-  private readonly sessions = new Map<string, Session>();
-  private readonly maxSessions: number;
+  /** Bounded by `maxSessions`: beyond it the least recently used session goes. */
+  private readonly sessions: LruMap<string, Session>;
   private readonly maxTurns: number;
   private readonly maxFollowups: number;
   private readonly idleMs: number;
@@ -58,7 +59,7 @@ export class MemorySessionStore implements GuideSessionStore {
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(options: MemorySessionOptions = {}) {
-    this.maxSessions = options.maxSessions ?? 10_000;
+    this.sessions = new LruMap(options.maxSessions ?? 10_000);
     this.maxTurns = options.maxTurns ?? 12;
     this.maxFollowups = options.maxFollowups ?? 3;
     this.idleMs = options.idleMs ?? 30 * 60_000;
@@ -103,14 +104,15 @@ export class MemorySessionStore implements GuideSessionStore {
     this.sessions.clear();
   }
 
-  /** The session if it exists and is not idle-expired (refreshing its LRU position). */
+  /** The session if it exists and is not idle-expired (marking it as used). */
   private live(key: string): Session | undefined {
     const s = this.sessions.get(key);
     if (!s) return undefined;
-    this.sessions.delete(key);
-    if (this.now() - s.touched > this.idleMs) return undefined;
+    if (this.now() - s.touched > this.idleMs) {
+      this.sessions.delete(key);
+      return undefined;
+    }
     s.touched = this.now();
-    this.sessions.set(key, s);
     return s;
   }
 
@@ -119,19 +121,15 @@ export class MemorySessionStore implements GuideSessionStore {
     if (!s) {
       s = { turns: [], ready: [], pending: 0, touched: this.now() };
       this.sessions.set(key, s);
-      // Least recently used first.
-      while (this.sessions.size > this.maxSessions) this.sessions.delete(this.sessions.keys().next().value!);
     }
     return s;
   }
 
   private sweep(): void {
     const cutoff = this.now() - this.idleMs;
-    // Map order is least recently used first: stop at the first live session.
-    for (const [key, s] of this.sessions) {
-      if (s.touched > cutoff) break;
-      this.sessions.delete(key);
-    }
+    // Every session is looked at: LruMap's order follows use only roughly (a hit among the newest
+    // quarter does not move), and a pass over at most maxSessions entries a minute costs little.
+    for (const [key, s] of this.sessions) if (s.touched <= cutoff) this.sessions.delete(key);
   }
 }
 

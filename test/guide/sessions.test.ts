@@ -32,4 +32,19 @@ describe('MemorySessionStore', () => {
     expect(await store.turns('a')).toEqual([]);
     store.close();
   });
+
+  it('sweeps idle sessions out of memory, wherever they stand in use order', async () => {
+    const c = clock();
+    const store = new MemorySessionStore({ idleMs: 40, now: c.now });
+    const keys = Array.from({ length: 8 }, (_, i) => `s${i}`);
+    for (const key of keys) await store.addTurns(key, [{ role: 'user', content: key }]);
+    c.advance(30);
+    // s6 is used again; among the newest quarter, the hit does not move it past the idle s7.
+    await store.turns('s6');
+    c.advance(20);
+    await new Promise((resolve) => setTimeout(resolve, 120)); // the sweep runs every idleMs
+    expect(store.size).toBe(1);
+    expect((await store.turns('s6'))[0]!.content).toBe('s6');
+    store.close();
+  });
 });
