@@ -7,6 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
+import { LruMap } from '../../common/lru.ts';
 import type { SpeechEngine } from '../upstream/tts.ts';
 
 export const CHUNK_CHARS = 220;
@@ -45,8 +46,8 @@ interface Clip {
   text: string;
   voice?: string;
   expiresAt: number;
-  audio?: Promise<Buffer>;
-  bytes: number;
+  /** The synthesis in flight, shared by the requests that wait for it. */
+  synthesis?: Promise<Buffer>;
 }
 
 /**
@@ -74,18 +75,21 @@ export interface SpeechOptions {
 export const CLIP_ID = /^[A-Za-z0-9_-]{22}$/;
 
 export class SpeechClips {
-  private readonly clips = new Map<string, Clip>();
-  private audioBytes = 0;
+  /**
+   * Registered clips, bounded by count, oldest registration out first. Looked up with `peek`, so
+   * the order stays registration order — which is expiry order (one TTL), what `expire` relies on.
+   */
+  private readonly clips: LruMap<string, Clip>;
+  /** Synthesized audio by clip id, bounded by bytes, least recently served out first (its clip's text stays). */
+  private readonly audioCache: LruMap<string, Buffer>;
   private running = 0;
   private readonly waiting: Array<() => void> = [];
-  private readonly maxClips: number;
-  private readonly maxAudioBytes: number;
   private readonly concurrency: number;
   private readonly now: () => number;
 
   constructor(private readonly options: SpeechOptions) {
-    this.maxClips = options.maxClips ?? 20_000;
-    this.maxAudioBytes = options.maxAudioBytes ?? 64 * 1024 * 1024;
+    this.audioCache = new LruMap(options.maxAudioBytes ?? 64 * 1024 * 1024, { weigh: (audio) => audio.length });
+    this.clips = new LruMap(options.maxClips ?? 20_000, { onEvict: (id) => this.audioCache.delete(id) });
     this.concurrency = options.concurrency ?? 2;
     this.now = options.now ?? Date.now;
   }
@@ -96,19 +100,19 @@ export class SpeechClips {
     this.expire();
     for (const chunk of speechChunks(text)) {
       const id = randomBytes(16).toString('base64url');
-      this.clips.set(id, { text: chunk, voice, expiresAt: this.now() + this.options.ttlMs, bytes: 0 });
+      const clip: Clip = { text: chunk, voice, expiresAt: this.now() + this.options.ttlMs };
+      this.clips.set(id, clip);
       this.options.shared?.put(id, { text: chunk, voice }, this.options.ttlMs);
       urls.push(`${this.options.publicUrl}/v1/guide/tts/${id}.mp3`);
       // Start the first chunk now so playback can begin sooner (unless synthesis is backed up).
-      if (urls.length === 1 && this.waiting.length < 8) this.audioOf(id, this.clips.get(id)!).catch(() => undefined);
+      if (urls.length === 1 && this.waiting.length < 8) this.audioOf(id, clip).catch(() => undefined);
     }
-    this.evictOverflow();
     return urls;
   }
 
   /** mp3 of a clip; null when unknown or expired. Engine failures reject (an UpstreamError). */
   async audio(id: string): Promise<Buffer | null> {
-    const clip = this.clips.get(id) ?? (await this.adopt(id));
+    const clip = this.clips.peek(id) ?? (await this.adopt(id));
     if (!clip) return null;
     if (clip.expiresAt <= this.now()) {
       this.forget(id);
@@ -125,58 +129,39 @@ export class SpeechClips {
   private async adopt(id: string): Promise<Clip | undefined> {
     const found = await this.options.shared?.get(id);
     if (!found || found.ttlMs <= 0) return undefined;
-    const existing = this.clips.get(id); // adopted meanwhile by a concurrent request
+    const existing = this.clips.peek(id); // adopted meanwhile by a concurrent request
     if (existing) return existing;
-    const clip: Clip = { text: found.text, voice: found.voice, expiresAt: this.now() + found.ttlMs, bytes: 0 };
+    const clip: Clip = { text: found.text, voice: found.voice, expiresAt: this.now() + found.ttlMs };
     this.clips.set(id, clip);
-    this.evictOverflow();
     return clip;
   }
 
   private audioOf(id: string, clip: Clip): Promise<Buffer> {
-    if (!clip.audio) {
-      const audio = this.limited(() => this.options.engine.synthesize(clip.text, { voice: clip.voice }));
-      clip.audio = audio;
-      audio.then(
-        (bytes) => {
-          if (this.clips.get(id) !== clip) return;
-          clip.bytes = bytes.length;
-          this.audioBytes += bytes.length;
-          this.trimAudio(id);
-        },
-        () => {
-          // A failed synthesis is retried on the next request.
-          if (clip.audio === audio) clip.audio = undefined;
-        },
-      );
+    const cached = this.audioCache.get(id);
+    if (cached) return Promise.resolve(cached);
+    if (!clip.synthesis) {
+      const synthesis = this.limited(() => this.options.engine.synthesize(clip.text, { voice: clip.voice }));
+      clip.synthesis = synthesis;
+      synthesis
+        .then(
+          (audio) => {
+            if (this.clips.peek(id) === clip) this.audioCache.set(id, audio);
+          },
+          () => undefined, // a failed synthesis is retried on the next request
+        )
+        .finally(() => {
+          if (clip.synthesis === synthesis) clip.synthesis = undefined;
+        });
     }
-    return clip.audio;
-  }
-
-  /** Keep cached audio under its byte budget by dropping the oldest audio (its text stays). */
-  private trimAudio(keep: string): void {
-    for (const [id, clip] of this.clips) {
-      if (this.audioBytes <= this.maxAudioBytes) break;
-      if (id === keep || clip.bytes === 0) continue;
-      this.audioBytes -= clip.bytes;
-      clip.bytes = 0;
-      clip.audio = undefined;
-    }
-  }
-
-  /** Oldest clips first, down to the clip bound. */
-  private evictOverflow(): void {
-    while (this.clips.size > this.maxClips) this.forget(this.clips.keys().next().value!);
+    return clip.synthesis;
   }
 
   private forget(id: string): void {
-    const clip = this.clips.get(id);
-    if (!clip) return;
-    this.audioBytes -= clip.bytes;
     this.clips.delete(id);
+    this.audioCache.delete(id);
   }
 
-  /** Clips are inserted in expiry order (same TTL), so expired ones are at the front. */
+  /** Clips are registered in expiry order (same TTL), so expired ones are at the front. */
   private expire(): void {
     const now = this.now();
     for (const [id, clip] of this.clips) {

@@ -7,7 +7,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SpeechClips, speechChunks } from '../../server/guide/speech.ts';
 import { commandAvailable, EspeakSpeech, looksLikeMp3, OpenAiSpeech } from '../../server/upstream/tts.ts';
 import { startFakeLibrary, type LibraryFake } from '../fakes/library.ts';
-import { spokenText, startFakeTts, type TtsFake } from '../fakes/tts.ts';
+import { fakeMp3, spokenText, startFakeTts, type TtsFake } from '../fakes/tts.ts';
 import type { TestServer } from '../helpers/server.ts';
 import { ask, call, exhibitionDoc, register, startGuideServer, until } from './helpers.ts';
 
@@ -164,6 +164,26 @@ describe('clip storage', () => {
     expect(clips.size).toBe(3);
     for (const id of ids.slice(0, -3)) expect(await clips.audio(id)).toBeNull();
     for (const id of ids.slice(-3)) expect(looksLikeMp3((await clips.audio(id))!)).toBe(true);
+  });
+
+  it('keeps cached audio within maxAudioBytes, least recently served out first, and speaks the dropped clip again', async () => {
+    const engine = new OpenAiSpeech({ baseUrl: tts.url, apiKey: 'tts-key', model: 'tts-1', voice: 'alloy', timeoutMs: 5_000 });
+    const texts = ['Alpha one.', 'Bravo two.', 'Delta six.']; // equal lengths: equal audio sizes
+    const clips = new SpeechClips({ engine, publicUrl: 'http://museum.test', ttlMs: 60_000, maxAudioBytes: 2 * fakeMp3(texts[0]!).length + 1 });
+    const idOf = (text: string) => /tts\/(.+)\.mp3$/.exec(clips.prepare(text)[0]!)![1]!;
+    const [alpha, bravo] = [idOf(texts[0]!), idOf(texts[1]!)];
+    await clips.audio(alpha);
+    await clips.audio(bravo);
+    await clips.audio(alpha); // alpha was served last: bravo is the least recently served
+    const delta = idOf(texts[2]!);
+    await clips.audio(delta); // three do not fit: bravo's audio goes, its clip stays
+    const before = tts.speeches().length;
+    expect(spokenText((await clips.audio(alpha))!)).toBe('Alpha one.');
+    expect(spokenText((await clips.audio(delta))!)).toBe('Delta six.');
+    expect(tts.speeches().length).toBe(before);
+    expect(spokenText((await clips.audio(bravo))!)).toBe('Bravo two.');
+    expect(tts.speeches().length).toBe(before + 1);
+    expect(clips.size).toBe(3);
   });
 });
 
