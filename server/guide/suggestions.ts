@@ -6,6 +6,7 @@
  *    when one is configured (and answers usefully), else from templates over the context.
  */
 import type { Logger } from 'pino';
+import { LruMap } from '../../common/lru.ts';
 import type { LlmClient } from '../upstream/llm.ts';
 import type { ExhibitionStore } from '../state/exhibitions.ts';
 import type { GuideContext } from './exhibitions.ts';
@@ -143,7 +144,13 @@ export function describeForPrompt(
  * shutdown so nothing writes to a closed database.
  */
 export class StarterJobs {
-  private readonly queue = new Map<string, string>();
+  /**
+   * Queued jobs, exhibition id → content hash, oldest first. Never read with `get`, so an LruMap of
+   * `maxQueued` is a bounded queue: a newer registration of a queued id replaces it at the back, and
+   * beyond the bound the oldest job gives way (that exhibition has no starters; suggestions still
+   * draw on its content).
+   */
+  private readonly queue: LruMap<string, string>;
   private running = 0;
   private readonly abort = new AbortController();
   private idleWaiters: Array<() => void> = [];
@@ -151,14 +158,15 @@ export class StarterJobs {
   constructor(
     private readonly deps: { store: ExhibitionStore; llm: LlmClient | null; log: Logger },
     private readonly options: { concurrency?: number; maxQueued?: number } = {},
-  ) {}
+  ) {
+    this.queue = new LruMap(options.maxQueued ?? 500, {
+      onEvict: (id) => deps.log.warn({ exhibition: id }, 'starter generation skipped: too many exhibitions queued'),
+    });
+  }
 
   schedule(id: string, contentHash: string): void {
     if (this.abort.signal.aborted) return;
-    this.queue.delete(id);
     this.queue.set(id, contentHash);
-    // Bounded: the oldest queued job gives way (that exhibition has no starters; suggestions still draw on its content).
-    while (this.queue.size > (this.options.maxQueued ?? 500)) this.queue.delete(this.queue.keys().next().value!);
     this.pump();
   }
 
@@ -176,7 +184,7 @@ export class StarterJobs {
 
   private pump(): void {
     while (this.running < (this.options.concurrency ?? 2) && this.queue.size > 0) {
-      const [id, contentHash] = this.queue.entries().next().value!;
+      const [id, contentHash] = this.queue[Symbol.iterator]().next().value!;
       this.queue.delete(id);
       this.running++;
       void this.run(id, contentHash).finally(() => {
