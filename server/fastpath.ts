@@ -100,41 +100,44 @@ export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; lim
     return null;
   };
 
-  /** Each route's precomputed header sets (CORS, the route's own, the answer's) as flat lists. */
+  /** Per route: its headers after CORS, and those with each precomputed answer header set (flat lists). */
+  const bases = new Map(routes.map((route) => [route, [...CORS_LIST, ...route.headers]]));
   const lists = new Map(routes.map((route) => [route, new WeakMap<Headers, HeaderList>()]));
   const headerList = (route: FastRoute, headers: Headers): HeaderList => {
     const memo = lists.get(route)!;
     let list = memo.get(headers);
     if (!list) {
-      list = [...CORS_LIST, ...route.headers, ...Object.entries(headers).flat()];
+      list = [...bases.get(route)!, ...Object.entries(headers).flat()];
       memo.set(headers, list);
     }
     return list;
   };
 
+  /** Write an answer; `limitHeaders` (keyed routes) go after the route's own headers. */
   const write = (exchange: RawExchange, route: FastRoute, answer: Buffer | RawAnswer, limitHeaders: HeaderList | null): void => {
     if (Buffer.isBuffer(answer)) {
       const json = ['Content-Type', JSON_TYPE, 'Content-Length', String(answer.length)];
-      exchange.send(200, [...CORS_LIST, ...route.headers, ...(limitHeaders ?? []), ...json], answer);
+      exchange.send(200, bases.get(route)!, answer, limitHeaders ? [...limitHeaders, ...json] : json);
+    } else if (limitHeaders) {
+      exchange.send(answer.status, bases.get(route)!, answer.body, [...limitHeaders, ...Object.entries(answer.headers).flat()]);
     } else {
-      const headers = limitHeaders
-        ? [...CORS_LIST, ...route.headers, ...limitHeaders, ...Object.entries(answer.headers).flat()]
-        : headerList(route, answer.headers);
-      exchange.send(answer.status, headers, answer.body);
+      exchange.send(answer.status, headerList(route, answer.headers), answer.body);
     }
   };
 
   const answer = (exchange: RawExchange, route: FastRoute, produce: () => FastAnswer, limitHeaders: HeaderList | null): void => {
-    const fail = (err: unknown) => exchange.fail(err, [...route.headers, ...(limitHeaders ?? [])]);
     let result: FastAnswer;
     try {
       result = produce();
     } catch (err) {
-      return fail(err);
+      return failWith(exchange, route, limitHeaders, err);
     }
-    if (result instanceof Promise) result.then((ready) => write(exchange, route, ready, limitHeaders), fail);
+    if (result instanceof Promise) result.then((ready) => write(exchange, route, ready, limitHeaders), (err: unknown) => failWith(exchange, route, limitHeaders, err));
     else write(exchange, route, result, limitHeaders);
   };
+
+  const failWith = (exchange: RawExchange, route: FastRoute, limitHeaders: HeaderList | null, err: unknown): void =>
+    exchange.fail(err, limitHeaders ? [...route.headers, ...limitHeaders] : route.headers);
 
   const keyed = (exchange: RawExchange, route: FastRoute, produce: () => FastAnswer): void => {
     const keyId = authenticate(keys, presentedKey(exchange.req.headers));
@@ -144,14 +147,15 @@ export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; lim
 
   const limited = (exchange: RawExchange, route: FastRoute, produce: () => FastAnswer, keyId: number | HttpError): void => {
     if (keyId instanceof HttpError) return exchange.fail(keyId, route.headers);
-    const decided = (decision: RateDecision): void => {
-      const limitHeaders = ['X-RateLimit-Limit', LIMIT, 'X-RateLimit-Remaining', String(decision.remaining)];
-      if (!decision.allowed) exchange.fail(keyLimitExceeded(), [...route.headers, ...limitHeaders]);
-      else answer(exchange, route, produce, limitHeaders);
-    };
     const decision = hitKeyLimit(limiter, keyId);
-    if (decision instanceof Promise) decision.then(decided, (err: unknown) => exchange.fail(err, route.headers));
-    else decided(decision);
+    if (decision instanceof Promise) decision.then((ready) => decided(exchange, route, produce, ready), (err: unknown) => exchange.fail(err, route.headers));
+    else decided(exchange, route, produce, decision);
+  };
+
+  const decided = (exchange: RawExchange, route: FastRoute, produce: () => FastAnswer, decision: RateDecision): void => {
+    const limitHeaders = ['X-RateLimit-Limit', LIMIT, 'X-RateLimit-Remaining', String(decision.remaining)];
+    if (!decision.allowed) failWith(exchange, route, limitHeaders, keyLimitExceeded());
+    else answer(exchange, route, produce, limitHeaders);
   };
 
   return (req, res) => {

@@ -101,7 +101,9 @@ export class Operations implements ResponseTracker {
   /** Answer /healthz, /readyz and (on the main port, with the token) /metrics; false for anything else. */
   handle(req: IncomingMessage, res: ServerResponse): boolean {
     const url = req.url;
-    if (url === undefined || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
+    // Every request passes here first: API and file paths (`/v1/…`, `/files/…`, `/view/…`) leave at the first letter.
+    const first = url?.charCodeAt(1);
+    if (url === undefined || (first !== 104 && first !== 114 && first !== 109) /* h r m */ || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
     const path = url.indexOf('?') < 0 ? url : url.slice(0, url.indexOf('?'));
     if (path === '/healthz') {
       send(req, res, this.draining ? 503 : 200, this.draining ? envelope('Shutting down', 'UNAVAILABLE') : { status: 'ok' });

@@ -49,6 +49,7 @@ interface PendingHit {
   windowMs: number;
   now: number;
   resolve: (decision: RateDecision | Promise<RateDecision>) => void;
+  reject: (err: unknown) => void;
 }
 
 export class RedisRateLimitStore implements RateLimitStore {
@@ -75,8 +76,8 @@ export class RedisRateLimitStore implements RateLimitStore {
   }
 
   hit(subject: string, limit: number, windowMs: number, now: number): Promise<RateDecision> {
-    return new Promise((resolve) => {
-      this.pending.push({ subject, limit, windowMs, now, resolve });
+    return new Promise((resolve, reject) => {
+      this.pending.push({ subject, limit, windowMs, now, resolve, reject });
       if (!this.busy) {
         this.busy = true;
         setImmediate(this.send);
@@ -88,10 +89,12 @@ export class RedisRateLimitStore implements RateLimitStore {
   private readonly send = (): void => {
     const batch = this.pending.length <= MAX_BATCH ? this.pending : this.pending.slice(0, MAX_BATCH);
     this.pending = this.pending.length <= MAX_BATCH ? [] : this.pending.slice(MAX_BATCH);
-    void this.sendBatch(batch).finally(() => {
-      if (this.pending.length > 0) this.send();
-      else this.busy = false;
-    });
+    this.sendBatch(batch)
+      .catch((err: unknown) => batch.forEach((hit) => hit.reject(err)))
+      .finally(() => {
+        if (this.pending.length > 0) this.send();
+        else this.busy = false;
+      });
   };
 
   private async sendBatch(batch: PendingHit[]): Promise<void> {
@@ -103,7 +106,11 @@ export class RedisRateLimitStore implements RateLimitStore {
       args.push(hit.now, hit.windowMs, hit.limit, `${hit.now}:${this.instance}:${this.sequence++}`);
     }
     const decisions = await this.shared.run<Array<RateDecision | Promise<RateDecision>>>(
-      async () => (await this.hitScript(keys.length, ...keys, ...args)).map((remaining) => ({ allowed: remaining >= 0, remaining: Math.max(0, remaining) })),
+      async () => {
+        const reply = await this.hitScript(keys.length, ...keys, ...args);
+        if (!Array.isArray(reply) || reply.length !== batch.length || !reply.every(Number.isInteger)) throw new Error('unexpected reply to the rate-limit script');
+        return reply.map((remaining) => ({ allowed: remaining >= 0, remaining: Math.max(0, remaining) }));
+      },
       () => batch.map((hit) => this.fallback.hit(hit.subject, hit.limit, hit.windowMs, hit.now)),
     );
     batch.forEach((hit, i) => hit.resolve(decisions[i]!));

@@ -41,9 +41,18 @@ export class RawExchange {
     this.requestId = requestIdOf(req.headers['x-request-id']);
   }
 
-  /** `headers` must start with the CORS headers (see withCors); the request id is added here. */
-  send(status: number, headers: HeaderList, body: Buffer | Readable | null): void {
-    this.res.writeHead(status, [REQUEST_ID_HEADER, this.requestId, ...headers]);
+  /**
+   * `headers` must start with the CORS headers (see withCors), `more` (optional) follows them; the
+   * request id goes first. One list is built per answer: a hot path pays for no other copy.
+   */
+  send(status: number, headers: HeaderList, body: Buffer | Readable | null, more?: HeaderList): void {
+    const list = new Array<string>(2 + headers.length + (more?.length ?? 0));
+    list[0] = REQUEST_ID_HEADER;
+    list[1] = this.requestId;
+    let at = 2;
+    for (let i = 0; i < headers.length; i++) list[at++] = headers[i]!;
+    if (more) for (let i = 0; i < more.length; i++) list[at++] = more[i]!;
+    this.res.writeHead(status, list);
     if (body === null || Buffer.isBuffer(body) || this.req.method === 'HEAD') {
       if (body !== null && !Buffer.isBuffer(body)) body.destroy();
       this.res.end(this.req.method === 'HEAD' ? undefined : (body ?? undefined));
