@@ -51,6 +51,7 @@ import { startPostgres, type TestPostgres } from '../test/helpers/postgres.ts';
 import { startRedis } from '../test/helpers/redis.ts';
 import { openStateStore } from '../server/state/store.ts';
 import pino from 'pino';
+import { freshBundle } from '../bin/fresh-bundle.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = resolve(SELF, '../..');
@@ -239,6 +240,8 @@ async function main(): Promise<void> {
   let postgres: TestPostgres | null = null;
   const logPaths = ['museum.log', 'museum-redis.log', 'museum-pg.log'].map((name) => join(dir, name));
   try {
+    // As shipped means from the bundle; a stale one would run the sources through tsx (slower).
+    if (!freshBundle()) throw new Error('dist/ is missing or older than the sources: run `make build` (make bench-serve does) so museum serve runs as shipped');
     process.stderr.write('bench-serve: publishing the fixture bake and creating keys…\n');
     await publishFixtureBake(join(dir, 'data'), { extraArtworks: 500 });
     const glbRef = await putContentFile(join(dir, 'data'), await benchGlb(), 'glb');
