@@ -5,7 +5,7 @@
  * image — only ever from the media URL the published snapshot holds for that artwork id, never a
  * URL a request supplies — fetched with size and time bounds, public addresses only (unless the
  * operator allows a host), decoded by sharp with a pixel bound, and cached: recent variants in
- * memory, all of them on disk under DATA_DIR/cache/textures (bounded by bytes, oldest evicted).
+ * memory, all of them on disk under DATA_DIR/cache/textures (bounded by bytes, least recently used evicted).
  * A failure is remembered briefly, so a dead host is not hammered by every visitor.
  */
 import { createHash } from 'node:crypto';
@@ -54,9 +54,11 @@ export class ArtworkTextures {
   private readonly memory: LruMap<string, Buffer>;
   private readonly failures = new LruMap<string, number>(1024);
   private readonly inflight = new Map<string, Promise<Buffer>>();
-  /** Files on disk, oldest first (Map order), with their sizes. */
-  private disk: Map<string, number> | null = null;
-  private diskBytes = 0;
+  /** Files on disk with their sizes, bounded by bytes, least recently used first (read from disk at the first write). */
+  private disk: LruMap<string, number> | null = null;
+  private listing: Promise<LruMap<string, number>> | null = null;
+  /** Files evicted from `disk`, still to be removed. */
+  private evicted: string[] = [];
   private running = 0;
   private readonly queue: Array<() => void> = [];
 
@@ -89,6 +91,7 @@ export class ArtworkTextures {
     const file = join(this.options.cacheDir, `${key}.webp`);
     const cached = await fs.readFile(file).catch(() => null);
     if (cached) {
+      this.disk?.get(`${key}.webp`);
       this.memory.set(key, cached);
       return cached;
     }
@@ -151,34 +154,36 @@ export class ArtworkTextures {
     }
   }
 
-  /** Write a variant to the disk cache and evict the oldest files beyond the byte budget. */
+  /** Write a variant to the disk cache and remove the least recently used files beyond the byte budget. */
   private async store(name: string, bytes: Buffer): Promise<void> {
     try {
       await fs.mkdir(this.options.cacheDir, { recursive: true });
-      if (!this.disk) {
-        const entries = await Promise.all(
-          (await fs.readdir(this.options.cacheDir)).filter((n) => n.endsWith('.webp')).map(async (n) => {
-            const stat = await fs.stat(join(this.options.cacheDir, n)).catch(() => null);
-            return stat ? ([n, stat.size, stat.mtimeMs] as const) : null;
-          }),
-        );
-        const known = entries.filter((e) => e !== null).sort((a, b) => a[2] - b[2]);
-        this.disk = new Map(known.map(([n, size]) => [n, size]));
-        this.diskBytes = known.reduce((sum, [, size]) => sum + size, 0);
-      }
+      const disk = await this.diskIndex();
       await writeFileAtomic(join(this.options.cacheDir, name), bytes);
-      this.diskBytes += bytes.length - (this.disk.get(name) ?? 0);
-      this.disk.delete(name);
-      this.disk.set(name, bytes.length);
-      for (const [oldest, size] of this.disk) {
-        if (this.diskBytes <= this.maxDiskBytes || oldest === name) break;
-        this.disk.delete(oldest);
-        this.diskBytes -= size;
-        await fs.rm(join(this.options.cacheDir, oldest), { force: true });
-      }
+      disk.set(name, bytes.length); // evicts beyond the budget, never this file
+      for (const evicted of this.evicted.splice(0)) await fs.rm(join(this.options.cacheDir, evicted), { force: true });
     } catch (err) {
       // A full or read-only disk costs only the cache.
       this.options.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'texture cache write failed');
     }
+  }
+
+  /** The index of the disk cache; at first, the files already in its directory, oldest first (listed once). */
+  private async diskIndex(): Promise<LruMap<string, number>> {
+    if (this.disk) return this.disk;
+    this.listing ??= this.listDisk().finally(() => (this.listing = null));
+    return (this.disk = await this.listing);
+  }
+
+  private async listDisk(): Promise<LruMap<string, number>> {
+    const entries = await Promise.all(
+      (await fs.readdir(this.options.cacheDir)).filter((n) => n.endsWith('.webp')).map(async (n) => {
+        const stat = await fs.stat(join(this.options.cacheDir, n)).catch(() => null);
+        return stat ? ([n, stat.size, stat.mtimeMs] as const) : null;
+      }),
+    );
+    const index = new LruMap<string, number>(this.maxDiskBytes, { weigh: (size) => size, onEvict: (n) => this.evicted.push(n) });
+    for (const [n, size] of entries.filter((e) => e !== null).sort((a, b) => a[2] - b[2])) index.set(n, size);
+    return index;
   }
 }

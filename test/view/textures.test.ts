@@ -3,6 +3,7 @@
  * WebP output, memory and disk caches, the address guard (a loopback host is refused unless
  * allowed), size and time bounds, non-raster bodies refused, failures remembered, disk bound kept.
  */
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -86,5 +87,20 @@ describe('artwork textures', () => {
     await textures.variant(`${media.url}/small.jpg`);
     // Only the newest file stays (each alone is over the bound, and the newest is always kept).
     expect(readdirSync(dir).filter((f) => f.endsWith('.webp'))).toHaveLength(1);
+  });
+
+  it('evicts the least recently used file from disk: reading a file from disk counts as a use', async () => {
+    const [wide, small, chunked] = ['wide.png', 'small.jpg', 'chunked.png'].map((name) => `${media.url}/${name}`) as [string, string, string];
+    const sizing = make();
+    const [wideBytes, smallBytes] = [(await sizing.variant(wide)).length, (await sizing.variant(small)).length];
+    const fileOf = (url: string) => `${createHash('sha256').update(`tex1\n1024\n${url}`).digest('hex').slice(0, 40)}.webp`;
+    const dir = join(root, 'lru');
+    // Room for the two wide variants (wide.png and chunked.png are the same image) and the small one, less a byte.
+    const textures = make({ cacheDir: dir, maxDiskBytes: 2 * wideBytes + smallBytes - 1, memoryEntries: 1 });
+    await textures.variant(wide);
+    await textures.variant(small); // memory now holds only the small one
+    await textures.variant(wide); // read from disk: now the most recently used file
+    await textures.variant(chunked); // over budget: the small one goes, not the older wide one
+    expect(readdirSync(dir).filter((f) => f.endsWith('.webp')).sort()).toEqual([fileOf(wide), fileOf(chunked)].sort());
   });
 });
