@@ -1,11 +1,14 @@
 /**
  * The composition root: every service the routes use is built here, once per server, from the
  * validated Config — state stores, the content snapshot, artifact files and image variants, upstream
- * clients, the guide's collaborators, the presence hub — and torn down in reverse order by `close`.
+ * clients, the guide's collaborators, the presence hub, the viewer's assets and artwork textures —
+ * and torn down in reverse order by `close`.
  * Route modules receive them ready-made; none builds or memoizes a client of its own.
  */
+import { join } from 'node:path';
 import type { Logger } from 'pino';
 import { artifactPaths } from '../artifacts/format.ts';
+import { parseAllowHosts } from '../common/net.ts';
 import { ArtifactFiles } from './artifact-files.ts';
 import type { Config } from './config.ts';
 import { ContentStore } from './content.ts';
@@ -21,12 +24,14 @@ import { PresenceHub } from './presence/hub.ts';
 import { RedisBroadcaster } from './presence/redis-broadcaster.ts';
 import { connectRedis } from './state/redis.ts';
 import { openStateStore } from './state/store.ts';
-import type { GuideServices, Services, ShutdownPhase } from './types.ts';
+import type { GuideServices, Services, ShutdownPhase, ViewServices } from './types.ts';
 import { CharactersClient } from './upstream/characters.ts';
 import { LibraryClient } from './upstream/library.ts';
 import { LlmClient } from './upstream/llm.ts';
 import { SoulsClient } from './upstream/souls.ts';
 import { commandAvailable, EspeakSpeech, OpenAiSpeech, type SpeechEngine } from './upstream/tts.ts';
+import { ViewerAssets } from './view/assets.ts';
+import { ArtworkTextures } from './view/textures.ts';
 
 export interface ServiceOptions {
   /** A rate-limit store to use instead of the configured one (tests). */
@@ -80,6 +85,7 @@ export async function buildServices(config: Config, log: Logger, options: Servic
     souls,
     guide: guideServices(config, log, { state, redis, library, characters, onClose }),
     presence: presenceHub(config, log, redis, onClose),
+    view: viewServices(config, log),
     onClose,
     onShutdown,
   };
@@ -118,6 +124,15 @@ function guideServices(
     await sessions.close();
   });
   return { exhibitions, guide, starters, speech };
+}
+
+function viewServices(config: Config, log: Logger): ViewServices {
+  const textures = new ArtworkTextures({
+    cacheDir: join(artifactPaths(config.dataDir).cache, 'textures'),
+    policy: { allowHosts: parseAllowHosts(config.viewerMediaAllowHosts), trustedOrigins: [] },
+    log,
+  });
+  return { assets: new ViewerAssets(), textures };
 }
 
 function speechEngine(config: Config, log: Logger): SpeechEngine | null {

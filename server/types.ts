@@ -23,6 +23,8 @@ import type { StateStore } from './state/store.ts';
 import type { CharactersClient } from './upstream/characters.ts';
 import type { LibraryClient } from './upstream/library.ts';
 import type { SoulsClient } from './upstream/souls.ts';
+import type { ViewerAssets } from './view/assets.ts';
+import type { ArtworkTextures } from './view/textures.ts';
 
 /** What the middleware learns about a request, in `ctx.state`. */
 export interface MuseumState {
@@ -62,6 +64,14 @@ export interface GuideServices {
   speech: SpeechClips | null;
 }
 
+/** What the 3D viewer's pages serve besides the artifacts. */
+export interface ViewServices {
+  /** The viewer's and the API reference's scripts and styles (built once, content-hashed names). */
+  assets: ViewerAssets;
+  /** Same-origin WebP textures of artwork images. */
+  textures: ArtworkTextures;
+}
+
 /** Everything the routes use, built once per server by the composition root (services.ts). */
 export interface Services {
   config: Config;
@@ -81,6 +91,7 @@ export interface Services {
   souls: SoulsClient | null;
   guide: GuideServices;
   presence: PresenceHub;
+  view: ViewServices;
   /** Register cleanup to run when the server closes (timers, upstream sockets, listeners). */
   onClose(fn: () => void | Promise<void>): void;
   /**

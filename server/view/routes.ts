@@ -5,18 +5,16 @@
  * public routes as any client. Pages answer HTML, including their 404s.
  */
 import { promises as fs } from 'node:fs';
-import { join } from 'node:path';
 import type { Context } from 'koa';
-import { artifactPaths, filePath } from '../../artifacts/format.ts';
+import { filePath } from '../../artifacts/format.ts';
 import type { RouteModule } from '../api.ts';
 import type { ContentSnapshot } from '../content.ts';
 import { HttpError } from '../errors.ts';
 import { EXHIBITION_ID } from '../guide/exhibitions.ts';
-import { parseAllowHosts } from '../../common/net.ts';
 import type { ViewArtwork, ViewPlacement, ViewRoom } from '../../viewer/page-data.ts';
-import { ASSET_PREFIX, ViewerAssets } from './assets.ts';
+import { ASSET_PREFIX } from './assets.ts';
 import { docsPage, DOCS_CSP, messagePage, PAGE_HEADERS, REPORT_CSP, VIEWER_CSP, viewerPage } from './pages.ts';
-import { ArtworkTextures, stillImageUrl } from './textures.ts';
+import { stillImageUrl } from './textures.ts';
 
 const ROOM_ID = /^[1-9]\d{0,15}$/;
 const IMMUTABLE = 'public, max-age=31536000, immutable';
@@ -42,13 +40,8 @@ export const textureUrl = (artworkId: number) => `/view/textures/artworks/${artw
 
 export const viewRoutes: RouteModule = (api, services) => {
   const { content, config, log } = services;
-  const assets = new ViewerAssets();
+  const { assets, textures } = services.view;
   const exhibitions = services.state.exhibitions;
-  const textures = new ArtworkTextures({
-    cacheDir: join(artifactPaths(config.dataDir).cache, 'textures'),
-    policy: { allowHosts: parseAllowHosts(config.viewerMediaAllowHosts), trustedOrigins: [] },
-    log,
-  });
   const router = api.router;
 
   const html = (ctx: Context, status: number, body: string, csp = VIEWER_CSP) => {
