@@ -7,10 +7,11 @@
  */
 import type { Logger } from 'pino';
 import { LruMap } from '../../common/lru.ts';
+import { seededRandom } from '../../common/random.ts';
 import type { LlmClient } from '../upstream/llm.ts';
 import type { ExhibitionStore } from '../state/exhibitions.ts';
 import type { GuideContext } from './exhibitions.ts';
-import { cleanText, seededRandom } from './text.ts';
+import { cleanText } from './text.ts';
 
 export const MAX_STARTERS = 6;
 const QUESTION_CHARS = 160;

@@ -1,4 +1,4 @@
-/** Text helpers shared by the guide: cleaning, clamping, matching keys and a seeded PRNG. */
+/** Text helpers shared by the guide: cleaning, clamping, matching keys, hashing. */
 import { createHash } from 'node:crypto';
 
 /** Control characters and bidi overrides: never useful in names or answers, sometimes hostile. */
@@ -51,28 +51,6 @@ export function matchKey(text: string): string {
 export function listing(items: string[]): string {
   if (items.length <= 1) return items[0] ?? '';
   return `${items.slice(0, -1).join(', ')} and ${items[items.length - 1]}`;
-}
-
-/** Deterministic PRNG (sfc32) seeded from any string: same seed, same sequence, on every machine. */
-export function seededRandom(seed: string): () => number {
-  const h = createHash('sha256').update(seed).digest();
-  let a = h.readUInt32LE(0);
-  let b = h.readUInt32LE(4);
-  let c = h.readUInt32LE(8);
-  let d = h.readUInt32LE(12);
-  return () => {
-    a >>>= 0;
-    b >>>= 0;
-    c >>>= 0;
-    d >>>= 0;
-    const t = (((a + b) | 0) + d) | 0;
-    d = (d + 1) | 0;
-    a = b ^ (b >>> 9);
-    b = (c + (c << 3)) | 0;
-    c = (c << 21) | (c >>> 11);
-    c = (c + t) | 0;
-    return (t >>> 0) / 4294967296;
-  };
 }
 
 export const sha256Hex = (text: string): string => createHash('sha256').update(text).digest('hex');
