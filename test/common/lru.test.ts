@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { LruMap } from '../../common/lru.ts';
+import { mulberry32 } from '../../common/random.ts';
 
 describe('LruMap', () => {
   it('evicts the least recently used entry first (exact on small maps)', () => {
@@ -66,5 +67,27 @@ describe('LruMap', () => {
     // A hit on an old entry moves it to the newest end.
     lru.get(before[0]!);
     expect([...lru].map(([k]) => k).at(-1)).toBe(before[0]);
+  });
+
+  it('evicts exactly the oldest entries in iteration order through any mix of sets, hits, deletes and clears', () => {
+    const random = mulberry32(13);
+    const evicted: number[] = [];
+    const lru = new LruMap<number, number>(40, { weigh: (w) => w, maxEntries: 12, onEvict: (k) => evicted.push(k) });
+    for (let step = 0; step < 20_000; step++) {
+      const key = Math.floor(random() * 30);
+      const roll = random();
+      if (roll < 0.45) {
+        const before = [...lru].map(([k]) => k).filter((k) => k !== key);
+        const weight = random() < 0.02 ? 50 : 1 + Math.floor(random() * 6); // now and then heavier than the capacity
+        evicted.length = 0;
+        lru.set(key, weight);
+        expect(evicted).toEqual(before.slice(0, evicted.length));
+        expect(lru.size === 1 || (lru.weight <= 40 && lru.size <= 12)).toBe(true);
+        expect([...lru].map(([k]) => k)).toEqual([...before.slice(evicted.length), key]);
+      } else if (roll < 0.9) lru.get(key);
+      else if (roll < 0.995) lru.delete(key);
+      else lru.clear();
+      expect(lru.weight).toBe([...lru.values()].reduce((sum, w) => sum + w, 0));
+    }
   });
 });
