@@ -28,7 +28,7 @@ const setMtime = (path: string, ms: number) => utimesSync(join(tree, path), ms /
 beforeEach(() => {
   tree = mkdtempSync(join(tmpdir(), 'museum-launcher-'));
   mkdirSync(join(tree, 'bin'));
-  copyFileSync(join(ROOT, 'bin/museum.js'), join(tree, 'bin/museum.js'));
+  for (const file of ['museum.js', 'fresh-bundle.js']) copyFileSync(join(ROOT, 'bin', file), join(tree, 'bin', file));
   symlinkSync(join(ROOT, 'node_modules'), join(tree, 'node_modules'), 'dir');
   write('package.json', '{"type":"module"}');
   write('cli/museum.ts', "export async function main(argv: string[]): Promise<void> { console.log('source', argv.at(-1)); }\n");
