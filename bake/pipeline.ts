@@ -19,7 +19,8 @@ import { collectGarbageUnderLock, type GcOptions, type GcSummary } from './gc.ts
 import type { QaRoom } from './report.ts';
 import type { RoomBakeResult, RoomJob } from './room.ts';
 import { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
-import { type RoomKind, SLOT_ALGORITHM, type SlotChanges } from './slots/index.ts';
+import { SLOT_ALGORITHM } from './slots/algorithm.ts';
+import type { RoomKind, SlotChanges } from './slots/index.ts';
 import { WorkerPool } from './workers.ts';
 
 export type RoomStatus = 'baked' | 'skipped' | 'failed';
@@ -173,8 +174,18 @@ interface Run {
 async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
   const run = await prepareRun(options);
   const resolver = new SourceResolver({ baseDir: run.contentDir, cacheDir: artifactPaths(run.dataDir).cache, fetch: options.fetch, net: options.net });
-  const plans = await planRooms(run, resolver);
-  const { outcomes, results } = await bakePlanned(run, plans);
+  // When every selected room is to be baked (--force, or nothing published yet), the worker lanes
+  // start now: their start-up (loading the bake's libraries) overlaps the planning.
+  const selected = run.content.rooms.filter((r) => !run.only || run.only.has(r.id)).length;
+  const early = options.force || !run.previous ? startPool(lanesFor(run, selected)) : null;
+  let plans: Planned[];
+  try {
+    plans = await planRooms(run, resolver);
+  } catch (err) {
+    await early?.close();
+    throw err;
+  }
+  const { outcomes, results } = await bakePlanned(run, plans, early);
   const manifest = assembleManifest(run, plans, results);
   const published = await publish(run, manifest, plans, results, outcomes);
   await resolver.save().catch(() => undefined); // a cache that cannot be saved only costs re-hashing
@@ -273,8 +284,27 @@ const outcomeOf = (plan: Planned, status: RoomStatus, reason: string, result?: R
   ms: result?.ms ?? null,
 });
 
-/** 2. Bake on the pool; report every room as it settles. */
-async function bakePlanned(run: Run, plans: Planned[]) {
+/** How many rooms a run bakes at once, and libvips threads per lane (its share of the cores). */
+function lanesFor(run: Run, rooms: number): { lanes: number; imageThreads: number } {
+  const lanes = Math.min(run.concurrency, rooms);
+  return { lanes, imageThreads: Math.max(1, Math.floor(availableParallelism() / lanes)) };
+}
+
+type RoomPool = WorkerPool<RoomJob, RoomBakeResult>;
+
+/**
+ * Several lanes are all workers: the main thread only hands out jobs, so a worker that finishes
+ * never waits for a main thread busy in a synchronous step. One lane bakes on the main thread.
+ */
+function startPool({ lanes, imageThreads }: { lanes: number; imageThreads: number }): RoomPool | null {
+  if (lanes < 2) return null;
+  const pool: RoomPool = new WorkerPool({ entry: ROOM_WORKER, size: lanes, workerData: { imageThreads } });
+  pool.prestart();
+  return pool;
+}
+
+/** 2. Bake on the pool (started early, or now); report every room as it settles. */
+async function bakePlanned(run: Run, plans: Planned[], early: RoomPool | null) {
   const outcomes = new Map<number, RoomOutcome>();
   const results = new Map<number, RoomBakeResult>();
   let done = 0;
@@ -287,14 +317,15 @@ async function bakePlanned(run: Run, plans: Planned[]) {
     else if (plan.action === 'fail') settle(outcomeOf(plan, 'failed', plan.reason));
   }
   const toBake = plans.filter((p) => p.action === 'bake');
-  if (!toBake.length) return { outcomes, results };
-  const lanes = Math.min(run.concurrency, toBake.length);
-  const imageThreads = Math.max(1, Math.floor(availableParallelism() / lanes));
-  // One lane bakes on the main thread. Several lanes are all workers: the main thread only hands
-  // out jobs, so a worker that finishes never waits for a main thread busy in a synchronous step.
-  const pool = lanes > 1 ? new WorkerPool<RoomJob, RoomBakeResult>({ entry: ROOM_WORKER, size: lanes, workerData: { imageThreads } }) : null;
+  if (!toBake.length) {
+    await early?.close();
+    return { outcomes, results };
+  }
+  const planned = lanesFor(run, toBake.length);
+  const pool = early ?? startPool(planned);
+  const lanes = pool ? Math.min(pool.workers, toBake.length) : 1;
   const local = pool ? null : await import('./room.ts');
-  local?.useImageThreads(imageThreads);
+  local?.useImageThreads(planned.imageThreads);
   try {
     // Biggest rooms first, so a long room does not start last and leave the other lanes idle.
     const queue = [...toBake].sort((a, b) => (b.weight ?? 0) - (a.weight ?? 0));

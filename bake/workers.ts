@@ -42,6 +42,15 @@ export class WorkerPool<J, R> {
     });
   }
 
+  /** Start every worker now (idle), so that their start-up overlaps the caller's work. */
+  prestart(): void {
+    while (!this.closed && this.size < this.spec.size) this.idle.push(this.spawn());
+  }
+
+  get workers(): number {
+    return this.spec.size;
+  }
+
   private dispatch(): void {
     while (this.queue.length) {
       let worker = this.idle.pop();

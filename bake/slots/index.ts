@@ -10,6 +10,7 @@
  *   embed.ts     the anchors as the optimized GLB's Slot_NNN / Auto_NNN node transforms
  *   changes.ts   what a re-bake did to the published anchors (kept / moved / added / removed)
  *   options.ts   the engine's tunables and their DEFAULTS
+ *   algorithm.ts the revision (SLOT_ALGORITHM; the incremental key reads it without the engine)
  *   orient.ts    the levelled orientation rule (vectors: common/vec.ts)
  *   spatial.ts   hash grid (neighbour queries) and the frame-overlap test
  *   plan.ts      the plan view drawn by the QA report (bake/report.ts)
@@ -22,6 +23,7 @@
 import type { Document } from '@gltf-transform/core';
 import type { RoomSlot, RoomSlotData, SlotShortfall } from '../../artifacts/format.ts';
 import { slotId } from '../../artifacts/format.ts';
+import { SLOT_ALGORITHM } from './algorithm.ts';
 import { extractSlotQuads, type SlotQuad } from './extract.ts';
 import { generateAnchors, type PreviousAnchors } from './generate.ts';
 import { resolveTunables, type SlotEngineTunables } from './options.ts';
@@ -30,6 +32,7 @@ import { planFromScene, type RoomPlan } from './plan.ts';
 import { analyseInterior, decideFacings, probeQuad, type Interior, type RoomKind } from './probe.ts';
 import { buildWorldScene, type WorldScene } from './scene.ts';
 
+export { SLOT_ALGORITHM } from './algorithm.ts';
 export { isSlotNode, isSlotMaterialName, SLOT_NAME_PATTERN } from './scene.ts';
 export { embedAnchors } from './embed.ts';
 export { compareSlots, type SlotChanges } from './changes.ts';
@@ -37,13 +40,6 @@ export { SLOT_ENGINE_DEFAULTS, type SlotEngineTunables } from './options.ts';
 export { planOf, type RoomPlan } from './plan.ts';
 export type { RoomKind } from './probe.ts';
 
-/**
- * Names the slot algorithm revision; change it whenever the output of the engine can change.
- * (Part of the bake's incremental key: a new revision re-bakes every room.)
- * 2: stable pick sequence (numbered in pick order, seeded without the count), the previous
- *    anchors kept, the whole frame clear in front, anchors carried by the GLB's slot nodes.
- */
-export const SLOT_ALGORITHM = 'slot-engine-2';
 
 export interface SlotEngineOptions {
   roomId: number;
