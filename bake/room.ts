@@ -101,8 +101,9 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   const textures = started(startTextureCompression(source.document, settings));
   // On the Document before the optimizer changes it.
   const previous = job.previousSlots ?? null;
-  const slots = computeSlots(source.document, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: source.sha256, kind: job.kind, previous });
-  const planPicture = slots.plan && job.planPicture !== false ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png'))) : null;
+  const withPlan = job.planPicture !== false;
+  const slots = computeSlots(source.document, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: source.sha256, kind: job.kind, previous, plan: withPlan });
+  const planPicture = slots.plan ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png'))) : null;
   await textures;
   // The optimized model carries every anchor in its slot nodes (the source stays as it is).
   const optimized = await optimizeModel({

@@ -56,6 +56,8 @@ export interface SlotEngineOptions {
   previous?: RoomSlotData | null;
   /** Engine tunables; SLOT_ENGINE_DEFAULTS for what is not given. */
   tunables?: SlotEngineTunables;
+  /** Draw the plan view for the QA report (default true; it never changes the anchors). */
+  plan?: boolean;
 }
 
 export interface SlotEngineResult {
@@ -157,7 +159,7 @@ export function computeSlots(document: Document, options: SlotEngineOptions): Sl
   const scene = buildWorldScene(document);
   const { quads, warnings } = extractSlotQuads(document);
   const interior = analyseInterior(scene, options.kind);
-  const plan = planFromScene(scene);
+  const plan = options.plan === false ? undefined : planFromScene(scene);
   const n = options.onchainSlots;
   if (!quads.length) {
     const { slots, shortfall } = generatedSlots(scene, interior, options, tunables);

@@ -126,6 +126,14 @@ describe('QA report', () => {
     expect(svg).toContain('1 m · north (−Z) up');
   });
 
+  it('the plan view is drawn on request only (bake room shows no report) and never changes the anchors', () => {
+    const withPlan = computeSlots(randomRoom(2).document, { roomId: 3, onchainSlots: 10, modelSha256: SHA });
+    const without = computeSlots(randomRoom(2).document, { roomId: 3, onchainSlots: 10, modelSha256: SHA, plan: false });
+    expect(withPlan.plan?.segments.length).toBeGreaterThan(0);
+    expect(without.plan).toBeUndefined();
+    expect(without.slots).toEqual(withPlan.slots);
+  });
+
   it('is the same page for the same input', async () => {
     const result = computeSlots(gallery().document, { roomId: 1, onchainSlots: 8, modelSha256: SHA });
     const rooms: QaRoom[] = [{ id: 1, title: 'Gallery', onchainSlots: 8, ...qa(result, 1) }];
