@@ -18,11 +18,21 @@ interface Destination {
   write(line: string): unknown;
 }
 
-/** Write one access line (shared with the raw exchange, which adds `fast: true`). */
+/** Milliseconds with two decimals, as a JSON number (integer formatting: a third of the cost of a double's). */
+function milliseconds(ms: number): string {
+  const hundredths = Math.round(ms * 100);
+  const fraction = hundredths % 100;
+  return `${(hundredths - fraction) / 100}.${fraction < 10 ? '0' : ''}${fraction}`;
+}
+
+/**
+ * Write one access line (shared with the raw exchange, which adds `fast: true`). The request id is
+ * a token by construction (request-id.ts) and the method one of node's parser's: neither needs JSON
+ * escaping; the path may.
+ */
 export function logAccess(log: Logger, requestId: string, method: string, path: string, status: number, started: number, fast?: true): void {
   if (log.levelVal > INFO) return; // (isLevelEnabled looks the level up by name: measurable per request)
-  const ms = Math.round((performance.now() - started) * 100) / 100;
-  const fields = `"requestId":${jsonString(requestId)},"method":${jsonString(method)},"path":${jsonString(path)},"status":${status},"ms":${ms}`;
+  const fields = `"requestId":"${requestId}","method":"${method}","path":${jsonString(path)},"status":${status},"ms":${milliseconds(performance.now() - started)}`;
   const internals = log as unknown as Record<symbol, unknown>;
   const time = (internals[timeSym] as () => string)();
   (internals[streamSym] as Destination).write(
