@@ -55,9 +55,9 @@ import { freshBundle } from '../bin/fresh-bundle.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = resolve(SELF, '../..');
-const DURATION_S = Number(process.env.BENCH_DURATION ?? 6);
+const DURATION_S = Number(process.env.BENCH_DURATION ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 32);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const ARTWORKS_PATH = '/v1/artworks?page=2';
 const SLOTS_PATH = '/v1/rooms/1/slots';
 
