@@ -105,12 +105,14 @@ export class LogDestination {
     this.handOff();
     // A write in flight is the kernel's or the thread pool's already; what waits behind it goes now.
     const waiting = this.writing ? this.queue.slice(1) : this.queue;
+    // A reader that stopped reading (EAGAIN) gets a second at most: an exit must not hang on it.
+    const giveUpAt = Date.now() + 1_000;
     for (const chunk of waiting) {
       while (chunk.start < chunk.end && !this.broken) {
         try {
           chunk.start += writeSync(this.fd, chunk.buffer, chunk.start, chunk.end - chunk.start);
         } catch (err) {
-          if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') this.broken = true;
+          if ((err as NodeJS.ErrnoException).code !== 'EAGAIN' || Date.now() > giveUpAt) this.broken = true;
           else Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1);
         }
       }
