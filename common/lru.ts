@@ -127,9 +127,7 @@ export class LruMap<K, V> {
     for (const [key, entry] of this.entries) yield [key, entry.value];
   }
 
-  values(): IterableIterator<V> {
-    return (function* (entries) {
-      for (const entry of entries.values()) yield entry.value;
-    })(this.entries);
+  *values(): IterableIterator<V> {
+    for (const entry of this.entries.values()) yield entry.value;
   }
 }

@@ -26,6 +26,8 @@ interface Chunk {
   buffer: Buffer;
   start: number;
   end: number;
+  /** The whole batch buffer `buffer` was cut from, reusable once written (other chunks: null). */
+  batch: Buffer | null;
 }
 
 /** Destinations holding lines not yet written: what the exit handler writes synchronously. */
@@ -138,16 +140,16 @@ export class LogDestination {
     }
     if (this.used === 0) return;
     const full = this.current;
-    this.enqueue(full.subarray(0, this.used));
+    this.enqueue(full.subarray(0, this.used), full);
     this.current = this.spare ?? Buffer.allocUnsafe(this.batchBytes);
     this.spare = null;
     this.used = 0;
   }
 
-  private enqueue(buffer: Buffer): void {
+  private enqueue(buffer: Buffer, batch: Buffer | null = null): void {
     if (this.broken) return;
     holding.add(this);
-    this.queue.push({ buffer, start: 0, end: buffer.length });
+    this.queue.push({ buffer, start: 0, end: buffer.length, batch });
     this.queuedBytes += buffer.length;
     this.pump();
   }
@@ -179,10 +181,8 @@ export class LogDestination {
       if (chunk.start >= chunk.end) {
         this.queue.shift();
         this.queuedBytes -= chunk.end;
-        // A whole batch buffer comes back for reuse (one spare: bounded).
-        if (chunk.buffer.byteOffset === 0 && chunk.buffer.buffer.byteLength >= this.batchBytes && this.spare === null) {
-          this.spare = Buffer.from(chunk.buffer.buffer, 0, this.batchBytes);
-        }
+        // A batch buffer comes back for reuse (one spare: bounded).
+        if (chunk.batch && this.spare === null) this.spare = chunk.batch;
       }
       this.pump();
     });

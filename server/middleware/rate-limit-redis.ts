@@ -87,8 +87,7 @@ export class RedisRateLimitStore implements RateLimitStore {
 
   /** Send the waiting hits (at most MAX_BATCH) and, once answered, the ones that came meanwhile. */
   private readonly send = (): void => {
-    const batch = this.pending.length <= MAX_BATCH ? this.pending : this.pending.slice(0, MAX_BATCH);
-    this.pending = this.pending.length <= MAX_BATCH ? [] : this.pending.slice(MAX_BATCH);
+    const batch = this.pending.splice(0, MAX_BATCH);
     this.sendBatch(batch)
       .catch((err: unknown) => batch.forEach((hit) => hit.reject(err)))
       .finally(() => {
