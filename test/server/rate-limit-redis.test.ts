@@ -40,6 +40,21 @@ describe('RedisRateLimitStore', () => {
     }
   });
 
+  it('falls back to the local window, for the whole batch, when Redis answers the script with an error', async () => {
+    const client = new Redis(redis.url);
+    try {
+      const store = new RedisRateLimitStore(client, new MemoryRateLimitStore(), pino({ level: 'silent' }), 'test:hostile:');
+      // A key of the wrong type makes the script fail inside Redis (WRONGTYPE).
+      await client.set('test:hostile:poisoned', 'not a sorted set');
+      const now = Date.now();
+      const decisions = await Promise.all([store.hit('poisoned', 2, 60_000, now), store.hit('other', 2, 60_000, now), store.hit('poisoned', 2, 60_000, now), store.hit('poisoned', 2, 60_000, now)]);
+      expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, false]);
+      expect(await client.exists('test:hostile:other')).toBe(0); // the batch went to the local store
+    } finally {
+      client.disconnect();
+    }
+  });
+
   it('counts the hits of one turn in order, whatever their subjects and limits, past one batch', async () => {
     const client = new Redis(redis.url);
     try {
