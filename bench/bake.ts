@@ -12,7 +12,8 @@
  *     decoded optimized texture against the source, ours and the CLI's.
  *  2. A batch of rooms (sample + shared rooms, four times over), `museum bake rooms --force`
  *     with concurrency 1 vs 2, interleaved (target ≥ 1.25×), and the CPU time each spends; the
- *     machine's measured ceiling: two CPU-bound processes side by side against one after the other.
+ *     machine's measured ceiling: two CPU-bound processes side by side against one after the other;
+ *     and the headroom: the cores a serial bake leaves idle (it runs image work beside the engine).
  *  3. A no-op re-bake of 100 unchanged rooms (target < 1 s), in-process and as a CLI process.
  * Times are the fastest of the repeats (BENCH_REPEATS, default 2; 5 for the batch): the machine is
  * shared, and the fastest run is the least disturbed. Results: a table on stdout and .bench/bake.json.
@@ -206,6 +207,11 @@ async function batch(list: Input[], repeats: number) {
     concurrency2_cpu_ms: cpu(parallel),
     serial_cores: cores(serial),
     concurrency2_cores: cores(parallel),
+    // What a second lane can gain at most when one lane already keeps `serial_cores` busy: the
+    // cores left over (the pure-CPU ceiling assumes a serial run uses exactly one), and that again
+    // at the CPU time two lanes were measured to cost.
+    headroom: Math.min(2, availableParallelism()) / cores(serial),
+    headroom_at_measured_cpu: Math.min(2, availableParallelism()) / cores(serial) / (cpu(parallel) / cpu(serial)),
   };
 }
 
@@ -297,6 +303,7 @@ async function main() {
     `real models (${real.length}): median time ratio ${medianRatio.toFixed(2)}× (target ≤ 1.0×); sizes ${sizeMisses.length ? `over target: ${sizeMisses.map((r) => `${r.input} ${(r.ours_process.bytes / r.cli.bytes).toFixed(3)}× (+${r.ours_process.bytes - r.cli.bytes} B)`).join(', ')}` : 'all ≤ 1.05× or within 256 B of the CLI'}`,
     `batch of ${batchResult.rooms} rooms: serial ${s(batchResult.serial_ms)}, concurrency 2 ${s(batchResult.concurrency2_ms)} → ${batchResult.speedup.toFixed(2)}×, median of paired runs ${batchResult.paired_speedup.toFixed(2)}× (target ≥ 1.25×; the machine's ceiling now ${batchResult.ceiling.toFixed(2)}×; runs ${batchResult.serial_runs_ms.map(s).join(' ')} vs ${batchResult.concurrency2_runs_ms.map(s).join(' ')})`,
     `  CPU time, all threads (medians): serial ${s(batchResult.serial_cpu_ms)} on ${batchResult.serial_cores.toFixed(2)} cores; concurrency 2 ${s(batchResult.concurrency2_cpu_ms)} on ${batchResult.concurrency2_cores.toFixed(2)} cores = ${(batchResult.concurrency2_cpu_ms / batchResult.serial_cpu_ms).toFixed(2)}× the serial CPU`,
+    `  headroom: one lane already keeps ${batchResult.serial_cores.toFixed(2)} cores busy, so a second can gain at most ${batchResult.headroom.toFixed(2)}× here, ${batchResult.headroom_at_measured_cpu.toFixed(2)}× at the CPU two lanes cost`,
     `no-op re-bake of ${noopResult.rooms} rooms: ${s(noopResult.in_process_ms)} in-process, ${s(noopResult.cli_process_ms)} as a CLI process, of which ${s(noopResult.cli_help_ms)} is \`museum --help\` start-up (target < 1 s; first bake ${s(noopResult.first_bake_ms)})`,
   );
   process.stdout.write(lines.join('\n') + '\n');

@@ -12,7 +12,7 @@
  * answered (bounded), then the `onShutdown('flush')` hooks run (e.g. a buffered log) and the
  * services and pools close.
  */
-import { createServer, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import { type AddressInfo, Server as NetServer } from 'node:net';
 import Koa from 'koa';
 import type { Logger } from 'pino';
@@ -27,7 +27,7 @@ import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
 import type { RateLimitStore } from './middleware/rate-limit.ts';
 import { requestContext } from './middleware/request-id.ts';
 import { Operations } from './operations.ts';
-import { labelRoute, MuseumResponse } from './request-metrics.ts';
+import { type InFlight, labelRoute, MuseumResponse } from './request-metrics.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
 import { buildServices } from './services.ts';
 import type { MuseumState, Services } from './types.ts';
@@ -193,7 +193,7 @@ function declaredPath(koaPath: string): string {
 }
 
 /** Resolves when `inFlight` is empty, or after `ms`. */
-async function untilEmpty(inFlight: Set<ServerResponse>, ms: number): Promise<void> {
+async function untilEmpty(inFlight: InFlight, ms: number): Promise<void> {
   const deadline = Date.now() + ms;
   while (inFlight.size > 0 && Date.now() < deadline) await sleep(25);
 }
@@ -202,7 +202,7 @@ async function untilEmpty(inFlight: Set<ServerResponse>, ms: number): Promise<vo
  * End every open event stream with a `retry:` hint, so its client reconnects (to another instance)
  * soon. Presence streams are ended the same way by their hub (a drain hook); others (Library) here.
  */
-function endEventStreams(inFlight: Set<ServerResponse>, retryMs: number): void {
+function endEventStreams(inFlight: InFlight, retryMs: number): void {
   for (const res of inFlight) {
     const type = res.getHeader('content-type');
     if (typeof type !== 'string' || !type.startsWith('text/event-stream') || !res.headersSent || res.writableEnded) continue;

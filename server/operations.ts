@@ -16,7 +16,7 @@ import type { Redis } from 'ioredis';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { ContentStore } from './content.ts';
 import { envelope } from './errors.ts';
-import { type MuseumResponse, RequestMetrics, type ResponseTracker } from './request-metrics.ts';
+import { InFlight, type MuseumResponse, RequestMetrics, type ResponseTracker } from './request-metrics.ts';
 import type { StateStore } from './state/store.ts';
 import { upstreamEvents } from './upstream/http.ts';
 
@@ -34,7 +34,7 @@ export interface OperationsDeps {
 export class Operations implements ResponseTracker {
   readonly registry = new Registry();
   /** Responses not yet finished or closed (what a graceful shutdown waits for). */
-  readonly inFlight = new Set<ServerResponse>();
+  readonly inFlight = new InFlight();
   private readonly requests = new RequestMetrics();
   private readonly refusals: Counter<'route'>;
   private readonly upstreamCalls: Counter<'upstream'>;
