@@ -39,9 +39,9 @@ export class MuseumResponse<Request extends IncomingMessage = IncomingMessage> e
  * response holding its index, removed by moving the last one into its place. Not a Set: with
  * responses that wait (on Redis, say), a Set here got every response promoted to the old generation
  * (measured: 1.7 MB promoted per 12 MB allocated, scavenges 3.4 ms instead of 0.6, ~4 µs more CPU
- * per request in bench/serve.ts "artworks (Redis)"; without the Set, nothing). The likely reason: V8
- * rebuilds a Set's hash table as entries come and go, and a discarded old-generation table still
- * points at the young responses it held, which keeps them alive through scavenges.
+ * per request in bench/serve.ts "artworks (Redis)"; without the Set, nothing). Why is not pinned
+ * down (a Set under the same churn of plain objects promotes nothing); an array with indices has no
+ * hash table to rebuild, and measured clean.
  */
 export class InFlight implements Iterable<MuseumResponse> {
   private readonly responses: MuseumResponse[] = [];
