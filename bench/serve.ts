@@ -419,7 +419,7 @@ async function main(): Promise<void> {
 
     const lines = [
       '',
-      `${'scenario'.padEnd(18)} ${'CPU µs/req'.padStart(10)} ${'floor÷us'.padStart(8)}  ${'target'.padEnd(11)} ${'req/s'.padStart(9)} ${'× floor'.padStart(7)} ${'p99 ms'.padStart(7)}`,
+      `${'scenario'.padEnd(18)} ${'CPU µs/req'.padStart(10)} ${'floor÷us'.padStart(8)}  ${'target'.padEnd(11)} ${'req/s'.padStart(9)} ${'× floor'.padStart(7)} ${'p99 ms'.padStart(7)}  floor÷us per round`,
     ];
     let missed = 0;
     const printed = new Set<string>();
@@ -444,6 +444,8 @@ async function main(): Promise<void> {
             Math.round(median(figures.map((x) => x.rps))).toString().padStart(9),
             (own ? median(own.rps).toFixed(2) : '').padStart(7),
             median(figures.map((x) => x.p99)).toFixed(1).padStart(7),
+            // The spread: on a shared VM one round can move by ±10 %, so a median near its target says little alone.
+            own ? ` ${own.cpu.map((r) => r.toFixed(2)).join(' ')}` : '',
           ].join(' '),
         );
       }
