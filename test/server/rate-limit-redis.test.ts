@@ -26,39 +26,37 @@ beforeAll(async () => {
 });
 afterAll(() => redis.close());
 
+/** A store on a connection of its own (its keys under `prefix`), disconnected after `use`. */
+async function withStore(prefix: string, use: (store: RedisRateLimitStore, client: Redis) => Promise<void>): Promise<void> {
+  const client = new Redis(redis.url);
+  try {
+    await use(new RedisRateLimitStore(client, new MemoryRateLimitStore(), pino({ level: 'silent' }), prefix), client);
+  } finally {
+    client.disconnect();
+  }
+}
+
 describe('RedisRateLimitStore', () => {
-  it('is the same exact sliding window as the in-memory store, driven with explicit clocks', async () => {
-    const client = new Redis(redis.url);
-    try {
-      const store = new RedisRateLimitStore(client, new MemoryRateLimitStore(), pino({ level: 'silent' }), 'test:window:');
+  it('is the same exact sliding window as the in-memory store, driven with explicit clocks', () =>
+    withStore('test:window:', async (store, client) => {
       await expectExactSlidingWindow(store);
       // Idle subjects do not stay in Redis: each window expires with its last hit.
       expect(await client.pttl('test:window:k')).toBeGreaterThan(59_000);
       expect(await client.zcard('test:window:k')).toBe(1);
-    } finally {
-      client.disconnect();
-    }
-  });
+    }));
 
-  it('falls back to the local window, for the whole batch, when Redis answers the script with an error', async () => {
-    const client = new Redis(redis.url);
-    try {
-      const store = new RedisRateLimitStore(client, new MemoryRateLimitStore(), pino({ level: 'silent' }), 'test:hostile:');
+  it('falls back to the local window, for the whole batch, when Redis answers the script with an error', () =>
+    withStore('test:hostile:', async (store, client) => {
       // A key of the wrong type makes the script fail inside Redis (WRONGTYPE).
       await client.set('test:hostile:poisoned', 'not a sorted set');
       const now = Date.now();
       const decisions = await Promise.all([store.hit('poisoned', 2, 60_000, now), store.hit('other', 2, 60_000, now), store.hit('poisoned', 2, 60_000, now), store.hit('poisoned', 2, 60_000, now)]);
       expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, false]);
       expect(await client.exists('test:hostile:other')).toBe(0); // the batch went to the local store
-    } finally {
-      client.disconnect();
-    }
-  });
+    }));
 
-  it('counts the hits of one turn in order, whatever their subjects and limits, past one batch', async () => {
-    const client = new Redis(redis.url);
-    try {
-      const store = new RedisRateLimitStore(client, new MemoryRateLimitStore(), pino({ level: 'silent' }), 'test:turn:');
+  it('counts the hits of one turn in order, whatever their subjects and limits, past one batch', () =>
+    withStore('test:turn:', async (store, client) => {
       const now = Date.now();
       // 700 hits issued together (two script calls): 600 on one key limited to 120, 100 on another limited to 3.
       const hits = Array.from({ length: 700 }, (_, i) => (i % 7 === 6 ? store.hit('ip', 3, 60_000, now) : store.hit('key', 120, 60_000, now)));
@@ -70,10 +68,7 @@ describe('RedisRateLimitStore', () => {
       expect(key.slice(120).every((d) => !d.allowed && d.remaining === 0)).toBe(true);
       expect(ip.map((d) => d.allowed)).toEqual([true, true, true, ...Array<boolean>(97).fill(false)]);
       expect(await client.zcard('test:turn:key')).toBe(120);
-    } finally {
-      client.disconnect();
-    }
-  });
+    }));
 });
 
 describe('two instances behind one Redis', () => {
