@@ -7,6 +7,8 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // A temp dir per run, removed at its end (test/global-setup.ts).
+    globalSetup: ['test/global-setup.ts'],
     // `gc()` for the tests that prove timeouts fire whatever the garbage collector does
     // (test/upstreams/library-hostile.test.ts); exposing it changes nothing else.
     execArgv: ['--expose-gc'],
