@@ -2,6 +2,8 @@
  * Preview images as published: raster images as they are; SVG rasterized to PNG (a scripted SVG
  * served from the API's origin would run), and refused when it references anything outside itself.
  */
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
@@ -59,7 +61,7 @@ describe('preview images', () => {
     try {
       const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#ff0000' } }).png().toBuffer();
       const { writeFile, mkdtemp } = await import('node:fs/promises');
-      const dir = await mkdtemp('/tmp/museum-svg-');
+      const dir = await mkdtemp(join(tmpdir(), 'museum-svg-'));
       await writeFile(`${dir}/red.png`, png);
       const hostile = svg(`<image href="${inside.url}/x.png" width="100" height="100"/><image href="file://${dir}/red.png" width="100" height="100"/><image href="${dir}/red.png" width="100" height="100"/>`, 'width="100" height="100"');
       const { data } = await sharp(hostile).raw().toBuffer({ resolveWithObject: true });
