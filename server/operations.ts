@@ -9,13 +9,15 @@
  * and is counted and timed in plain arrays read at scrape time; routes are labelled by their
  * declaration (Koa's matched path, or the fast path's route), never by raw URL.
  */
-import { randomUUID, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
 import { Counter, Gauge, Registry } from 'prom-client';
 import type { ContentStore } from './content.ts';
 import { envelope } from './errors.ts';
+import { CORS_HEADERS } from './middleware/cors.ts';
+import { REQUEST_ID_HEADER, requestIdOf } from './middleware/request-id.ts';
 import { InFlight, type MuseumResponse, RequestMetrics, type ResponseTracker } from './request-metrics.ts';
 import type { StateStore } from './state/store.ts';
 import { upstreamEvents } from './upstream/http.ts';
@@ -151,7 +153,7 @@ export class Operations implements ResponseTracker {
 
   async writeMetrics(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const text = await this.registry.metrics();
-    res.writeHead(200, { 'Content-Type': this.registry.contentType, 'Cache-Control': 'no-store', 'X-Request-Id': randomUUID() });
+    res.writeHead(200, { 'Content-Type': this.registry.contentType, 'Cache-Control': 'no-store', [REQUEST_ID_HEADER]: requestIdOf(req.headers['x-request-id']) });
     res.end(req.method === 'HEAD' ? undefined : text);
   }
 
@@ -195,8 +197,9 @@ function send(req: IncomingMessage, res: ServerResponse, status: number, body: u
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': bytes.length,
     'Cache-Control': 'no-store',
-    'Access-Control-Allow-Origin': '*',
-    'X-Request-Id': randomUUID(),
+    ...CORS_HEADERS,
+    // The caller's id when it sent a sane one, as every other answer does.
+    [REQUEST_ID_HEADER]: requestIdOf(req.headers['x-request-id']),
   });
   res.end(req.method === 'HEAD' ? undefined : bytes);
 }

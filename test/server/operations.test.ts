@@ -36,6 +36,20 @@ describe('health and readiness', () => {
     expect(logs.lines.filter((l) => l.msg === 'request').length).toBe(before);
   });
 
+  it('probes answer like every other route: the caller\'s request id echoed, the same CORS headers', async () => {
+    const { s } = await server();
+    const api = await fetch(`${s.url}/v1/does-not-exist`);
+    for (const path of ['/healthz', '/readyz', '/v1/does-not-exist']) {
+      const res = await fetch(`${s.url}${path}`, { headers: { 'X-Request-Id': 'probe-42' } });
+      expect(res.headers.get('x-request-id')).toBe('probe-42');
+      expect(res.headers.get('access-control-allow-origin')).toBe('*');
+      expect(res.headers.get('access-control-expose-headers')).toBe(api.headers.get('access-control-expose-headers'));
+    }
+    // An id that is not a sane token is replaced, never echoed.
+    const forged = await fetch(`${s.url}/healthz`, { headers: { 'X-Request-Id': 'not a token; "quoted"' } });
+    expect(forged.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+  });
+
   it('/readyz is 503 with an envelope naming what is missing: no bake yet, Redis unreachable', async () => {
     const { s } = await server({ REDIS_URL: await unreachableRedisUrl() });
     const res = await fetch(`${s.url}/readyz`);
