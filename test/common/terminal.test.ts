@@ -33,4 +33,23 @@ describe('bake summary table', () => {
     expect(table).toContain('Vault\\x1b]0;x\\x07');
     expect(table).toContain('texture \\x1b[8mx is not an image');
   });
+
+  it("shows, per room, what a re-bake does to the anchors: kept, moved (with the largest move), added, removed", () => {
+    const room = (id: number, slot_changes: BakeSummary['rooms'][number]['slot_changes']) =>
+      ({ id, title: `Room ${id}`, status: 'baked', reason: 'model changed', warnings: [], slot_changes, bytes_in: 10, bytes_out: 5, ms: 12 }) as const;
+    const summary: BakeSummary = {
+      bake_id: 'b2', published: true, data_dir: '/d', manifest: '/d/manifest.json', report: null,
+      baked: 2, skipped: 0, failed: 0, bytes_in: 20, bytes_out: 10, ms: 24, gc: null,
+      rooms: [
+        room(1, { had_previous: true, kept: 20, moved: 3, largest_move: 0.0412, added: 1, removed: 2 }),
+        room(2, { had_previous: false, kept: 0, moved: 0, largest_move: 0, added: 8, removed: 0 }),
+      ],
+    };
+    const [header, first, second] = summaryTable(summary).split('\n');
+    expect(header).toContain('anchors vs previous bake');
+    expect(first).toContain('20 kept, 3 moved (largest 0.041 m), 1 added, 2 removed');
+    expect(second).toContain('8 added (first bake)');
+    // The column lines up under its header.
+    expect(first!.indexOf('20 kept')).toBe(header!.indexOf('anchors vs previous bake'));
+  });
 });
