@@ -35,8 +35,9 @@ describe('bake summary table', () => {
   });
 
   it("shows, per room, what a re-bake does to the anchors: kept, moved (with the largest move), added, removed", () => {
-    const room = (id: number, slot_changes: BakeSummary['rooms'][number]['slot_changes']) =>
-      ({ id, title: `Room ${id}`, status: 'baked', reason: 'model changed', warnings: [], slot_changes, bytes_in: 10, bytes_out: 5, ms: 12 }) as const;
+    type Outcome = BakeSummary['rooms'][number];
+    const room = (id: number, slot_changes: Outcome['slot_changes']): Outcome =>
+      ({ id, title: `Room ${id}`, status: 'baked', reason: 'model changed', warnings: [], slot_changes, bytes_in: 10, bytes_out: 5, ms: 12 });
     const summary: BakeSummary = {
       bake_id: 'b2', published: true, data_dir: '/d', manifest: '/d/manifest.json', report: null,
       baked: 2, skipped: 0, failed: 0, bytes_in: 20, bytes_out: 10, ms: 24, gc: null,
