@@ -8,13 +8,15 @@
  *   GET  /v1/guide/tts/{id}.mp3                    a spoken chunk (404 once expired)
  */
 import { z } from 'zod';
-import { limitParam, type RouteModule } from '../api.ts';
+import { type Api, limitParam, type RouteModule } from '../api.ts';
+import type { ContentStore } from '../content.ts';
 import { notFound } from '../errors.ts';
 import { buildContext, EXHIBITION_ID, ExhibitionDocument, GuideContext, LIMITS } from '../guide/exhibitions.ts';
-import { QUESTION_CHARS } from '../guide/guide.ts';
-import { CLIP_ID } from '../guide/speech.ts';
-import { suggest } from '../guide/suggestions.ts';
+import { type Guide, QUESTION_CHARS } from '../guide/guide.ts';
+import { CLIP_ID, type SpeechClips } from '../guide/speech.ts';
+import { type StarterJobs, suggest } from '../guide/suggestions.ts';
 import { cleanText } from '../guide/text.ts';
+import type { ExhibitionStore } from '../state/exhibitions.ts';
 
 const SESSION_ID = /^[\w.:-]{1,64}$/;
 
@@ -95,6 +97,13 @@ const FollowupResponse = z
 const exhibitionParam = z.object({ id: z.string().regex(EXHIBITION_ID) });
 
 export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: store, guide, starters, speech } }) => {
+  exhibitionRoutes(api, store, content, starters);
+  questionRoutes(api, guide);
+  speechRoutes(api, speech);
+};
+
+/** Registering an exhibition, its guide context and its suggested questions. */
+function exhibitionRoutes(api: Api, store: ExhibitionStore, content: ContentStore, starters: StarterJobs): void {
   api.route({
     method: 'POST',
     path: '/v1/guide/exhibitions',
@@ -115,17 +124,7 @@ export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: s
         ctx.res.once('close', () => starters.schedule(context.id, result.contentHash));
       }
       ctx.set('Cache-Control', 'no-store');
-      ctx.body = {
-        data: {
-          id: context.id,
-          name: context.name,
-          counts: { rooms: context.rooms.length, artworks: context.artworks.length, artists: context.artists.length },
-          architects: context.architects,
-          artists: context.artists,
-          suggestions: suggest(context, 'registration', 3),
-          ...(result.ownerToken ? { owner_token: result.ownerToken } : {}),
-        },
-      };
+      ctx.body = { data: registrationData(context, result.ownerToken) };
     },
   });
 
@@ -166,7 +165,23 @@ export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: s
       ctx.body = { data: { seed, suggestions: suggest(found.context, seed, query.limit) } };
     },
   });
+}
 
+/** The registration's answer: the exhibition at a glance, and its owner token the first time. */
+function registrationData(context: GuideContext, ownerToken: string | undefined): z.infer<typeof Registration>['data'] {
+  return {
+    id: context.id,
+    name: context.name,
+    counts: { rooms: context.rooms.length, artworks: context.artworks.length, artists: context.artists.length },
+    architects: context.architects,
+    artists: context.artists,
+    suggestions: suggest(context, 'registration', 3),
+    ...(ownerToken ? { owner_token: ownerToken } : {}),
+  };
+}
+
+/** A visitor's questions and the follow-up answers of a session. */
+function questionRoutes(api: Api, guide: Guide): void {
   api.route({
     method: 'POST',
     path: '/v1/guide/ask',
@@ -208,7 +223,10 @@ export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: s
       ctx.body = { data: followup, meta: { pending } };
     },
   });
+}
 
+/** The spoken chunks of answers (none when speech is off). */
+function speechRoutes(api: Api, speech: SpeechClips | null): void {
   api.route({
     method: 'GET',
     path: '/v1/guide/tts/{id}.mp3',
@@ -226,4 +244,4 @@ export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: s
       ctx.body = audio;
     },
   });
-};
+}
