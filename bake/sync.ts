@@ -25,12 +25,13 @@ import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import { writeFileAtomic } from '../artifacts/store.ts';
 import { BodyTooLarge, guardedGet, NetRefused, type NetPolicy, netPolicyFromEnv, RetriesExhausted, Transient, trustingOrigin, withRetries } from '../common/net.ts';
-import { CONTENT_FILES, ContentRoom, loadContent } from './content.ts';
+import { type Content, CONTENT_FILES, type ContentCollection, ContentRoom, loadContent } from './content.ts';
 import {
   checkFields,
   describeIssue,
   isPublished,
   mapArtworks,
+  type MappedArtworks,
   mapCollections,
   type StoreCollection,
   type StoreRecord,
@@ -347,85 +348,17 @@ export async function syncContent(options: SyncOptions): Promise<SyncSummary> {
   const staging = join(dirname(contentDir), `.${basename(contentDir)}.sync-${randomBytes(6).toString('hex')}`);
   await fs.mkdir(join(staging, FILES_DIR), { recursive: true });
   try {
-    log(`sync: reading ${client.base}`);
-    // One collection after the other: a failure names the first thing that broke, and nothing
-    // keeps retrying in the background after it.
-    const storeCollections = await client.readAll('collections');
-    const storeNfts = await client.readAll('nfts');
-    const storeRooms = await client.readAll('rooms');
-    log(`sync: ${storeCollections.length} collections, ${storeNfts.length} artworks, ${storeRooms.length} rooms in the store`);
-    const collections = mapCollections(storeCollections, warnings);
-    const { artworks, unlisted } = mapArtworks(client.base, storeNfts, collections, warnings);
-    if (unlisted > 0) log(`sync: ${unlisted} artwork records have no media_info (not listed): not synced`);
+    const { collections, artworks, unlisted, storeRooms } = await readStore(client, log, warnings);
 
-    // Files: each distinct file id once, a few at a time.
     const state: SyncState = { upstream: client.base, files: {} };
     const stats = { downloaded: 0, reused: 0, bytes: 0 };
-    const fileNames = new Map<string, Promise<string | null>>();
-    let failed: unknown = null;
-    const fetchFile = (id: string, kind: 'model' | 'image'): Promise<string | null> => {
-      let pending = fileNames.get(id);
-      if (!pending) {
-        pending = limit(async () => {
-          if (failed) throw failed; // after one failure, queued downloads are not started
-          return syncFile(client, id, kind, staging, contentDir, previous, state, stats, warnings).catch((err: unknown) => {
-            failed ??= err;
-            throw err;
-          });
-        });
-        fileNames.set(id, pending);
-      }
-      return pending;
-    };
-    const limit = concurrencyLimit(options.concurrency ?? 4);
-
-    // allSettled: the staging directory is removed only after every download in flight has stopped.
-    const roomResults = await Promise.allSettled(
-      storeRooms.filter(isPublished).map(async (r): Promise<ContentRoom | null> => {
-        const modelId = fileId(r.model);
-        if (!modelId) {
-          warnings.push(`room ${String(r.id)} skipped: it has no model file`);
-          return null;
-        }
-        const imageId = fileId(r.image);
-        const [model, image] = await Promise.all([fetchFile(modelId, 'model'), imageId ? fetchFile(imageId, 'image') : null]);
-        if (!model) {
-          warnings.push(`room ${String(r.id)} skipped: its model file ${modelId} could not be used`);
-          return null;
-        }
-        const parsed = ContentRoom.safeParse({
-          id: Number(r.id),
-          title: r.title,
-          architect: r.architect,
-          description: r.description,
-          series: r.series,
-          slots: typeof r.slots === 'string' && r.slots.trim() !== '' ? Number(r.slots) : r.slots,
-          token_id: r.token_id,
-          model: `${FILES_DIR}/${model}`,
-          image: image ? `${FILES_DIR}/${image}` : null,
-          ...(r.kind === 'room' || r.kind === 'sculpture' ? { kind: r.kind } : {}),
-        });
-        if (!parsed.success) {
-          warnings.push(`room ${String(r.id)} skipped: ${describeIssue(parsed.error)}`);
-          return null;
-        }
-        return parsed.data;
-      }),
+    const files = fileFetcher(concurrencyLimit(options.concurrency ?? 4), (id, kind) =>
+      syncFile(client, id, kind, staging, contentDir, previous, state, stats, warnings),
     );
-    const rejected = roomResults.find((r) => r.status === 'rejected');
-    if (rejected) throw failed ?? rejected.reason;
-    const rooms = roomResults.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []));
+    const rooms = await syncRooms(storeRooms, files, warnings);
     warnings.sort((a, b) => a.localeCompare(b, 'en', { numeric: true }));
 
-    const byId = <T extends { id: number }>(list: T[]) => [...list].sort((a, b) => a.id - b.id);
-    const write = (file: string, value: unknown) => writeFileAtomic(join(staging, file), JSON.stringify(value, null, 1) + '\n');
-    await Promise.all([
-      write(CONTENT_FILES.collections, byId(collections)),
-      write(CONTENT_FILES.artworks, byId(artworks)),
-      write(CONTENT_FILES.rooms, byId(rooms)),
-      write(SYNC_STATE, { upstream: state.upstream, files: Object.fromEntries(Object.entries(state.files).sort(([a], [b]) => a.localeCompare(b))) }),
-    ]);
-
+    await writeContent(staging, { collections, artworks, rooms }, state);
     // The bake's own loader is the judge of what was written.
     const loaded = await loadContent(staging).catch((err: unknown) => {
       throw new SyncError(`the synced content is not valid: ${firstLine(err)}`);
@@ -451,6 +384,112 @@ export async function syncContent(options: SyncOptions): Promise<SyncSummary> {
   }
 }
 
+/** The store's records, mapped to content records; its rooms are mapped once their files are synced. */
+async function readStore(
+  client: StoreClient,
+  log: (line: string) => void,
+  warnings: string[],
+): Promise<MappedArtworks & { collections: ContentCollection[]; storeRooms: StoreRecord[] }> {
+  log(`sync: reading ${client.base}`);
+  // One collection after the other: a failure names the first thing that broke, and nothing
+  // keeps retrying in the background after it.
+  const storeCollections = await client.readAll('collections');
+  const storeNfts = await client.readAll('nfts');
+  const storeRooms = await client.readAll('rooms');
+  log(`sync: ${storeCollections.length} collections, ${storeNfts.length} artworks, ${storeRooms.length} rooms in the store`);
+  const collections = mapCollections(storeCollections, warnings);
+  const { artworks, unlisted } = mapArtworks(client.base, storeNfts, collections, warnings);
+  if (unlisted > 0) log(`sync: ${unlisted} artwork records have no media_info (not listed): not synced`);
+  return { collections, artworks, unlisted, storeRooms };
+}
+
+type FileKind = 'model' | 'image';
+
+interface FileFetcher {
+  /** The file's name in the staging directory, or null when unusable. */
+  fetch(id: string, kind: FileKind): Promise<string | null>;
+  /** The first failure, once one happened. */
+  readonly failed: unknown;
+}
+
+/** Files: each distinct file id synced once, a few at a time (`limit`). */
+function fileFetcher(limit: <T>(task: () => Promise<T>) => Promise<T>, sync: (id: string, kind: FileKind) => Promise<string | null>): FileFetcher {
+  const fileNames = new Map<string, Promise<string | null>>();
+  let failed: unknown = null;
+  return {
+    fetch(id, kind) {
+      let pending = fileNames.get(id);
+      if (!pending) {
+        pending = limit(async () => {
+          if (failed) throw failed; // after one failure, queued downloads are not started
+          return sync(id, kind).catch((err: unknown) => {
+            failed ??= err;
+            throw err;
+          });
+        });
+        fileNames.set(id, pending);
+      }
+      return pending;
+    },
+    get failed() {
+      return failed;
+    },
+  };
+}
+
+/** The published rooms whose files could be synced; the others are skipped with a warning. */
+async function syncRooms(storeRooms: StoreRecord[], files: FileFetcher, warnings: string[]): Promise<ContentRoom[]> {
+  // allSettled: the staging directory is removed only after every download in flight has stopped.
+  const roomResults = await Promise.allSettled(storeRooms.filter(isPublished).map((r) => syncRoom(r, files, warnings)));
+  const rejected = roomResults.find((r) => r.status === 'rejected');
+  if (rejected) throw files.failed ?? rejected.reason;
+  return roomResults.flatMap((r) => (r.status === 'fulfilled' && r.value ? [r.value] : []));
+}
+
+/** One room record as a content room, with its model (and preview) file synced; null when skipped. */
+async function syncRoom(r: StoreRecord, files: FileFetcher, warnings: string[]): Promise<ContentRoom | null> {
+  const modelId = fileId(r.model);
+  if (!modelId) {
+    warnings.push(`room ${String(r.id)} skipped: it has no model file`);
+    return null;
+  }
+  const imageId = fileId(r.image);
+  const [model, image] = await Promise.all([files.fetch(modelId, 'model'), imageId ? files.fetch(imageId, 'image') : null]);
+  if (!model) {
+    warnings.push(`room ${String(r.id)} skipped: its model file ${modelId} could not be used`);
+    return null;
+  }
+  const parsed = ContentRoom.safeParse({
+    id: Number(r.id),
+    title: r.title,
+    architect: r.architect,
+    description: r.description,
+    series: r.series,
+    slots: typeof r.slots === 'string' && r.slots.trim() !== '' ? Number(r.slots) : r.slots,
+    token_id: r.token_id,
+    model: `${FILES_DIR}/${model}`,
+    image: image ? `${FILES_DIR}/${image}` : null,
+    ...(r.kind === 'room' || r.kind === 'sculpture' ? { kind: r.kind } : {}),
+  });
+  if (!parsed.success) {
+    warnings.push(`room ${String(r.id)} skipped: ${describeIssue(parsed.error)}`);
+    return null;
+  }
+  return parsed.data;
+}
+
+/** The content files (records sorted by id) and the sync state, written into `dir`. */
+async function writeContent(dir: string, content: Omit<Content, 'dir'>, state: SyncState): Promise<void> {
+  const byId = <T extends { id: number }>(list: T[]) => [...list].sort((a, b) => a.id - b.id);
+  const write = (file: string, value: unknown) => writeFileAtomic(join(dir, file), JSON.stringify(value, null, 1) + '\n');
+  await Promise.all([
+    write(CONTENT_FILES.collections, byId(content.collections)),
+    write(CONTENT_FILES.artworks, byId(content.artworks)),
+    write(CONTENT_FILES.rooms, byId(content.rooms)),
+    write(SYNC_STATE, { upstream: state.upstream, files: Object.fromEntries(Object.entries(state.files).sort(([a], [b]) => a.localeCompare(b))) }),
+  ]);
+}
+
 async function readSyncState(contentDir: string, upstream: string): Promise<SyncState | null> {
   const text = await fs.readFile(join(contentDir, SYNC_STATE), 'utf8').catch(() => null);
   if (!text) return null;
@@ -470,7 +509,7 @@ async function readSyncState(contentDir: string, upstream: string): Promise<Sync
 async function syncFile(
   client: StoreClient,
   id: string,
-  kind: 'model' | 'image',
+  kind: FileKind,
   staging: string,
   contentDir: string,
   previous: SyncState | null,
