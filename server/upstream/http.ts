@@ -95,6 +95,38 @@ const DEFAULT_MAX_FRAME_CHARS = 2 * 1024 * 1024;
 
 class Deadline extends Error {}
 
+/**
+ * What stops a stream: the caller's signal, its idle timer or `close()`. Before the head, aborting
+ * fetch's signal is what stops it; after, the reader is cancelled directly (see the module comment:
+ * the signal may no longer reach the body).
+ */
+class StreamControl {
+  state: 'open' | 'cancelled' | 'idle' = 'open';
+  readonly controller = new AbortController();
+  /** The body's reader, once the head arrived. */
+  reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
+  private readonly caller: AbortSignal | undefined;
+  private readonly onCallerAbort = () => this.stop('cancelled');
+
+  constructor(caller: AbortSignal | undefined) {
+    this.caller = caller;
+    if (caller?.aborted) this.onCallerAbort();
+    caller?.addEventListener('abort', this.onCallerAbort, { once: true });
+  }
+
+  stop(why: 'cancelled' | 'idle'): void {
+    if (this.state !== 'open') return;
+    this.state = why;
+    if (this.reader) this.reader.cancel().catch(() => undefined);
+    else this.controller.abort();
+  }
+
+  /** Stop listening to the caller's signal. */
+  detach(): void {
+    this.caller?.removeEventListener('abort', this.onCallerAbort);
+  }
+}
+
 export class UpstreamHttp {
   readonly service: string;
   readonly baseUrl: string;
@@ -156,113 +188,118 @@ export class UpstreamHttp {
    * `idleMs` as the longest allowed silence. Errors while iterating are `UpstreamError`s too.
    */
   async stream(path: string, options: StreamOptions): Promise<SseStream> {
-    const headTimeoutMs = options.timeoutMs ?? this.timeoutMs;
-    const maxFrameChars = options.maxFrameChars ?? DEFAULT_MAX_FRAME_CHARS;
-    const maxTotalBytes = options.maxTotalBytes ?? this.maxBytes;
-    const controller = new AbortController();
-    let state = 'open' as 'open' | 'cancelled' | 'idle';
-    let reader: ReadableStreamDefaultReader<Uint8Array> | null = null;
-    // Before the head, aborting fetch's signal is what stops it; after, the reader is cancelled
-    // directly (see the module comment: the signal may no longer reach the body).
-    const stop = (why: 'cancelled' | 'idle') => {
-      if (state !== 'open') return;
-      state = why;
-      if (reader) reader.cancel().catch(() => undefined);
-      else controller.abort();
-    };
-    const onCallerAbort = () => stop('cancelled');
-    if (options.signal?.aborted) onCallerAbort();
-    options.signal?.addEventListener('abort', onCallerAbort, { once: true });
-    const detach = () => options.signal?.removeEventListener('abort', onCallerAbort);
-    let headTimedOut = false;
-    const headTimer = setTimeout(() => {
-      headTimedOut = true;
-      controller.abort();
-    }, headTimeoutMs);
-    let response: Response;
-    try {
-      response = await this.send(path, { ...options, headers: { accept: 'text/event-stream', ...options.headers } }, controller.signal, () => headTimedOut, headTimeoutMs);
-    } catch (err) {
-      detach();
-      throw err;
-    } finally {
-      clearTimeout(headTimer);
-    }
-    const refuse = async (error: UpstreamError): Promise<never> => {
-      detach();
-      await response.body?.cancel().catch(() => undefined);
-      throw error;
-    };
-    if (state === 'cancelled') return refuse(new UpstreamError(this.service, 'aborted', `${path}: cancelled by the caller`));
-    if (response.status !== 200 || !response.body) {
-      return refuse(this.failure('status', `${options.method ?? 'POST'} ${path} answered ${response.status}`, response.status));
-    }
-    const type = response.headers.get('content-type') ?? '';
-    if (!/^text\/event-stream\b/i.test(type)) {
-      return refuse(this.failure('body', `${options.method ?? 'POST'} ${path} answered ${JSON.stringify(type)} instead of an event stream`));
-    }
-    const bodyReader = (reader = response.body.getReader());
-    const self = this;
-    async function* frames(): AsyncGenerator<string> {
-      const decoder = new TextDecoder();
-      const splitter = new SseSplitter(maxFrameChars);
-      let total = 0;
-      let timer: NodeJS.Timeout | undefined;
-      const arm = () => {
-        clearTimeout(timer);
-        timer = setTimeout(() => stop('idle'), options.idleMs);
-      };
-      const silent = () => self.failure('timeout', `${path}: stream silent for ${options.idleMs} ms`);
-      try {
-        arm();
-        for (;;) {
-          let chunk: Awaited<ReturnType<typeof bodyReader.read>>;
-          try {
-            chunk = await bodyReader.read();
-          } catch (err) {
-            if (state === 'cancelled') return;
-            throw state === 'idle' ? silent() : self.failure('network', `${path}: stream interrupted (${causeOf(err)})`);
-          }
-          // A cancelled reader reads as the end of the body.
-          if (state === 'idle') throw silent();
-          if (state === 'cancelled') return;
-          if (chunk.done) break;
-          arm();
-          total += chunk.value.byteLength;
-          if (total > maxTotalBytes) throw self.failure('body', `${path}: stream over ${maxTotalBytes} bytes`);
-          let split: string[];
-          try {
-            split = splitter.push(decoder.decode(chunk.value, { stream: true }));
-          } catch (err) {
-            if (err instanceof FrameTooLarge) throw self.failure('body', `${path}: SSE frame over ${maxFrameChars} characters`);
-            throw err;
-          }
-          for (const frame of split) yield frame;
-        }
-        const rest = splitter.end(decoder.decode());
-        if (rest !== null) yield rest;
-      } finally {
-        clearTimeout(timer);
-        detach();
-        // Leaving early (consumer stopped, error) cancels the upstream request.
-        if (state === 'open') {
-          state = 'cancelled';
-          bodyReader.cancel().catch(() => undefined);
-        }
-      }
-    }
-    const iterator = frames();
+    const control = new StreamControl(options.signal);
+    const response = await this.openStream(path, options, control);
+    const reader = (control.reader = response.body!.getReader());
+    const iterator = this.frames(path, reader, control, {
+      idleMs: options.idleMs,
+      maxFrameChars: options.maxFrameChars ?? DEFAULT_MAX_FRAME_CHARS,
+      maxTotalBytes: options.maxTotalBytes ?? this.maxBytes,
+    });
     return {
       [Symbol.asyncIterator]: () => iterator,
       close() {
         // Also ends an iterator that has not started: its reader would otherwise never be released.
-        stop('cancelled');
+        control.stop('cancelled');
         void response; // the stream holds its Response for as long as it is open
       },
       get cancelled() {
-        return state === 'cancelled';
+        return control.state === 'cancelled';
       },
     };
+  }
+
+  /** A stream's response, once its head arrived (within the head deadline) and is an event stream with a body. */
+  private async openStream(path: string, options: StreamOptions, control: StreamControl): Promise<Response> {
+    const headTimeoutMs = options.timeoutMs ?? this.timeoutMs;
+    let headTimedOut = false;
+    const headTimer = setTimeout(() => {
+      headTimedOut = true;
+      control.controller.abort();
+    }, headTimeoutMs);
+    let response: Response;
+    try {
+      response = await this.send(path, { ...options, headers: { accept: 'text/event-stream', ...options.headers } }, control.controller.signal, () => headTimedOut, headTimeoutMs);
+    } catch (err) {
+      control.detach();
+      throw err;
+    } finally {
+      clearTimeout(headTimer);
+    }
+    const refused = this.refusedStream(path, options.method ?? 'POST', response, control.state === 'cancelled');
+    if (refused) {
+      control.detach();
+      await response.body?.cancel().catch(() => undefined);
+      throw refused;
+    }
+    return response;
+  }
+
+  /** Why a stream's head is not served on: cancelled meanwhile, not 200 with a body, not an event stream; or null. */
+  private refusedStream(path: string, method: string, response: Response, cancelled: boolean): UpstreamError | null {
+    if (cancelled) return new UpstreamError(this.service, 'aborted', `${path}: cancelled by the caller`);
+    if (response.status !== 200 || !response.body) return this.failure('status', `${method} ${path} answered ${response.status}`, response.status);
+    const type = response.headers.get('content-type') ?? '';
+    if (!/^text\/event-stream\b/i.test(type)) return this.failure('body', `${method} ${path} answered ${JSON.stringify(type)} instead of an event stream`);
+    return null;
+  }
+
+  /**
+   * The frames of a stream's body as they arrive, within its bounds: an idle timer re-armed by every
+   * chunk, the size of one frame and of the whole body. Leaving early cancels the upstream request.
+   */
+  private async *frames(
+    path: string,
+    reader: ReadableStreamDefaultReader<Uint8Array>,
+    control: StreamControl,
+    { idleMs, maxFrameChars, maxTotalBytes }: { idleMs: number; maxFrameChars: number; maxTotalBytes: number },
+  ): AsyncGenerator<string> {
+    const decoder = new TextDecoder();
+    const splitter = new SseSplitter(maxFrameChars);
+    let total = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const arm = () => {
+      clearTimeout(timer);
+      timer = setTimeout(() => control.stop('idle'), idleMs);
+    };
+    const silent = () => this.failure('timeout', `${path}: stream silent for ${idleMs} ms`);
+    try {
+      arm();
+      for (;;) {
+        let chunk: Awaited<ReturnType<typeof reader.read>>;
+        try {
+          chunk = await reader.read();
+        } catch (err) {
+          if (control.state === 'cancelled') return;
+          throw control.state === 'idle' ? silent() : this.failure('network', `${path}: stream interrupted (${causeOf(err)})`);
+        }
+        // A cancelled reader reads as the end of the body.
+        if (control.state === 'idle') throw silent();
+        if (control.state === 'cancelled') return;
+        if (chunk.done) break;
+        arm();
+        total += chunk.value.byteLength;
+        if (total > maxTotalBytes) throw this.failure('body', `${path}: stream over ${maxTotalBytes} bytes`);
+        let split: string[];
+        try {
+          split = splitter.push(decoder.decode(chunk.value, { stream: true }));
+        } catch (err) {
+          if (err instanceof FrameTooLarge) throw this.failure('body', `${path}: SSE frame over ${maxFrameChars} characters`);
+          throw err;
+        }
+        for (const frame of split) yield frame;
+      }
+      const rest = splitter.end(decoder.decode());
+      if (rest !== null) yield rest;
+    } finally {
+      clearTimeout(timer);
+      control.detach();
+      // Leaving early (consumer stopped, error) cancels the upstream request.
+      if (control.state === 'open') {
+        control.state = 'cancelled';
+        reader.cancel().catch(() => undefined);
+      }
+    }
   }
 
   private async send(
