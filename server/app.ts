@@ -29,8 +29,8 @@ import { requestContext } from './middleware/request-id.ts';
 import { Operations } from './operations.ts';
 import { type InFlight, labelRoute, MuseumResponse } from './request-metrics.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
-import { buildServices } from './services.ts';
-import type { MuseumState, Services } from './types.ts';
+import { type BuiltServices, buildServices } from './services.ts';
+import type { FastPathHandler, MuseumState, Services } from './types.ts';
 
 export interface MuseumServer {
   url: string;
@@ -67,6 +67,39 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const { content, state, redis } = services;
   const operations = new Operations({ content, state, redis, metricsToken: config.metricsPort === undefined ? config.metricsToken : undefined });
 
+  const app = koaApp(config, api, log);
+  const { server, lastConnectionAt } = nodeServer(config, operations, fastPath, app.callback(), log);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+
+  const metricsServer = config.metricsPort === undefined ? null : await operations.listenMetrics(config.metricsPort, config.host);
+  const running: Running = { server, services, operations, metricsServer, log, lastConnectionAt };
+  let closing: Promise<void> | null = null;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    server,
+    app,
+    services,
+    operations,
+    metricsPort: metricsServer ? Operations.portOf(metricsServer) : undefined,
+    close() {
+      closing ??= closeAtOnce(running);
+      return closing;
+    },
+    shutdown({ drainDelayMs = SHUTDOWN.drainDelayMs, graceMs = SHUTDOWN.graceMs } = {}) {
+      closing ??= shutDownGracefully(running, drainDelayMs, graceMs);
+      return closing;
+    },
+  };
+}
+
+/** The Koa app: the middleware stack of the module comment, outermost first, then the routes. */
+function koaApp(config: Config, api: Api, log: Logger): Koa<MuseumState> {
   const app = new Koa<MuseumState>();
   app.silent = true;
   app.on('error', (err: NodeJS.ErrnoException) => {
@@ -90,8 +123,20 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   });
   app.use(api.router.routes());
   app.use(api.router.allowedMethods());
+  return app;
+}
 
-  const koaHandler = app.callback();
+/**
+ * The node server, not yet listening: the operations endpoints first, then the fast path, then Koa;
+ * with its guards. `lastConnectionAt` is when the last connection arrived while draining.
+ */
+function nodeServer(
+  config: Config,
+  operations: Operations,
+  fastPath: FastPathHandler,
+  koaHandler: ReturnType<Koa<MuseumState>['callback']>,
+  log: Logger,
+): { server: Server; lastConnectionAt: () => number } {
   const server = createServer({ ...serverOptions(config), ServerResponse: MuseumResponse }, (req, res) => {
     if (refusedBeforeRouting(req, res)) return;
     if (operations.handle(req, res)) return;
@@ -107,79 +152,73 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   server.keepAliveTimeout = 65_000;
   // Bounded time to receive a request (not its response: streams run for minutes), connections per IP.
   guardConnections(server, config, log);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(config.port, config.host, () => resolve());
-  });
-  const port = (server.address() as AddressInfo).port;
-  const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
+  return { server, lastConnectionAt: () => lastConnectionAt };
+}
 
-  const metricsServer = config.metricsPort === undefined ? null : await operations.listenMetrics(config.metricsPort, config.host);
+/** A listening server and what closes with it. */
+interface Running {
+  server: Server;
+  services: BuiltServices;
+  operations: Operations;
+  /** The METRICS_PORT listener, when METRICS_PORT is set. */
+  metricsServer: Server | null;
+  log: Logger;
+  lastConnectionAt: () => number;
+}
 
-  /** After the listener: the metrics listener, then the stores and pools (the log is flushed after). */
-  const release = async () => {
-    operations.close();
-    if (metricsServer) {
-      metricsServer.closeAllConnections();
-      await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
-    }
-    await services.state.close();
+/** Stop at once: connections are cut (tests). */
+async function closeAtOnce(running: Running): Promise<void> {
+  const { server, services, log } = running;
+  await services.close();
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await release(running);
+  await flushLog(log);
+}
+
+/** The graceful shutdown (SIGTERM), step by step as the module comment tells it. */
+async function shutDownGracefully(running: Running, drainDelayMs: number, graceMs: number): Promise<void> {
+  const { server, services, operations, log, lastConnectionAt } = running;
+  const started = Date.now();
+  operations.draining = true;
+  const endStreams = async () => {
+    await services.shutdown('drain');
+    endEventStreams(operations.inFlight, SHUTDOWN.retryMs);
   };
-  let closing: Promise<void> | null = null;
-  return {
-    url: `http://${host}:${port}`,
-    port,
-    server,
-    app,
-    services,
-    operations,
-    metricsPort: metricsServer ? Operations.portOf(metricsServer) : undefined,
-    close() {
-      closing ??= (async () => {
-        await services.close();
-        server.closeAllConnections();
-        await new Promise<void>((resolve) => server.close(() => resolve()));
-        await release();
-        await flushLog(log);
-      })();
-      return closing;
-    },
-    shutdown({ drainDelayMs = SHUTDOWN.drainDelayMs, graceMs = SHUTDOWN.graceMs } = {}) {
-      closing ??= (async () => {
-        const started = Date.now();
-        operations.draining = true;
-        const endStreams = async () => {
-          await services.shutdown('drain');
-          endEventStreams(operations.inFlight, SHUTDOWN.retryMs);
-        };
-        await endStreams();
-        // Still accepting for a moment: a load balancer may route here until it sees /readyz fail.
-        await sleep(drainDelayMs);
-        // Closing a listener resets connections still in its accept queue: wait (bounded) until
-        // new connections stop arriving, as they do once the load balancer has seen /readyz fail.
-        while (Date.now() - lastConnectionAt < 100 && Date.now() - started < graceMs / 2) await sleep(25);
-        // Stop listening without http.Server#close's closing of idle connections: one accepted a
-        // moment ago may be idle only because its request has not arrived yet, and cutting it
-        // would reset that request. Every response now says Connection: close instead.
-        const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
-        // Streams opened during the delay end too.
-        await endStreams();
-        await sleep(Math.min(250, drainDelayMs));
-        await untilEmpty(operations.inFlight, Math.max(0, graceMs - (Date.now() - started)));
-        const cut = operations.inFlight.size;
-        if (cut > 0) log.warn({ requests: cut }, 'shutdown: grace period over, closing requests still in flight');
-        server.closeAllConnections();
-        await closed;
-        await services.shutdown('flush');
-        await services.close();
-        await release();
-        log.info({ ms: Date.now() - started }, 'shutdown complete');
-        // Last, so every request answered has its access line.
-        await flushLog(log);
-      })();
-      return closing;
-    },
-  };
+  await endStreams();
+  // Still accepting for a moment: a load balancer may route here until it sees /readyz fail.
+  await sleep(drainDelayMs);
+  // Closing a listener resets connections still in its accept queue: wait (bounded) until
+  // new connections stop arriving, as they do once the load balancer has seen /readyz fail.
+  while (Date.now() - lastConnectionAt() < 100 && Date.now() - started < graceMs / 2) await sleep(25);
+  // Stop listening without http.Server#close's closing of idle connections: one accepted a
+  // moment ago may be idle only because its request has not arrived yet, and cutting it
+  // would reset that request. Every response now says Connection: close instead.
+  const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+  // Streams opened during the delay end too.
+  await endStreams();
+  await sleep(Math.min(250, drainDelayMs));
+  await untilEmpty(operations.inFlight, Math.max(0, graceMs - (Date.now() - started)));
+  const cut = operations.inFlight.size;
+  if (cut > 0) log.warn({ requests: cut }, 'shutdown: grace period over, closing requests still in flight');
+  server.closeAllConnections();
+  await closed;
+  await services.shutdown('flush');
+  await services.close();
+  await release(running);
+  log.info({ ms: Date.now() - started }, 'shutdown complete');
+  // Last, so every request answered has its access line.
+  await flushLog(log);
+}
+
+/** After the listener: the metrics listener, then the stores and pools (the log is flushed after). */
+async function release({ services, operations, metricsServer }: Running): Promise<void> {
+  operations.close();
+  if (metricsServer) {
+    metricsServer.closeAllConnections();
+    await new Promise<void>((resolve) => metricsServer.close(() => resolve()));
+  }
+  await services.state.close();
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
