@@ -3,10 +3,11 @@
  * Results go to stdout (one JSON document with --json), progress and warnings to stderr.
  * The heavy modules are imported when a command runs, so `--help` stays instant.
  */
+import { once } from 'node:events';
 import { resolve } from 'node:path';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { printable } from '../common/terminal.ts';
-import type { GcSummary } from './gc.ts';
+import type { GcRemoval, GcSummary } from './gc.ts';
 import type { BakeEvent, BakeSummary, RoomOutcome } from './pipeline.ts';
 import { describeSlotChanges } from './slots/changes.ts';
 
@@ -31,6 +32,10 @@ export const formatBytes = (n: number): string =>
 const formatMs = (ms: number) => (ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`);
 // Lines for people (not --json): whatever came from content is escaped (printable).
 const out = (text: string) => process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+/** out(), waiting while stdout is full. */
+const outPaced = async (text: string): Promise<void> => {
+  if (!out(text)) await once(process.stdout, 'drain');
+};
 const err = (text: string) => process.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
 
 /** Progress on stderr: a bar redrawn in place on a terminal, one plain line per room otherwise. */
@@ -83,7 +88,8 @@ function gcLine(gc: GcSummary): string {
   return (
     `gc: ${gc.dry_run ? 'would remove' : 'removed'} ${gc.removed.length} files (${formatBytes(gc.removed_bytes)}); ` +
     `kept ${gc.kept_files} (${gc.in_grace} within the grace period) for manifests ${gc.kept_manifests.join(', ') || 'none'}` +
-    (gc.pruned_manifests.length ? `; ${gc.dry_run ? 'would prune' : 'pruned'} ${gc.pruned_manifests.length} old manifests` : '')
+    (gc.pruned_manifests.length ? `; ${gc.dry_run ? 'would prune' : 'pruned'} ${gc.pruned_manifests.length} old manifests` : '') +
+    (gc.removed_qa_facts.length ? `; ${gc.dry_run ? 'would remove' : 'removed'} ${gc.removed_qa_facts.length} stale QA facts` : '')
   );
 }
 
@@ -246,12 +252,11 @@ function gcCommand(): Command {
       } catch (e) {
         return command.error(`error: --grace: ${(e as Error).message}`, { exitCode: 2 });
       }
-      const summary = await collectGarbage(opts.out ?? process.env.DATA_DIR ?? 'data', { keep: opts.keep, graceMs, dryRun: opts.dryRun });
-      if (opts.json) out(JSON.stringify(summary));
-      else {
-        if (summary.dry_run) for (const f of summary.removed) out(`would remove ${f.name} (${formatBytes(f.bytes)})`);
-        out(gcLine(summary));
-      }
+      // Without --json, each removal is listed as it happens (after a kill, the output says what
+      // went), at the pace stdout takes it: a listing of a million files is not held in memory.
+      const onRemove = opts.json ? undefined : (r: GcRemoval) => outPaced(`${opts.dryRun ? 'would remove' : 'removed'} ${r.path} (${formatBytes(r.bytes)})`);
+      const summary = await collectGarbage(opts.out ?? process.env.DATA_DIR ?? 'data', { keep: opts.keep, graceMs, dryRun: opts.dryRun, onRemove });
+      out(opts.json ? JSON.stringify(summary) : gcLine(summary));
     });
 }
 

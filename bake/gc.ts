@@ -7,16 +7,20 @@
  *   - a manifest that references it was replaced less than the grace period ago (a server that has
  *     not reloaded yet still serves it);
  *   - the file itself is younger than the grace period (a bake may be about to reference it);
- *   - a QA fact of the current rooms names it (plan pictures the next report embeds).
+ *   - the QA facts (bake/qa-facts.ts) of a room of those manifests name it (its plan picture, which
+ *     the next QA report embeds): kept manifests' rooms keep it, those of replaced manifests within
+ *     the grace period keep it within the grace.
  * Everything else under files/ goes, as do temp files of killed writes older than the grace period.
- * Manifests of the history that protect nothing any more are pruned last. gc only ever deletes
- * what is unreferenced, one file at a time, so a kill at any point loses nothing still referenced;
- * it takes the bake lock, so no bake publishes meanwhile.
+ * The stale QA facts go first (see sweepQaFacts), and manifests of the history that protect nothing
+ * any more are pruned last. gc only ever deletes what is unreferenced, one file at a time, so a kill
+ * at any point loses nothing still referenced (the next gc finishes the job); it takes the bake
+ * lock, so no bake publishes meanwhile.
  */
 import { promises as fs } from 'node:fs';
 import { join, resolve as resolvePath } from 'node:path';
-import { artifactPaths, FILE_NAME_PATTERN, fileName, manifestFileRefs } from '../artifacts/format.ts';
-import { DataDirBusyError, listManifests, lockDataDir } from '../artifacts/store.ts';
+import { artifactPaths, FILE_NAME_PATTERN, fileName, type Manifest, manifestFileRefs } from '../artifacts/format.ts';
+import { DataDirBusyError, listManifests, lockDataDir, type PublishedManifest } from '../artifacts/store.ts';
+import { QA_FACTS_NAME_PATTERN, qaFactsDir, readQaFactsFile } from './qa-facts.ts';
 
 export interface GcOptions {
   /** Published manifests whose files are kept (the current one included). Default 3. */
@@ -27,6 +31,14 @@ export interface GcOptions {
   dryRun?: boolean;
   /** The clock (tests). */
   now?: number;
+  /** Told of each removal as it happens (or would happen, with dryRun); gc waits for it (output backpressure). */
+  onRemove?: (removal: GcRemoval) => void | Promise<void>;
+}
+
+export interface GcRemoval {
+  /** Relative to DATA_DIR: `files/<sha256>.<ext>` (or a temp file there), `cache/qa/<room>.json`. */
+  path: string;
+  bytes: number;
 }
 
 export interface GcSummary {
@@ -42,9 +54,11 @@ export interface GcSummary {
   removed_bytes: number;
   /** History manifests removed (they protect nothing any more). */
   pruned_manifests: string[];
+  /** QA-facts cache files removed: rooms in none of the kept manifests, or not valid QA facts. */
+  removed_qa_facts: Array<{ name: string; bytes: number }>;
 }
 
-export const GC_DEFAULTS: Required<Omit<GcOptions, 'now'>> = { keep: 3, graceMs: 60 * 60 * 1000, dryRun: false };
+export const GC_DEFAULTS: Required<Omit<GcOptions, 'now' | 'onRemove'>> = { keep: 3, graceMs: 60 * 60 * 1000, dryRun: false };
 
 /** The bake lock's refusal, or an unreadable manifest: gc removes nothing then. */
 export class GcError extends Error {
@@ -71,89 +85,138 @@ export async function collectGarbage(dataDir: string, options: GcOptions = {}): 
   }
 }
 
-/** Plan pictures (and anything else) the QA facts of the rooms name. */
-async function qaFactFiles(dataDir: string): Promise<Set<string>> {
-  const dir = join(artifactPaths(dataDir).cache, 'qa');
-  const names = await fs.readdir(dir).catch(() => [] as string[]);
-  const out = new Set<string>();
-  for (const name of names.filter((n) => n.endsWith('.json'))) {
-    const facts = await fs
-      .readFile(join(dir, name), 'utf8')
-      .then((t) => JSON.parse(t) as { planPicture?: { sha256: string; ext: string } | null })
-      .catch(() => null);
-    if (facts?.planPicture) out.add(fileName(facts.planPicture as never));
-  }
-  return out;
-}
-
 /** gc for a caller that already holds the bake lock (`bake rooms --gc`). */
 export async function collectGarbageUnderLock(dataDir: string, options: GcOptions = {}): Promise<GcSummary> {
   const { keep, graceMs, dryRun } = { ...GC_DEFAULTS, ...Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined)) };
   if (!Number.isInteger(keep) || keep < 1) throw new GcError(`--keep must be a positive integer (got ${keep})`);
   if (!(graceMs >= 0)) throw new GcError(`--grace must be a duration of 0 or more (got ${graceMs})`);
-  const now = options.now ?? Date.now();
-  const paths = artifactPaths(dataDir);
+  const run: GcRun = { dataDir, graceMs, dryRun, now: options.now ?? Date.now(), onRemove: options.onRemove ?? (() => {}) };
   const manifests = await listManifests(dataDir).catch((err: unknown) => {
     throw new GcError(`a published manifest is unreadable, so nothing is removed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
   });
-
-  // 1. What stays referenced: the last K manifests, the ones replaced within the grace period, QA facts.
-  const kept = manifests.slice(0, keep);
-  const referenced = new Set<string>();
-  const graceReferenced = new Set<string>();
-  const prunable: string[] = [];
-  manifests.forEach(({ manifest, path }, i) => {
-    const names = manifestFileRefs(manifest).map(fileName);
-    if (i < keep) names.forEach((n) => referenced.add(n));
-    else {
-      // Replaced when the next newer manifest was published.
-      const replacedAt = Date.parse(manifests[i - 1]!.manifest.published_at);
-      if (now - replacedAt < graceMs) names.forEach((n) => graceReferenced.add(n));
-      else if (path) prunable.push(path);
-    }
-  });
-  for (const name of await qaFactFiles(dataDir)) referenced.add(name);
-
-  // 2. Remove the rest, one file at a time.
+  const refs = referencesOf(manifests, keep, run);
   const summary: GcSummary = {
     data_dir: dataDir,
     dry_run: dryRun,
-    kept_manifests: kept.map((m) => m.manifest.bake_id),
+    kept_manifests: manifests.slice(0, keep).map((m) => m.manifest.bake_id),
     in_grace: 0,
     kept_files: 0,
     removed: [],
     removed_bytes: 0,
     pruned_manifests: [],
+    removed_qa_facts: [],
   };
-  const entries = (await fs.readdir(paths.files).catch(() => [] as string[])).sort();
-  for (const name of entries) {
-    const isFile = FILE_NAME_PATTERN.test(name);
-    const isTemp = name.endsWith('.tmp');
-    if (!isFile && !isTemp) continue;
-    const path = join(paths.files, name);
-    const stat = await fs.stat(path).catch(() => null);
-    if (!stat?.isFile()) continue;
-    if (isFile && referenced.has(name)) {
-      summary.kept_files++;
-      continue;
-    }
-    if (now - stat.mtimeMs < graceMs || graceReferenced.has(name)) {
-      summary.kept_files++;
-      summary.in_grace++;
-      continue;
-    }
-    if (!dryRun) {
-      const gone = await fs.rm(path).then(() => true, (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
-      if (!gone) continue;
-    }
-    summary.removed.push({ name, bytes: stat.size });
-    summary.removed_bytes += stat.size;
-  }
-
-  // 3. History entries that protect nothing any more.
-  for (const path of prunable) {
+  await sweepQaFacts(run, refs, summary);
+  await sweepFiles(run, refs, summary);
+  for (const path of refs.prunable) {
     if (!dryRun) await fs.rm(path, { force: true });
     summary.pruned_manifests.push(path.split('/').pop()!.replace(/\.json$/, ''));
   }
   return summary;
+}
+
+interface GcRun {
+  dataDir: string;
+  graceMs: number;
+  dryRun: boolean;
+  now: number;
+  onRemove: (removal: GcRemoval) => void | Promise<void>;
+}
+
+/** What stays: the files and rooms (`<id>:<bake key>`) of the kept manifests, and of those replaced within the grace. */
+interface References {
+  files: Set<string>;
+  graceFiles: Set<string>;
+  rooms: Set<string>;
+  graceRooms: Set<string>;
+  /** History files of manifests that protect nothing any more. */
+  prunable: string[];
+}
+
+const roomKey = (id: number | string, key: string) => `${id}:${key}`;
+const bakedRooms = (manifest: Manifest) => manifest.rooms.flatMap((r) => (r.bake ? [roomKey(r.id, r.bake.key)] : []));
+
+function referencesOf(manifests: PublishedManifest[], keep: number, run: GcRun): References {
+  const refs: References = { files: new Set(), graceFiles: new Set(), rooms: new Set(), graceRooms: new Set(), prunable: [] };
+  manifests.forEach(({ manifest, path }, i) => {
+    const add = (files: Set<string>, rooms: Set<string>) => {
+      manifestFileRefs(manifest).forEach((ref) => files.add(fileName(ref)));
+      bakedRooms(manifest).forEach((room) => rooms.add(room));
+    };
+    if (i < keep) return add(refs.files, refs.rooms);
+    // Replaced when the next newer manifest was published.
+    const replacedAt = Date.parse(manifests[i - 1]!.manifest.published_at);
+    if (run.now - replacedAt < run.graceMs) add(refs.graceFiles, refs.graceRooms);
+    else if (path) refs.prunable.push(path);
+  });
+  return refs;
+}
+
+/** Remove one file unless it is a dry run; false when it could not be removed (it stays, unreported). */
+async function remove(run: GcRun, path: string, relative: string, bytes: number): Promise<boolean> {
+  if (!run.dryRun) {
+    const gone = await fs.rm(path).then(() => true, (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
+    if (!gone) return false;
+  }
+  await run.onRemove({ path: relative, bytes });
+  return true;
+}
+
+/**
+ * QA facts protect their plan picture while their room (same id and bake key) is in a kept manifest,
+ * or in one replaced within the grace; other facts protect nothing. Those stale facts files go too
+ * (once older than the grace, like any file): the bake rewrites only the facts of rooms it bakes, so
+ * a dropped room's facts would otherwise stay forever, and no report can use them again (it reads a
+ * room's facts only under the bake key of its manifest entry). Files that are not valid QA facts are
+ * absent for the bake, so they protect nothing and go the same way; names the bake does not write
+ * are left alone. They go before the pictures they name, so a kill in between leaves only
+ * unreferenced pictures, which the next gc removes.
+ */
+async function sweepQaFacts(run: GcRun, refs: References, summary: GcSummary): Promise<void> {
+  const dir = qaFactsDir(run.dataDir);
+  const names = (await fs.readdir(dir).catch(() => [] as string[])).sort();
+  for (const name of names) {
+    const room = QA_FACTS_NAME_PATTERN.exec(name)?.[1];
+    if (!room && !/^\d+\.json\.\d+\.[0-9a-f]+\.tmp$/.test(name)) continue; // writeFileAtomic's temp files
+    const path = join(dir, name);
+    const stat = await fs.stat(path).catch(() => null);
+    if (!stat?.isFile()) continue;
+    const facts = room ? await readQaFactsFile(path) : null;
+    const key = facts ? roomKey(room!, facts.key) : null;
+    const picture = facts?.planPicture ? fileName(facts.planPicture) : null;
+    if (key && refs.rooms.has(key)) {
+      if (picture) refs.files.add(picture);
+      continue;
+    }
+    if ((key && refs.graceRooms.has(key)) || run.now - stat.mtimeMs < run.graceMs) {
+      if (picture) refs.graceFiles.add(picture);
+      continue;
+    }
+    if (await remove(run, path, `cache/qa/${name}`, stat.size)) summary.removed_qa_facts.push({ name, bytes: stat.size });
+  }
+}
+
+/** files/: everything not referenced and out of the grace period goes, one file at a time. */
+async function sweepFiles(run: GcRun, refs: References, summary: GcSummary): Promise<void> {
+  const dir = artifactPaths(run.dataDir).files;
+  const entries = (await fs.readdir(dir).catch(() => [] as string[])).sort();
+  for (const name of entries) {
+    const isFile = FILE_NAME_PATTERN.test(name);
+    if (!isFile && !name.endsWith('.tmp')) continue;
+    const path = join(dir, name);
+    const stat = await fs.stat(path).catch(() => null);
+    if (!stat?.isFile()) continue;
+    if (isFile && refs.files.has(name)) {
+      summary.kept_files++;
+      continue;
+    }
+    if (run.now - stat.mtimeMs < run.graceMs || refs.graceFiles.has(name)) {
+      summary.kept_files++;
+      summary.in_grace++;
+      continue;
+    }
+    if (!(await remove(run, path, `files/${name}`, stat.size))) continue;
+    summary.removed.push({ name, bytes: stat.size });
+    summary.removed_bytes += stat.size;
+  }
 }

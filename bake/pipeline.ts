@@ -16,11 +16,12 @@ import { type ContentRoom, loadContent, publicCatalog } from './content.ts';
 import type { NetPolicy } from '../common/net.ts';
 import { type FetchOptions, modelFiles, SourceResolver } from './fetch.ts';
 import { collectGarbageUnderLock, type GcOptions, type GcSummary } from './gc.ts';
+import { readQaFacts, writeQaFacts } from './qa-facts.ts';
 import type { QaRoom } from './report.ts';
 import type { RoomBakeResult, RoomJob } from './room.ts';
 import { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
 import { SLOT_ALGORITHM } from './slots/algorithm.ts';
-import type { RoomKind, SlotChanges } from './slots/index.ts';
+import type { SlotChanges } from './slots/index.ts';
 import { WorkerPool } from './workers.ts';
 
 export type RoomStatus = 'baked' | 'skipped' | 'failed';
@@ -391,7 +392,9 @@ function assembleManifest(run: Run, plans: Planned[], results: Map<number, RoomB
 /** 4. Publish unless nothing changed: files (the QA report among them) first, then the manifest rename. */
 async function publish(run: Run, manifest: Manifest, plans: Planned[], results: Map<number, RoomBakeResult>, outcomes: Map<number, RoomOutcome>): Promise<boolean> {
   const { dataDir, previous } = run;
-  for (const [id, result] of results) await writeQaFacts(dataDir, id, plans.find((p) => p.room.id === id)!.key!, result);
+  for (const [id, result] of results) {
+    await writeQaFacts(dataDir, id, { key: plans.find((p) => p.room.id === id)!.key!, ...result.engine, optimizerWarnings: result.optimizerWarnings });
+  }
   const changed = !previous || results.size > 0 || manifestBody(previous) !== manifestBody(manifest);
   if (!changed) return false;
   const [qaRooms, { renderQaReport }] = await Promise.all([reportRooms(dataDir, plans, results, outcomes, manifest.rooms), import('./report.ts')]);
@@ -426,31 +429,8 @@ function summarize(run: Run, plans: Planned[], outcomes: Map<number, RoomOutcome
 // ---------------------------------------------------------------------------------------------
 // QA report: every room of the manifest. What the report shows beyond the slot JSON (kind, the
 // plan picture rendered by the lane that baked the room, optimizer notes) is kept per room in
-// DATA_DIR/cache/qa, so unchanged rooms keep their pictures without being re-baked, and assembling
-// the report costs no rendering.
-
-interface QaFacts {
-  key: string;
-  kind: RoomKind;
-  kindEvidence?: string;
-  planPicture: FileRef | null;
-  optimizerWarnings: string[];
-}
-
-const qaFactsPath = (dataDir: string, id: number) => join(artifactPaths(dataDir).cache, 'qa', `${id}.json`);
-
-async function writeQaFacts(dataDir: string, id: number, key: string, result: RoomBakeResult): Promise<void> {
-  const facts: QaFacts = { key, ...result.engine, optimizerWarnings: result.optimizerWarnings };
-  await writeFileAtomic(qaFactsPath(dataDir, id), JSON.stringify(facts));
-}
-
-async function readQaFacts(dataDir: string, id: number, key: string | undefined): Promise<QaFacts | null> {
-  const facts = await fs
-    .readFile(qaFactsPath(dataDir, id), 'utf8')
-    .then((t) => JSON.parse(t) as QaFacts)
-    .catch(() => null);
-  return facts && facts.key === key ? facts : null;
-}
+// DATA_DIR/cache/qa (bake/qa-facts.ts), so unchanged rooms keep their pictures without being
+// re-baked, and assembling the report costs no rendering.
 
 const readFileRef = (dataDir: string, ref: FileRef | null) => (ref ? fs.readFile(filePath(dataDir, ref)).catch(() => undefined) : Promise.resolve(undefined));
 
