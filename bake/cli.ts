@@ -253,7 +253,7 @@ function gcCommand(): Command {
         return command.error(`error: --grace: ${(e as Error).message}`, { exitCode: 2 });
       }
       // Without --json, each removal is listed as it happens (after a kill, the output says what
-      // went), at the pace stdout takes it: a listing of a million files is not held in memory.
+      // went), at the pace stdout takes it: a slow reader does not make the output pile up in memory.
       const onRemove = opts.json ? undefined : (r: GcRemoval) => outPaced(`${opts.dryRun ? 'would remove' : 'removed'} ${r.path} (${formatBytes(r.bytes)})`);
       const summary = await collectGarbage(opts.out ?? process.env.DATA_DIR ?? 'data', { keep: opts.keep, graceMs, dryRun: opts.dryRun, onRemove });
       out(opts.json ? JSON.stringify(summary) : gcLine(summary));
