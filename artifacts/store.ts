@@ -18,6 +18,12 @@ import {
 
 export const sha256 = (data: Uint8Array | string): string => createHash('sha256').update(data).digest('hex');
 
+/**
+ * The name of an atomic write's temp file, `<target>.<pid>.<random hex>.tmp` (group 1: the target's
+ * name): a write in progress, or one a kill left behind, which `bake gc` removes once out of grace.
+ */
+export const TEMP_FILE_PATTERN = /^(.+)\.\d+\.[0-9a-f]+\.tmp$/;
+
 /** Write a file atomically: readers see the old content or the new, never a partial file. */
 export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
   await fs.mkdir(dirname(path), { recursive: true });

@@ -19,7 +19,7 @@
 import { promises as fs } from 'node:fs';
 import { join, resolve as resolvePath } from 'node:path';
 import { artifactPaths, FILE_NAME_PATTERN, fileName, type Manifest, manifestFileRefs } from '../artifacts/format.ts';
-import { DataDirBusyError, listManifests, lockDataDir, type PublishedManifest } from '../artifacts/store.ts';
+import { DataDirBusyError, listManifests, lockDataDir, type PublishedManifest, TEMP_FILE_PATTERN } from '../artifacts/store.ts';
 import { QA_FACTS_NAME_PATTERN, qaFactsDir, readQaFactsFile } from './qa-facts.ts';
 
 export interface GcOptions {
@@ -176,13 +176,14 @@ async function sweepQaFacts(run: GcRun, refs: References, summary: GcSummary): P
   const dir = qaFactsDir(run.dataDir);
   const names = (await fs.readdir(dir).catch(() => [] as string[])).sort();
   for (const name of names) {
-    const room = QA_FACTS_NAME_PATTERN.exec(name)?.[1];
-    if (!room && !/^\d+\.json\.\d+\.[0-9a-f]+\.tmp$/.test(name)) continue; // writeFileAtomic's temp files
+    const tempOf = TEMP_FILE_PATTERN.exec(name)?.[1];
+    const room = QA_FACTS_NAME_PATTERN.exec(tempOf ?? name)?.[1];
+    if (!room) continue;
     const path = join(dir, name);
     const stat = await fs.stat(path).catch(() => null);
     if (!stat?.isFile()) continue;
-    const facts = room ? await readQaFactsFile(path) : null;
-    const key = facts ? roomKey(room!, facts.key) : null;
+    const facts = tempOf === undefined ? await readQaFactsFile(path) : null;
+    const key = facts ? roomKey(room, facts.key) : null;
     const picture = facts?.planPicture ? fileName(facts.planPicture) : null;
     if (key && refs.rooms.has(key)) {
       if (picture) refs.files.add(picture);
@@ -202,7 +203,7 @@ async function sweepFiles(run: GcRun, refs: References, summary: GcSummary): Pro
   const entries = (await fs.readdir(dir).catch(() => [] as string[])).sort();
   for (const name of entries) {
     const isFile = FILE_NAME_PATTERN.test(name);
-    if (!isFile && !name.endsWith('.tmp')) continue;
+    if (!isFile && !TEMP_FILE_PATTERN.test(name)) continue;
     const path = join(dir, name);
     const stat = await fs.stat(path).catch(() => null);
     if (!stat?.isFile()) continue;
