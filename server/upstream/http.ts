@@ -295,10 +295,7 @@ export class UpstreamHttp {
       clearTimeout(timer);
       control.detach();
       // Leaving early (consumer stopped, error) cancels the upstream request.
-      if (control.state === 'open') {
-        control.state = 'cancelled';
-        reader.cancel().catch(() => undefined);
-      }
+      control.stop('cancelled');
     }
   }
 
