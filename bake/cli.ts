@@ -114,7 +114,7 @@ function roomsCommand(): Command {
     .option('--content <dir>', 'content directory (default: $CONTENT_DIR or ./content)')
     .option('--force', 'rebake every room even when nothing changed')
     .option('--only <ids>', 'bake only these room ids (comma-separated)', idList)
-    .addOption(new Option('--concurrency <n>', 'rooms baked in parallel (default: number of cores)').argParser(positiveInt('--concurrency')))
+    .addOption(new Option('--concurrency <n>', 'rooms baked at once, two per thread (default: number of cores)').argParser(positiveInt('--concurrency')))
     .option('--lossless-normals', 'keep normal maps exact (lossless WebP) instead of lossy like the other textures')
     .option('--gc', 'after publishing, remove files no recent manifest references (as `bake gc` with its defaults)')
     .option('--json', 'print the summary as one JSON document on stdout')

@@ -175,10 +175,10 @@ interface Run {
 async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
   const run = await prepareRun(options);
   const resolver = new SourceResolver({ baseDir: run.contentDir, cacheDir: artifactPaths(run.dataDir).cache, fetch: options.fetch, net: options.net });
-  // When every selected room is to be baked (--force, or nothing published yet), the worker lanes
-  // start now: their start-up (loading the bake's libraries) overlaps the planning.
+  // When every selected room is to be baked (--force, or nothing published yet), the bakers start
+  // now: their start-up (loading the bake's libraries) overlaps the planning.
   const selected = run.content.rooms.filter((r) => !run.only || run.only.has(r.id)).length;
-  const early = options.force || !run.previous ? startPool(lanesFor(run, selected)) : null;
+  const early = options.force || !run.previous ? startBakers(lanesFor(run, selected)) : null;
   let plans: Planned[];
   try {
     plans = await planRooms(run, resolver);
@@ -285,27 +285,49 @@ const outcomeOf = (plan: Planned, status: RoomStatus, reason: string, result?: R
   ms: result?.ms ?? null,
 });
 
-/** How many rooms a run bakes at once, and libvips threads per lane (its share of the cores). */
-function lanesFor(run: Run, rooms: number): { lanes: number; imageThreads: number } {
+/**
+ * Rooms in flight per isolate. A room's engine JavaScript is about a third of its CPU (a 36-room
+ * batch: main thread 1.5 s of 5.3 s; images on libvips threads, writes on libuv's), so two rooms
+ * share one thread well: one's engine runs while the other waits on its images. A second isolate
+ * costs its own library load and JIT warm-up (two lanes as workers took 1.23× the CPU of one and
+ * gained 1.12×; two rooms on the main thread took the same CPU and gained 1.27×).
+ */
+const ROOMS_PER_ISOLATE = 2;
+
+/** How many rooms a run bakes at once, on how many isolates, and libvips threads per isolate. */
+function lanesFor(run: Run, rooms: number): { lanes: number; isolates: number; imageThreads: number } {
   const lanes = Math.min(run.concurrency, rooms);
-  return { lanes, imageThreads: Math.max(1, Math.floor(availableParallelism() / lanes)) };
+  const isolates = Math.ceil(lanes / ROOMS_PER_ISOLATE);
+  return { lanes, isolates, imageThreads: Math.max(1, Math.floor(availableParallelism() / isolates)) };
 }
 
-type RoomPool = WorkerPool<RoomJob, RoomBakeResult>;
+/** Where a run's rooms bake. */
+interface Bakers {
+  bake(job: RoomJob): Promise<RoomBakeResult>;
+  close(): Promise<void>;
+}
 
 /**
- * Several lanes are all workers: the main thread only hands out jobs, so a worker that finishes
- * never waits for a main thread busy in a synchronous step. One lane bakes on the main thread.
+ * Several isolates are all workers: the main thread only hands out jobs, so a worker that finishes
+ * never waits for a main thread busy in a synchronous step. One isolate is the main thread, which
+ * loads the engine only here (a run with nothing to bake never does).
  */
-function startPool({ lanes, imageThreads }: { lanes: number; imageThreads: number }): RoomPool | null {
-  if (lanes < 2) return null;
-  const pool: RoomPool = new WorkerPool({ entry: ROOM_WORKER, size: lanes, workerData: { imageThreads } });
-  pool.prestart();
-  return pool;
+function startBakers({ isolates, imageThreads }: { isolates: number; imageThreads: number }): Bakers {
+  if (isolates > 1) {
+    const pool = new WorkerPool<RoomJob, RoomBakeResult>({ entry: ROOM_WORKER, size: isolates, jobsPerWorker: ROOMS_PER_ISOLATE, workerData: { imageThreads } });
+    pool.prestart();
+    return { bake: (job) => pool.run(job), close: () => pool.close() };
+  }
+  const engine = import('./room.ts').then((room) => {
+    room.useImageThreads(imageThreads);
+    return room;
+  });
+  engine.catch(() => undefined); // a load failure rejects every bake instead
+  return { bake: async (job) => (await engine).bakeRoom(job), close: async () => undefined };
 }
 
-/** 2. Bake on the pool (started early, or now); report every room as it settles. */
-async function bakePlanned(run: Run, plans: Planned[], early: RoomPool | null) {
+/** 2. Bake (on the bakers started early, or now); report every room as it settles. */
+async function bakePlanned(run: Run, plans: Planned[], early: Bakers | null) {
   const outcomes = new Map<number, RoomOutcome>();
   const results = new Map<number, RoomBakeResult>();
   let done = 0;
@@ -323,17 +345,13 @@ async function bakePlanned(run: Run, plans: Planned[], early: RoomPool | null) {
     return { outcomes, results };
   }
   const planned = lanesFor(run, toBake.length);
-  const pool = early ?? startPool(planned);
-  const lanes = pool ? Math.min(pool.workers, toBake.length) : 1;
-  const local = pool ? null : await import('./room.ts');
-  local?.useImageThreads(planned.imageThreads);
+  const bakers = early ?? startBakers(planned);
   try {
-    // Biggest rooms first, so a long room does not start last and leave the other lanes idle.
-    const queue = [...toBake].sort((a, b) => (b.weight ?? 0) - (a.weight ?? 0));
-    const lane = async (bake: (job: RoomJob) => Promise<RoomBakeResult>) => {
-      for (let plan = queue.shift(); plan; plan = queue.shift()) {
+    const next = roomOrder(toBake);
+    const lane = async (index: number) => {
+      for (let plan = next(index); plan; plan = next(index)) {
         try {
-          const result = await bake(plan.job!);
+          const result = await bakers.bake(plan.job!);
           results.set(plan.room.id, result);
           settle(outcomeOf(plan, 'baked', plan.reason, result));
         } catch (err) {
@@ -341,11 +359,21 @@ async function bakePlanned(run: Run, plans: Planned[], early: RoomPool | null) {
         }
       }
     };
-    await Promise.all(pool ? Array.from({ length: lanes }, () => lane((job) => pool.run(job))) : [lane(local!.bakeRoom)]);
+    await Promise.all(Array.from({ length: planned.lanes }, (_, index) => lane(index)));
   } finally {
-    await pool?.close();
+    await bakers.close();
   }
   return { outcomes, results };
+}
+
+/**
+ * The next room for a lane: even lanes take the biggest room left, odd lanes the smallest. Biggest
+ * first keeps a long room from starting last; pairing it with small ones keeps the engine's thread
+ * busy while a big room waits on its textures (36-room batch, two rooms in flight: 3.29 → 3.18 s).
+ */
+function roomOrder(rooms: Planned[]): (lane: number) => Planned | undefined {
+  const queue = [...rooms].sort((a, b) => (b.weight ?? 0) - (a.weight ?? 0));
+  return (lane) => (lane % 2 ? queue.pop() : queue.shift());
 }
 
 /** 3. The new manifest: content order; failed and unselected rooms keep their previous entries. */

@@ -1,12 +1,18 @@
 /**
  * A fixed-size pool of worker threads (one process tree): the bake runs rooms in parallel without
- * a process per room or per step. A worker loads its entry module, which serves jobs when loaded:
- * a bundled `.mjs` directly, a TypeScript source through worker-bootstrap.mjs (which registers tsx).
- * A worker that dies (uncaught error, memory limit) fails only the job it was running and is replaced.
+ * a process per room or per step. Each worker runs up to `jobsPerWorker` jobs at once (their
+ * awaits interleave, as rooms do on the main thread). A worker loads its entry module, which serves
+ * jobs when loaded: a bundled `.mjs` directly, a TypeScript source through worker-bootstrap.mjs
+ * (which registers tsx). A worker that dies (uncaught error, memory limit) fails only the jobs it
+ * was running and is replaced.
  */
 import { parentPort, Worker } from 'node:worker_threads';
 
-type Reply<R> = { ok: true; result: R } | { ok: false; error: string };
+interface Request<J> {
+  id: number;
+  job: J;
+}
+type Reply<R> = { id: number } & ({ ok: true; result: R } | { ok: false; error: string });
 
 interface Task<J, R> {
   job: J;
@@ -18,6 +24,8 @@ export interface WorkerPoolSpec {
   /** The module each worker loads; it calls serveJobs when loaded. */
   entry: URL;
   size: number;
+  /** Jobs a worker runs at once (default 1). */
+  jobsPerWorker?: number;
   workerData?: Record<string, unknown>;
 }
 
@@ -25,13 +33,16 @@ const BOOTSTRAP = new URL('./worker-bootstrap.mjs', import.meta.url);
 const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 
 export class WorkerPool<J, R> {
-  private readonly idle: Worker[] = [];
-  private readonly running = new Map<Worker, Task<J, R>>();
+  /** Every live worker and the jobs it runs, by request id. */
+  private readonly workers = new Map<Worker, Map<number, Task<J, R>>>();
   private readonly queue: Array<Task<J, R>> = [];
-  private size = 0;
+  private readonly jobsPerWorker: number;
+  private nextId = 0;
   private closed = false;
 
-  constructor(private readonly spec: WorkerPoolSpec) {}
+  constructor(private readonly spec: WorkerPoolSpec) {
+    this.jobsPerWorker = spec.jobsPerWorker ?? 1;
+  }
 
   /** Run a job on the next free worker. Rejects with the job's one-line error. */
   run(job: J): Promise<R> {
@@ -44,23 +55,27 @@ export class WorkerPool<J, R> {
 
   /** Start every worker now (idle), so that their start-up overlaps the caller's work. */
   prestart(): void {
-    while (!this.closed && this.size < this.spec.size) this.idle.push(this.spawn());
+    while (!this.closed && this.workers.size < this.spec.size) this.spawn();
   }
 
-  get workers(): number {
+  get size(): number {
     return this.spec.size;
   }
 
+  /** Jobs go to the least busy worker; a new worker starts only while every live one is busy. */
   private dispatch(): void {
     while (this.queue.length) {
-      let worker = this.idle.pop();
-      if (!worker) {
-        if (this.size >= this.spec.size) return;
-        worker = this.spawn();
+      let worker: Worker | undefined;
+      let least = this.jobsPerWorker;
+      for (const [candidate, running] of this.workers) {
+        if (running.size < least) [worker, least] = [candidate, running.size];
       }
+      if (least > 0 && this.workers.size < this.spec.size) worker = this.spawn();
+      if (!worker) return;
       const task = this.queue.shift()!;
-      this.running.set(worker, task);
-      worker.postMessage(task.job);
+      const id = this.nextId++;
+      this.workers.get(worker)!.set(id, task);
+      worker.postMessage({ id, job: task.job } satisfies Request<J>);
     }
   }
 
@@ -69,11 +84,11 @@ export class WorkerPool<J, R> {
     const worker = entry.pathname.endsWith('.ts')
       ? new Worker(BOOTSTRAP, { workerData: { ...this.spec.workerData, entry: entry.href } })
       : new Worker(entry, { workerData: this.spec.workerData });
-    this.size++;
+    const running = new Map<number, Task<J, R>>();
+    this.workers.set(worker, running);
     worker.on('message', (reply: Reply<R>) => {
-      const task = this.running.get(worker);
-      this.running.delete(worker);
-      this.idle.push(worker);
+      const task = running.get(reply.id);
+      running.delete(reply.id);
       if (task) {
         if (reply.ok) task.resolve(reply.result);
         else task.reject(new Error(reply.error));
@@ -81,13 +96,9 @@ export class WorkerPool<J, R> {
       this.dispatch();
     });
     const lose = (reason: string) => {
-      if (!this.running.has(worker) && !this.idle.includes(worker)) return; // already handled
-      const task = this.running.get(worker);
-      this.running.delete(worker);
-      const at = this.idle.indexOf(worker);
-      if (at >= 0) this.idle.splice(at, 1);
-      this.size--;
-      task?.reject(new Error(`bake worker stopped: ${reason}`));
+      if (!this.workers.delete(worker)) return; // already handled ('error' is followed by 'exit')
+      for (const task of running.values()) task.reject(new Error(`bake worker stopped: ${reason}`));
+      running.clear();
       if (!this.closed) this.dispatch();
     };
     worker.on('error', (err) => lose(oneLine(err)));
@@ -98,8 +109,7 @@ export class WorkerPool<J, R> {
   /** Stop every worker (after the queued jobs finished, when awaited after them). */
   async close(): Promise<void> {
     this.closed = true;
-    const workers = [...this.idle, ...this.running.keys()];
-    this.idle.length = 0;
+    const workers = [...this.workers.keys()];
     for (const task of this.queue.splice(0)) task.reject(new Error('worker pool closed'));
     await Promise.all(workers.map((w) => w.terminate()));
   }
@@ -109,10 +119,10 @@ export class WorkerPool<J, R> {
 export function serveJobs<J, R>(handler: (job: J) => Promise<R>): void {
   const port = parentPort;
   if (!port) throw new Error('serveJobs must run in a worker thread');
-  port.on('message', (job: J) => {
+  port.on('message', ({ id, job }: Request<J>) => {
     handler(job).then(
-      (result) => port.postMessage({ ok: true, result } satisfies Reply<R>),
-      (err: unknown) => port.postMessage({ ok: false, error: oneLine(err) } satisfies Reply<R>),
+      (result) => port.postMessage({ id, ok: true, result } satisfies Reply<R>),
+      (err: unknown) => port.postMessage({ id, ok: false, error: oneLine(err) } satisfies Reply<R>),
     );
   });
 }

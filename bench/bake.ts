@@ -5,7 +5,7 @@
  *  1. Per input (the sample rooms, ../shared/assets/rooms/*.glb and textured/*):
  *     - the CLI, one process per file;
  *     - our whole room bake (optimize + slots + thumbnail) as `museum bake room` (one process per file);
- *     - our room bake warm, in this process (how `bake rooms` runs it inside a pool worker);
+ *     - our room bake warm, in this process (how `bake rooms` runs it on its main thread or a worker);
  *     time ratio, size ratio and peak RSS.
  *     Targets on the real models (../shared/assets): median time ratio ≤ 1.0×, every size ≤ 1.05×
  *     the CLI's or within 256 bytes of it. Normal maps: angular error (p50/p99/max, degrees) of the

@@ -138,20 +138,24 @@ describe('baking the sample content', () => {
     expect(await readFile(artifactPaths(data).manifest)).toEqual(before);
   });
 
-  it('is deterministic: another data directory gets identical optimized models and slots', async () => {
-    const other = tmp('museum-pipeline-data2-');
-    await bakeRooms({ contentDir: sample, dataDir: other, concurrency: 1 });
-    const [a, b] = [(await readManifest(data))!, (await readManifest(other))!];
-    for (const [ra, rb] of a.rooms.map((r, i) => [r, b.rooms[i]!] as const)) {
-      expect(rb.model_optimized).toEqual(ra.model_optimized);
-      expect(rb.thumbnail).toEqual(ra.thumbnail);
-      const slots = async (dir: string, ref: FileRef) => {
-        const { generated_at: _at, ...rest } = JSON.parse(await readFile(filePath(dir, ref), 'utf8'));
-        return rest;
-      };
-      expect(await slots(other, rb.slot_data!)).toEqual(await slots(data, ra.slot_data!));
+  it('is deterministic: serial, two rooms on the main thread, and worker isolates write the same files', async () => {
+    // concurrency 2 (the run above) bakes two rooms at once on the main thread; 4, two rooms at once
+    // on each of two worker threads.
+    for (const concurrency of [1, 4]) {
+      const other = tmp(`museum-pipeline-data-c${concurrency}-`);
+      await bakeRooms({ contentDir: sample, dataDir: other, concurrency });
+      const [a, b] = [(await readManifest(data))!, (await readManifest(other))!];
+      for (const [ra, rb] of a.rooms.map((r, i) => [r, b.rooms[i]!] as const)) {
+        expect(rb.model_optimized).toEqual(ra.model_optimized);
+        expect(rb.thumbnail).toEqual(ra.thumbnail);
+        const slots = async (dir: string, ref: FileRef) => {
+          const { generated_at: _at, ...rest } = JSON.parse(await readFile(filePath(dir, ref), 'utf8'));
+          return rest;
+        };
+        expect(await slots(other, rb.slot_data!)).toEqual(await slots(data, ra.slot_data!));
+      }
     }
-  });
+  }, 120_000);
 });
 
 describe('incremental re-bakes', () => {

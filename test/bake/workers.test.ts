@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { WorkerPool } from '../../bake/workers.ts';
+import type { PoolTestJob } from '../helpers/pool-worker.ts';
+
+const ENTRY = new URL('../helpers/pool-worker.ts', import.meta.url);
+type Answer = { value: number; thread: number };
+
+describe('WorkerPool', () => {
+  it('runs jobsPerWorker jobs at once on one worker and routes each answer to its job', async () => {
+    const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 1, jobsPerWorker: 2 });
+    try {
+      // Job 1 answers only once job 2 has arrived on its thread (one after the other would never
+      // finish), so it answers last: answers must not be matched by order.
+      const [first, second] = await Promise.all([pool.run({ value: 1, after: 2 }), pool.run({ value: 2, waitMs: 20 })]);
+      expect([first.value, second.value]).toEqual([1, 2]);
+      expect(first.thread).toBe(second.thread);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('spreads jobs over its workers before doubling up, and queues beyond its capacity', async () => {
+    const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 2, jobsPerWorker: 2 });
+    try {
+      const answers = await Promise.all([1, 2, 3, 4, 5].map((value) => pool.run({ value, waitMs: 50 })));
+      expect(answers.map((a) => a.value)).toEqual([1, 2, 3, 4, 5]);
+      expect(new Set(answers.slice(0, 2).map((a) => a.thread)).size).toBe(2);
+      expect(new Set(answers.map((a) => a.thread)).size).toBe(2);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('a failing job rejects with its first line only', async () => {
+    const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 1 });
+    try {
+      await expect(pool.run({ value: 1, fail: 'room 7: truncated GLB' })).rejects.toThrow(/^room 7: truncated GLB$/);
+      expect((await pool.run({ value: 2 })).value).toBe(2);
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('a worker that dies fails the jobs it was running, and a new worker takes the rest', async () => {
+    const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 1, jobsPerWorker: 2 });
+    try {
+      const runs = [pool.run({ value: 1, waitMs: 300 }), pool.run({ value: 2, waitMs: 20, die: true }), pool.run({ value: 3 })];
+      const [first, second, third] = await Promise.allSettled(runs);
+      expect(first).toMatchObject({ status: 'rejected', reason: { message: 'bake worker stopped: exit code 3' } });
+      expect(second).toMatchObject({ status: 'rejected', reason: { message: 'bake worker stopped: exit code 3' } });
+      expect(third).toMatchObject({ status: 'fulfilled', value: { value: 3 } });
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('close rejects queued jobs and refuses new ones', async () => {
+    const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 1 });
+    const running = Promise.allSettled([pool.run({ value: 1, waitMs: 5_000 })]);
+    const queued = Promise.allSettled([pool.run({ value: 2 })]);
+    await pool.close();
+    expect((await queued)[0]).toMatchObject({ status: 'rejected', reason: { message: 'worker pool closed' } });
+    expect((await running)[0]).toMatchObject({ status: 'rejected', reason: { message: expect.stringMatching(/^bake worker stopped/) } });
+    await expect(pool.run({ value: 3 })).rejects.toThrow('worker pool is closed');
+  });
+});
