@@ -1,10 +1,15 @@
 /** CORS: the API and the artifacts are read by browsers on other origins (the 3D client). */
 import type { MuseumMiddleware } from '../types.ts';
 
+/**
+ * Every response header is readable by a page on another origin (X-Request-Id, ETag, the rate-limit
+ * headers, Retry-After, Content-Range…). `*` means exactly that for requests without credentials,
+ * the only ones `Allow-Origin: *` admits; it keeps new headers exposed, and is 8 bytes on every
+ * response instead of a 120-byte list node validates each time.
+ */
 export const CORS_HEADERS = {
   'Access-Control-Allow-Origin': '*',
-  'Access-Control-Expose-Headers':
-    'X-Request-Id, X-RateLimit-Limit, X-RateLimit-Remaining, Retry-After, ETag, Content-Range, Content-Length, Accept-Ranges',
+  'Access-Control-Expose-Headers': '*',
 } as const;
 
 /** The same headers as a flat `[name, value, …]` list, as the raw exchange writes them. */

@@ -59,7 +59,7 @@ describe('CORS', () => {
   it('puts Access-Control-Allow-Origin and the exposed headers on answers and errors', async () => {
     for (const res of [await server.get('/v1/rooms'), await server.get('/v1/rooms', { key: null }), await server.get('/v1/rooms/1/slots')]) {
       expect(res.headers.get('access-control-allow-origin')).toBe('*');
-      expect(res.headers.get('access-control-expose-headers')).toMatch(/X-RateLimit-Remaining/);
+      expect(res.headers.get('access-control-expose-headers')).toBe('*');
     }
   });
 });

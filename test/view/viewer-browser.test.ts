@@ -10,6 +10,8 @@
  *  - unknown ids answer a 404 page.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
@@ -195,6 +197,37 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     expect(errors.filter((e) => !/status of 502/.test(e))).toEqual([]);
     page.removeAllListeners();
     await page.close();
+  });
+
+  it('a page on another origin reads the request id, ETag and rate-limit headers (Expose-Headers: *)', async () => {
+    // A client page on another origin (another port), as the 3D client's own site would be.
+    const client = createServer((_req, res) => res.writeHead(200, { 'Content-Type': 'text/html' }).end('<!doctype html><title>client</title>'));
+    await new Promise<void>((done) => client.listen(0, '127.0.0.1', done));
+    const { page } = await watchedPage(browser);
+    await page.goto(`http://127.0.0.1:${(client.address() as AddressInfo).port}/`);
+    const read = (url: string, key: string | null) =>
+      page.evaluate(
+        async ([url, key]) => {
+          const res = await fetch(url!, key ? { headers: { 'X-API-Key': key } } : {});
+          const names = ['x-request-id', 'etag', 'x-ratelimit-limit', 'x-ratelimit-remaining', 'content-length'];
+          return { status: res.status, headers: Object.fromEntries(names.map((name) => [name, res.headers.get(name)])) };
+        },
+        [url, key],
+      );
+    const slots = await read(`${server.url}/v1/rooms/1/slots`, null);
+    expect(slots.status).toBe(200);
+    expect(slots.headers['x-request-id']).toMatch(/^[\w.:-]+$/);
+    expect(slots.headers.etag).toMatch(/^"/);
+    const keyed = await read(`${server.url}/v1/rooms`, server.key);
+    expect(keyed.status).toBe(200);
+    expect(keyed.headers['x-ratelimit-limit']).toMatch(/^\d+$/);
+    expect(keyed.headers['x-ratelimit-remaining']).toMatch(/^\d+$/);
+    expect(Number(keyed.headers['content-length'])).toBeGreaterThan(0);
+    const refused = await read(`${server.url}/v1/rooms`, null);
+    expect(refused.status).toBe(401);
+    expect(refused.headers['x-request-id']).toMatch(/^[\w.:-]+$/);
+    await page.close();
+    await new Promise((done) => client.close(done));
   });
 
   it('/docs renders every operation of the OpenAPI document with swagger-ui, served locally', async () => {
