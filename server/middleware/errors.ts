@@ -5,7 +5,6 @@
  * been read (401, 429, 413…) is answered without reading it, and its connection closed. A client
  * that hung up before sending its whole request is logged as such (status 499), not as a failure.
  */
-import { randomUUID } from 'node:crypto';
 import { STATUS_CODES } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -13,6 +12,8 @@ import type { Logger } from 'pino';
 import { codeForStatus, envelope, type ErrorCode, HttpError } from '../errors.ts';
 import { JSON_TYPE } from '../http-conditional.ts';
 import type { MuseumContext, MuseumMiddleware, RawAnswer } from '../types.ts';
+import { CORS_HEADERS } from './cors.ts';
+import { freshRequestId } from './request-id.ts';
 
 const CLIENT_MESSAGES: Record<number, string> = {
   400: 'Bad request',
@@ -113,8 +114,8 @@ function closingErrorAnswer(status: number, message: string, code: ErrorCode, he
     headers: {
       'Content-Type': 'application/json; charset=utf-8',
       'Content-Length': String(Buffer.byteLength(body)),
-      'X-Request-Id': randomUUID(),
-      'Access-Control-Allow-Origin': '*',
+      'X-Request-Id': freshRequestId(),
+      ...CORS_HEADERS,
       ...headers,
       Connection: 'close',
     },

@@ -16,16 +16,27 @@ beforeAll(async () => {
 });
 afterAll(() => server.close());
 
+/** 12 base64url characters of randomness per process, then a base-36 counter. */
+const FRESH_ID = /^[\w-]{12}-[0-9a-z]+$/;
+
 describe('request id', () => {
   it('gives every response an X-Request-Id, fresh unless the caller sent a sane one', async () => {
-    const a = await server.get('/v1');
-    const b = await server.get('/v1');
-    expect(a.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
-    expect(b.headers.get('x-request-id')).not.toBe(a.headers.get('x-request-id'));
+    // Fresh ids: this process's random prefix and a counter (Koa and fast-path answers alike).
+    const ids = [];
+    for (const path of ['/v1', '/v1/rooms/1/slots', '/v1', '/nope']) ids.push((await server.get(path)).headers.get('x-request-id')!);
+    for (const id of ids) expect(id).toMatch(FRESH_ID);
+    expect(new Set(ids).size).toBe(ids.length);
+    const [prefix] = ids[0]!.split('-');
+    const counters = ids.map((id) => parseInt(id.split('-')[1]!, 36));
+    expect(ids.every((id) => id.startsWith(`${prefix}-`))).toBe(true);
+    expect(counters).toEqual([...counters].sort((x, y) => x - y));
+    // A fresh id is itself a sane token: a client may send it back and gets it echoed.
+    const echoedFresh = await server.get('/v1', { headers: { 'X-Request-Id': ids[0]! } });
+    expect(echoedFresh.headers.get('x-request-id')).toBe(ids[0]);
     const echoed = await server.get('/v1/rooms', { headers: { 'X-Request-Id': 'trace-42.a:b' } });
     expect(echoed.headers.get('x-request-id')).toBe('trace-42.a:b');
     const replaced = await server.get('/v1', { headers: { 'X-Request-Id': 'no spaces <allowed>' } });
-    expect(replaced.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+    expect(replaced.headers.get('x-request-id')).toMatch(FRESH_ID);
   });
 
   it('also on errors, fast-path answers and keyed 401s', async () => {

@@ -204,7 +204,7 @@ describe('requests node refuses before Koa', () => {
   ])('answers %s with the envelope and a request id', async (_name, request, status, code) => {
     const res = await rawRequest(server.port, request);
     expect(res.status).toBe(status);
-    expect(res.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+    expect(res.headers['x-request-id']).toMatch(/^[\w-]{12}-[0-9a-z]+$/);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
     expect(JSON.parse(res.body.toString()).errors[0].extensions.code).toBe(code);
   });
