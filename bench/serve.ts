@@ -128,7 +128,8 @@ function rawAnswer(url: string, headers: Record<string, string> = {}): Promise<{
  * The spec floor: what any server that keeps the spec pays on the slots route, and nothing more —
  * bare node:http writing the museum's very headers (CORS, Cache-Control, ETag…), a fresh request id
  * (a prefix and a counter), and one access line per request in the museum's format, batched 64 KB
- * at a time into one asynchronous write(2) to `logPath`. Where it stands against the floor is the
+ * at a time into one asynchronous write(2) to `logPath` (its own few lines, not the museum's log
+ * writer: a slow product logger must show as overhead, not move the yardstick). Where it stands against the floor is the
  * ceiling of the slots targets; where the museum stands against it is the museum's own overhead.
  */
 async function serveSpecFloor(museumUrl: string, logPath: string): Promise<{ url: string; close: () => void }> {
@@ -162,11 +163,17 @@ async function serveSpecFloor(museumUrl: string, logPath: string): Promise<{ url
     }
     used += batch.write(line, used);
   };
+  // Each answer's header list built once with the request id's slot first, filled per request (node
+  // reads the list synchronously and keeps none of it): no per-request copy, as a careful bare server
+  // would write it — a slower spec floor would understate the ceiling and flatter spec÷us.
+  const withId = (answer: typeof ok) => ({ ...answer, list: ['X-Request-Id', '', ...answer.headers] });
+  const [okAnswer, notModifiedAnswer] = [withId(ok), withId(notModified)];
   const server = createServer((req, res) => {
     const started = performance.now();
     const requestId = `${prefix}-${(++sequence).toString(36)}`;
-    const answer = req.headers['if-none-match'] === etag ? notModified : ok;
-    res.writeHead(answer.status, ['X-Request-Id', requestId, ...answer.headers]);
+    const answer = req.headers['if-none-match'] === etag ? notModifiedAnswer : okAnswer;
+    answer.list[1] = requestId;
+    res.writeHead(answer.status, answer.list);
     res.end(answer.status === 304 ? undefined : answer.body);
     logLine(requestId, SLOTS_PATH, answer.status, started);
   });
