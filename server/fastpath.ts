@@ -16,12 +16,12 @@ import { LruMap } from '../common/lru.ts';
 import { HttpError } from './errors.ts';
 import { JSON_TYPE } from './http-conditional.ts';
 import { authenticate, presentedKey } from './middleware/auth.ts';
-import { CORS_LIST } from './middleware/cors.ts';
-import { type HeaderList, RawExchange } from './middleware/raw-exchange.ts';
+import { AccessLog } from './middleware/access-log.ts';
+import { type HeaderList, pathOf, type PreparedList, preparedIndex, preparedList, RawExchange } from './middleware/raw-exchange.ts';
 import { hitKeyLimit, KEY_LIMIT, keyLimitExceeded, type RateDecision, type RateLimitStore } from './middleware/rate-limit.ts';
 import { labelRoute } from './request-metrics.ts';
 import type { KeyStore } from './state/keys.ts';
-import type { FastPathHandler, Headers, RawAnswer } from './types.ts';
+import type { FastPathHandler, RawAnswer } from './types.ts';
 
 /** A pre-serialized JSON body (200, application/json), or a whole answer (possibly still loading). */
 export type FastAnswer = Buffer | RawAnswer | Promise<RawAnswer>;
@@ -46,9 +46,23 @@ export interface FastRoute {
   read?: FastRead<unknown>;
 }
 
-interface Match {
+/** A route of the table with its pattern, and the header lists of its precomputed answers. */
+interface CompiledRoute {
   route: FastRoute;
+  regex: RegExp;
+  names: string[];
+  /** Per precomputed header set (or JSON body): its whole list, for public answers and for keyed ones. */
+  lists: WeakMap<object, PreparedList>;
+  keyedLists: WeakMap<object, PreparedList>;
+  /** In a keyed list: the value slot of X-RateLimit-Remaining (after the route's headers and the limit's). */
+  remainingAt: number;
+}
+
+interface Match {
+  compiled: CompiledRoute;
   input: unknown;
+  /** The URL's path (the access line's). */
+  path: string;
 }
 
 /** Characters that make Koa's URL parsing take its slow, normalizing road: leave those to Koa. */
@@ -56,6 +70,8 @@ const UNUSUAL_URL = /[\t\n\f\r #\u00a0\ufeff]/;
 /** URLs longer than this are matched every time rather than remembered. */
 const MAX_REMEMBERED_URL = 512;
 const LIMIT = String(KEY_LIMIT.limit);
+const LIMIT_NAME = 'X-RateLimit-Limit';
+const REMAINING_NAME = 'X-RateLimit-Remaining';
 
 /** `/v1/rooms/{id}/slots` → a regex of the whole pathname and its parameter names. */
 function patternOf(path: string): { regex: RegExp; names: string[] } {
@@ -72,90 +88,101 @@ function patternOf(path: string): { regex: RegExp; names: string[] } {
   return { regex: new RegExp(`^${source}$`), names };
 }
 
+/** An answer's own headers (a JSON body: its type and length) as a flat list. */
+const answerHeaders = (answer: Buffer | RawAnswer): HeaderList =>
+  Buffer.isBuffer(answer) ? ['Content-Type', JSON_TYPE, 'Content-Length', String(answer.length)] : Object.entries(answer.headers).flat();
+
+/**
+ * The header list of a precomputed answer of a route, built on its first request: the route's
+ * headers, then (keyed) the rate-limit headers with the remaining count's slot, then the answer's.
+ * Keyed by the answer's header set (or its JSON body), which lives as long as the snapshot it came from.
+ */
+function listOf(compiled: CompiledRoute, answer: Buffer | RawAnswer, keyed: boolean): PreparedList {
+  const key = Buffer.isBuffer(answer) ? answer : answer.headers;
+  const memo = keyed ? compiled.keyedLists : compiled.lists;
+  let list = memo.get(key);
+  if (!list) {
+    const limits = keyed ? [LIMIT_NAME, LIMIT, REMAINING_NAME, ''] : [];
+    list = preparedList(compiled.route.headers, limits, answerHeaders(answer));
+    memo.set(key, list);
+  }
+  return list;
+}
+
 /**
  * The fast-path handler for the GET routes of a table, in registration order (the first route whose
  * pattern matches is the one Koa's router would run; when it has no fast read, Koa answers).
  */
 export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; limiter: RateLimitStore; log: Logger }): FastPathHandler {
-  const { keys, limiter, log } = deps;
-  const table = routes.map((route) => ({ route, ...patternOf(route.path) }));
+  const { keys, limiter } = deps;
+  const access = new AccessLog(deps.log);
+  const table = routes.map(
+    (route): CompiledRoute => ({
+      route,
+      ...patternOf(route.path),
+      lists: new WeakMap(),
+      keyedLists: new WeakMap(),
+      remainingAt: preparedIndex(route.headers.length / 2 + 1) + 1,
+    }),
+  );
   /** URL → its match, or null for "Koa's" (both depend on the URL alone); bounded, oldest first out. */
   const remembered = new LruMap<string, Match | null>(4096);
 
   const matchOf = (url: string): Match | null => {
     if (UNUSUAL_URL.test(url)) return null;
     const mark = url.indexOf('?');
-    const pathname = mark < 0 ? url : url.slice(0, mark);
+    const path = mark < 0 ? url : url.slice(0, mark);
     // Koa decodes percent-encoded paths (and routes them case-insensitively): its own answer.
-    if (pathname.includes('%')) return null;
-    for (const { route, regex, names } of table) {
-      const found = regex.exec(pathname);
+    if (path.includes('%')) return null;
+    for (const compiled of table) {
+      const found = compiled.regex.exec(path);
       if (!found) continue;
-      if (!route.read) return null;
+      if (!compiled.route.read) return null;
       const params: Record<string, string> = {};
-      names.forEach((name, i) => (params[name] = found[i + 1]!));
-      const input = route.input(params, mark < 0 ? '' : url.slice(mark + 1));
-      return input === undefined ? null : { route, input };
+      compiled.names.forEach((name, i) => (params[name] = found[i + 1]!));
+      const input = compiled.route.input(params, mark < 0 ? '' : url.slice(mark + 1));
+      return input === undefined ? null : { compiled, input, path };
     }
     return null;
   };
 
-  /** Per route: its headers after CORS, and those with each precomputed answer header set (flat lists). */
-  const bases = new Map(routes.map((route) => [route, [...CORS_LIST, ...route.headers]]));
-  const lists = new Map(routes.map((route) => [route, new WeakMap<Headers, HeaderList>()]));
-  const headerList = (route: FastRoute, headers: Headers): HeaderList => {
-    const memo = lists.get(route)!;
-    let list = memo.get(headers);
-    if (!list) {
-      list = [...bases.get(route)!, ...Object.entries(headers).flat()];
-      memo.set(headers, list);
-    }
-    return list;
+  /** Write an answer; `remaining` (keyed routes) fills the rate-limit slot of its list. */
+  const write = (exchange: RawExchange, compiled: CompiledRoute, answer: Buffer | RawAnswer, remaining: number | null): void => {
+    const list = listOf(compiled, answer, remaining !== null);
+    if (remaining !== null) list[compiled.remainingAt] = String(remaining);
+    exchange.sendPrepared(Buffer.isBuffer(answer) ? 200 : answer.status, list, Buffer.isBuffer(answer) ? answer : answer.body);
   };
 
-  /** Write an answer; `limitHeaders` (keyed routes) go after the route's own headers. */
-  const write = (exchange: RawExchange, route: FastRoute, answer: Buffer | RawAnswer, limitHeaders: HeaderList | null): void => {
-    if (Buffer.isBuffer(answer)) {
-      const json = ['Content-Type', JSON_TYPE, 'Content-Length', String(answer.length)];
-      exchange.send(200, bases.get(route)!, answer, limitHeaders ? [...limitHeaders, ...json] : json);
-    } else if (limitHeaders) {
-      exchange.send(answer.status, bases.get(route)!, answer.body, [...limitHeaders, ...Object.entries(answer.headers).flat()]);
-    } else {
-      exchange.send(answer.status, headerList(route, answer.headers), answer.body);
-    }
-  };
-
-  const answer = (exchange: RawExchange, route: FastRoute, produce: () => FastAnswer, limitHeaders: HeaderList | null): void => {
+  const answer = (exchange: RawExchange, compiled: CompiledRoute, produce: () => FastAnswer, remaining: number | null): void => {
     let result: FastAnswer;
     try {
       result = produce();
     } catch (err) {
-      return failWith(exchange, route, limitHeaders, err);
+      return failWith(exchange, compiled.route, remaining, err);
     }
-    if (result instanceof Promise) result.then((ready) => write(exchange, route, ready, limitHeaders), (err: unknown) => failWith(exchange, route, limitHeaders, err));
-    else write(exchange, route, result, limitHeaders);
+    if (result instanceof Promise) result.then((ready) => write(exchange, compiled, ready, remaining), (err: unknown) => failWith(exchange, compiled.route, remaining, err));
+    else write(exchange, compiled, result, remaining);
   };
 
-  const failWith = (exchange: RawExchange, route: FastRoute, limitHeaders: HeaderList | null, err: unknown): void =>
-    exchange.fail(err, limitHeaders ? [...route.headers, ...limitHeaders] : route.headers);
+  const failWith = (exchange: RawExchange, route: FastRoute, remaining: number | null, err: unknown): void =>
+    exchange.fail(err, remaining === null ? route.headers : [...route.headers, LIMIT_NAME, LIMIT, REMAINING_NAME, String(remaining)]);
 
-  const keyed = (exchange: RawExchange, route: FastRoute, produce: () => FastAnswer): void => {
+  const keyed = (exchange: RawExchange, compiled: CompiledRoute, produce: () => FastAnswer): void => {
     const keyId = authenticate(keys, presentedKey(exchange.req.headers));
-    if (keyId instanceof Promise) keyId.then((id) => limited(exchange, route, produce, id), (err: unknown) => exchange.fail(err, route.headers));
-    else limited(exchange, route, produce, keyId);
+    if (keyId instanceof Promise) keyId.then((id) => limited(exchange, compiled, produce, id), (err: unknown) => exchange.fail(err, compiled.route.headers));
+    else limited(exchange, compiled, produce, keyId);
   };
 
-  const limited = (exchange: RawExchange, route: FastRoute, produce: () => FastAnswer, keyId: number | HttpError): void => {
-    if (keyId instanceof HttpError) return exchange.fail(keyId, route.headers);
+  const limited = (exchange: RawExchange, compiled: CompiledRoute, produce: () => FastAnswer, keyId: number | HttpError): void => {
+    if (keyId instanceof HttpError) return exchange.fail(keyId, compiled.route.headers);
     const decision = hitKeyLimit(limiter, keyId);
-    if (decision instanceof Promise) decision.then((ready) => decided(exchange, route, produce, ready), (err: unknown) => exchange.fail(err, route.headers));
-    else decided(exchange, route, produce, decision);
+    if (decision instanceof Promise) decision.then((ready) => decided(exchange, compiled, produce, ready), (err: unknown) => exchange.fail(err, compiled.route.headers));
+    else decided(exchange, compiled, produce, decision);
   };
 
-  const decided = (exchange: RawExchange, route: FastRoute, produce: () => FastAnswer, decision: RateDecision): void => {
-    const limitHeaders = ['X-RateLimit-Limit', LIMIT, 'X-RateLimit-Remaining', String(decision.remaining)];
-    if (!decision.allowed) failWith(exchange, route, limitHeaders, keyLimitExceeded());
-    else answer(exchange, route, produce, limitHeaders);
+  const decided = (exchange: RawExchange, compiled: CompiledRoute, produce: () => FastAnswer, decision: RateDecision): void => {
+    if (!decision.allowed) failWith(exchange, compiled.route, decision.remaining, keyLimitExceeded());
+    else answer(exchange, compiled, produce, decision.remaining);
   };
 
   return (req, res) => {
@@ -169,17 +196,18 @@ export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; lim
         if (url.length <= MAX_REMEMBERED_URL) remembered.set(url, match);
       }
       if (match === null) return false;
-      const produce = match.route.read!(match.input, req);
+      const { compiled } = match;
+      const produce = compiled.route.read!(match.input, req);
       if (!produce) return false;
-      const exchange = new RawExchange(req, res, log);
-      labelRoute(res, match.route.path);
-      if (match.route.access === 'key') keyed(exchange, match.route, produce);
-      else answer(exchange, match.route, produce, null);
+      const exchange = new RawExchange(req, res, access, match.path);
+      labelRoute(res, compiled.route.path);
+      if (compiled.route.access === 'key') keyed(exchange, compiled, produce);
+      else answer(exchange, compiled, produce, null);
       return true;
     } catch (err) {
       // Whatever throws while answering (a SQLite error during a key check, say) is the same generic
       // 500 envelope Koa would send, never a crashed process.
-      new RawExchange(req, res, log).fail(err);
+      new RawExchange(req, res, access, pathOf(req.url ?? '/')).fail(err);
       return true;
     }
   };

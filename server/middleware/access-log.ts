@@ -26,26 +26,45 @@ function milliseconds(ms: number): string {
 }
 
 /**
- * Write one access line (shared with the raw exchange, which adds `fast: true`). The request id is
- * a token by construction (request-id.ts) and the method one of node's parser's: neither needs JSON
- * escaping; the path may.
+ * The access-line writer of one logger (shared by the Koa middleware and the raw exchange, which
+ * adds `fast: true`). pino's destination and time function are looked up once, not per request;
+ * pino's default time (epoch milliseconds) is written inline. The level and the bindings are read
+ * per line, so a level change or `setBindings` still applies.
  */
-export function logAccess(log: Logger, requestId: string, method: string, path: string, status: number, started: number, fast?: true): void {
-  if (log.levelVal > INFO) return; // (isLevelEnabled looks the level up by name: measurable per request)
-  const fields = `"requestId":"${requestId}","method":"${method}","path":${jsonString(path)},"status":${status},"ms":${milliseconds(performance.now() - started)}`;
-  const internals = log as unknown as Record<symbol, unknown>;
-  const time = (internals[timeSym] as () => string)();
-  (internals[streamSym] as Destination).write(
-    `{"level":30${time}${internals[chindingsSym] as string},${fields}${fast ? ',"fast":true' : ''},"msg":"request"}\n`,
-  );
+export class AccessLog {
+  private readonly destination: Destination;
+  /** The logger's time function, or null for pino's default (written inline). */
+  private readonly time: (() => string) | null;
+
+  constructor(readonly log: Logger) {
+    const internals = log as unknown as Record<symbol, unknown>;
+    this.destination = internals[streamSym] as Destination;
+    const time = internals[timeSym] as () => string;
+    this.time = time === pino.stdTimeFunctions.epochTime ? null : time;
+  }
+
+  /**
+   * The request id is a token by construction (request-id.ts) and the method one of node's
+   * parser's: neither needs JSON escaping; the path may.
+   */
+  write(requestId: string, method: string, path: string, status: number, started: number, fast?: true): void {
+    if (this.log.levelVal > INFO) return; // (isLevelEnabled looks the level up by name: measurable per request)
+    const ms = milliseconds(performance.now() - started);
+    const time = this.time === null ? `,"time":${Date.now()}` : this.time();
+    const bindings = (this.log as unknown as Record<symbol, string>)[chindingsSym];
+    this.destination.write(
+      `{"level":30${time}${bindings},"requestId":"${requestId}","method":"${method}","path":${jsonString(path)},"status":${status},"ms":${ms}${fast ? ',"fast":true' : ''},"msg":"request"}\n`,
+    );
+  }
 }
 
 export function accessLog(log: Logger): MuseumMiddleware {
+  const access = new AccessLog(log);
   return async function accessLogMiddleware(ctx, next) {
     try {
       await next();
     } finally {
-      logAccess(log, ctx.state.requestId, ctx.method, ctx.path, ctx.status, startedAt(ctx.res));
+      access.write(ctx.state.requestId, ctx.method, ctx.path, ctx.status, startedAt(ctx.res));
     }
   };
 }

@@ -5,9 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { pipeline, type Readable } from 'node:stream';
-import type { Logger } from 'pino';
-import type { Headers } from '../types.ts';
-import { logAccess } from './access-log.ts';
+import type { AccessLog } from './access-log.ts';
 import { CORS_LIST } from './cors.ts';
 import { errorAnswer, httpErrorOf } from './errors.ts';
 import { REQUEST_ID_HEADER, requestIdOf } from './request-id.ts';
@@ -16,19 +14,21 @@ import { startedAt } from '../request-metrics.ts';
 /** Response headers as a flat `[name, value, …]` list: node writes those without copying them. */
 export type HeaderList = readonly string[];
 
-const withCorsCache = new WeakMap<Headers, HeaderList>();
 /**
- * A header set after the CORS headers as one flat list, built once per (precomputed, shared) set.
- * Per-request object spreads are avoided on purpose: V8 makes them microseconds slow.
+ * An answer's whole header list, `[X-Request-Id, <this request's id>, …CORS, …the rest]`: built once
+ * per precomputed header set and reused by every request, its id slot filled just before node
+ * writes it (writeHead reads the list synchronously and keeps none of it).
  */
-export function withCors(headers: Headers): HeaderList {
-  let list = withCorsCache.get(headers);
-  if (!list) {
-    list = [...CORS_LIST, ...Object.entries(headers).flat()];
-    withCorsCache.set(headers, list);
-  }
-  return list;
-}
+export type PreparedList = string[];
+
+/** Index of the request id's value in a prepared list. */
+const ID_SLOT = 1;
+
+/** A prepared list of `parts` after the CORS headers. */
+export const preparedList = (...parts: HeaderList[]): PreparedList => [REQUEST_ID_HEADER, '', ...CORS_LIST, ...parts.flat()];
+
+/** Where the n-th header (0-based) of the parts of a prepared list sits: its value is one further. */
+export const preparedIndex = (n: number): number => 2 + CORS_LIST.length + 2 * n;
 
 export class RawExchange {
   readonly requestId: string;
@@ -36,30 +36,28 @@ export class RawExchange {
   constructor(
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
-    private readonly log: Logger,
+    private readonly access: AccessLog,
+    /** The request's path without its query (what the access line says). */
+    private readonly path: string,
   ) {
     this.requestId = requestIdOf(req.headers['x-request-id']);
   }
 
-  /**
-   * `headers` must start with the CORS headers (see withCors), `more` (optional) follows them; the
-   * request id goes first. One list is built per answer: a hot path pays for no other copy.
-   */
-  send(status: number, headers: HeaderList, body: Buffer | Readable | null, more?: HeaderList): void {
-    const list = new Array<string>(2 + headers.length + (more?.length ?? 0));
-    list[0] = REQUEST_ID_HEADER;
-    list[1] = this.requestId;
-    let at = 2;
-    for (let i = 0; i < headers.length; i++) list[at++] = headers[i]!;
-    if (more) for (let i = 0; i < more.length; i++) list[at++] = more[i]!;
+  /** Answer with a prepared list (see PreparedList); the caller fills any other per-request slot. */
+  sendPrepared(status: number, list: PreparedList, body: Buffer | Readable | null): void {
+    list[ID_SLOT] = this.requestId;
     this.res.writeHead(status, list);
-    if (body === null || Buffer.isBuffer(body) || this.req.method === 'HEAD') {
+    const head = this.req.method === 'HEAD';
+    if (body === null || Buffer.isBuffer(body) || head) {
       if (body !== null && !Buffer.isBuffer(body)) body.destroy();
-      this.res.end(this.req.method === 'HEAD' ? undefined : (body ?? undefined));
+      this.res.end(head ? undefined : (body ?? undefined));
     } else pipeline(body, this.res, () => undefined);
-    const url = this.req.url!;
-    const query = url.indexOf('?');
-    logAccess(this.log, this.requestId, this.req.method!, query < 0 ? url : url.slice(0, query), status, startedAt(this.res), true);
+    this.access.write(this.requestId, this.req.method!, this.path, status, startedAt(this.res), true);
+  }
+
+  /** Answer with headers built for this request alone (they follow the request id and CORS). */
+  send(status: number, headers: HeaderList, body: Buffer | Readable | null): void {
+    this.sendPrepared(status, preparedList(headers), body);
   }
 
   /** The error envelope, as the errors middleware sends it (`extra` headers first, e.g. rate limits). */
@@ -68,7 +66,14 @@ export class RawExchange {
       this.res.destroy();
       return;
     }
-    const answer = errorAnswer(httpErrorOf(err, this.log, { requestId: this.requestId, method: this.req.method, url: this.req.url }));
-    this.send(answer.status, extra.length ? [...CORS_LIST, ...extra, ...Object.entries(answer.headers).flat()] : withCors(answer.headers), answer.body);
+    const { requestId, req } = this;
+    const answer = errorAnswer(httpErrorOf(err, this.access.log, { requestId, method: req.method, url: req.url }));
+    this.send(answer.status, [...extra, ...Object.entries(answer.headers).flat()], answer.body);
   }
 }
+
+/** A request's path without its query. */
+export const pathOf = (url: string): string => {
+  const query = url.indexOf('?');
+  return query < 0 ? url : url.slice(0, query);
+};
