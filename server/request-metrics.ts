@@ -24,13 +24,16 @@ export class MuseumResponse<Request extends IncomingMessage = IncomingMessage> e
   /** Its index in the InFlight registry while it is there, else -1. */
   inFlightAt = -1;
 
-  override emit(event: string | symbol, ...args: unknown[]): boolean {
+  // `arguments` passed on as they came: a rest parameter and a spread would allocate an array on
+  // each of the three or four events of every response.
+  override emit(event: string | symbol): boolean {
     if (event === 'close' && this.tracker !== null) {
       const tracker = this.tracker;
       this.tracker = null;
       tracker.closed(this);
     }
-    return super.emit(event, ...args);
+    // eslint-disable-next-line prefer-rest-params
+    return ServerResponse.prototype.emit.apply(this, arguments as unknown as [string | symbol, ...unknown[]]);
   }
 }
 
