@@ -130,8 +130,7 @@ export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; lim
 
   const matchOf = (url: string): Match | null => {
     if (UNUSUAL_URL.test(url)) return null;
-    const mark = url.indexOf('?');
-    const path = mark < 0 ? url : url.slice(0, mark);
+    const path = pathOf(url);
     // Koa decodes percent-encoded paths (and routes them case-insensitively): its own answer.
     if (path.includes('%')) return null;
     for (const compiled of table) {
@@ -140,7 +139,7 @@ export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; lim
       if (!compiled.route.read) return null;
       const params: Record<string, string> = {};
       compiled.names.forEach((name, i) => (params[name] = found[i + 1]!));
-      const input = compiled.route.input(params, mark < 0 ? '' : url.slice(mark + 1));
+      const input = compiled.route.input(params, url.slice(path.length + 1));
       return input === undefined ? null : { compiled, input, path };
     }
     return null;

@@ -55,11 +55,6 @@ export class RawExchange {
     this.access.write(this.requestId, this.req.method!, this.path, status, startedAt(this.res), true);
   }
 
-  /** Answer with headers built for this request alone (they follow the request id and CORS). */
-  send(status: number, headers: HeaderList, body: Buffer | Readable | null): void {
-    this.sendPrepared(status, preparedList(headers), body);
-  }
-
   /** The error envelope, as the errors middleware sends it (`extra` headers first, e.g. rate limits). */
   fail(err: unknown, extra: HeaderList = []): void {
     if (this.res.headersSent) {
@@ -68,7 +63,7 @@ export class RawExchange {
     }
     const { requestId, req } = this;
     const answer = errorAnswer(httpErrorOf(err, this.access.log, { requestId, method: req.method, url: req.url }));
-    this.send(answer.status, [...extra, ...Object.entries(answer.headers).flat()], answer.body);
+    this.sendPrepared(answer.status, preparedList(extra, Object.entries(answer.headers).flat()), answer.body);
   }
 }
 
