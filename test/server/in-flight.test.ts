@@ -61,3 +61,15 @@ describe('InFlight', () => {
     expect(registry.size).toBe(0);
   });
 });
+
+describe('MuseumResponse', () => {
+  it("passes node's constructor options on and starts untracked, unlabelled, timed", () => {
+    const before = performance.now();
+    // node constructs responses as (req, { highWaterMark, … }): the subclass must not drop the options.
+    const res = new MuseumResponse(new IncomingMessage(new Socket()), { highWaterMark: 1234 });
+    expect(res.writableHighWaterMark).toBe(1234);
+    expect(res.startedAt).toBeGreaterThanOrEqual(before);
+    expect(res.startedAt).toBeLessThanOrEqual(performance.now());
+    expect([res.route, res.tracker, res.inFlightAt]).toEqual([undefined, null, -1]);
+  });
+});
