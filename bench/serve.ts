@@ -2,7 +2,8 @@
  * `make bench-serve`: the museum server as shipped — its default configuration (`museum serve`: the
  * access log on, request ids, CORS) — against a bare node:http server sending the same bytes with the
  * same Content-Type and ETag and nothing else (the floor), in one run. Settings: BENCH_DURATION s per
- * run, BENCH_ROUNDS, BENCH_CONNECTIONS, BENCH_PIPELINING, BENCH_KEYS, BENCH_ONLY (a regex of scenario names).
+ * run, BENCH_ROUNDS, BENCH_CONNECTIONS, BENCH_PIPELINING, BENCH_KEYS, BENCH_ONLY (a regex of scenario names),
+ * BENCH_CALIBRATE (also measure what the bench charges for extra server work: see `calibrate`).
  *
  *   slots        GET /v1/rooms/{id}/slots                 (public)          target ≥ 0.85× the floor
  *   slots 304    the same with If-None-Match               (revalidation)    target ≥ 0.8×
@@ -168,8 +169,14 @@ async function serveSpecFloor(museumUrl: string, logPath: string): Promise<{ url
   // would write it — a slower spec floor would understate the ceiling and flatter spec÷us.
   const withId = (answer: typeof ok) => ({ ...answer, list: ['X-Request-Id', '', ...answer.headers] });
   const [okAnswer, notModifiedAnswer] = [withId(ok), withId(notModified)];
+  // Calibration (BENCH_CALIBRATE): a busy-wait per request, set by the parent — 0 in every measured pair.
+  let extraMs = 0;
+  process.on('message', (message: { specExtraUs?: number }) => {
+    if (typeof message.specExtraUs === 'number') extraMs = message.specExtraUs / 1000;
+  });
   const server = createServer((req, res) => {
     const started = performance.now();
+    if (extraMs > 0) while (performance.now() - started < extraMs); // calibrating only
     const requestId = `${prefix}-${(++sequence).toString(36)}`;
     const answer = req.headers['if-none-match'] === etag ? notModifiedAnswer : okAnswer;
     answer.list[1] = requestId;
@@ -401,6 +408,43 @@ async function countAccessLines(path: string): Promise<number> {
 
 const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]!;
 
+/** Busy-waits (µs per request) the calibration adds to the spec floor. */
+const CALIBRATION_EXTRA_US = [0, 0.75, 1.5, 3];
+
+/**
+ * BENCH_CALIBRATE=1: what this machine and this client charge for extra server work. The spec floor
+ * runs the slots scenario again with a busy-wait of 0, 0.75, 1.5 and 3 µs per request, each against
+ * the floor, round by round as the pairs are. Its measured cost should grow by the wait; where it
+ * grows by more (on the 2-vCPU VM of 2026-11-27, +1.5 µs of work measured +2 to +4.4 µs), a server's
+ * own overhead shows amplified in every ratio of the run.
+ */
+async function calibrate(floorChild: ChildProcess, floorUrl: string, specUrl: string, run: (scenario: Scenario, round: number) => Promise<Figures>): Promise<string[]> {
+  const lines = ['', 'Calibration: the spec floor with a busy-wait per request (slots), against the floor.', `${'busy-wait µs'.padEnd(14)} ${'CPU µs/req'.padStart(10)} ${'growth'.padStart(7)} ${'floor÷us'.padStart(8)}`];
+  let base = Number.NaN;
+  for (const extraUs of CALIBRATION_EXTRA_US) {
+    floorChild.send({ specExtraUs: extraUs });
+    const own: number[] = [];
+    const ratios: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      const sides: Scenario[] = [
+        { name: `floor slots (cal.)`, child: floorChild, url: `${floorUrl}/slots` },
+        { name: `spec +${extraUs} µs`, child: floorChild, url: specUrl + SLOTS_PATH },
+      ];
+      const [first, second] = round % 2 === 0 ? sides : [...sides].reverse();
+      const a = await run(first!, round);
+      const b = await run(second!, round);
+      const [fl, sp] = first === sides[0] ? [a, b] : [b, a];
+      own.push(sp.cpuUs);
+      ratios.push(fl.cpuUs / sp.cpuUs);
+    }
+    const cost = median(own);
+    if (extraUs === 0) base = cost;
+    lines.push(`${`+${extraUs}`.padEnd(14)} ${cost.toFixed(1).padStart(10)} ${`+${(cost - base).toFixed(1)}`.padStart(7)} ${median(ratios).toFixed(2).padStart(8)}`);
+  }
+  floorChild.send({ specExtraUs: 0 });
+  return lines;
+}
+
 async function main(): Promise<void> {
   const dir = join(ROOT, '.bench', `serve-${process.pid}`);
   rmSync(dir, { recursive: true, force: true });
@@ -539,6 +583,8 @@ async function main(): Promise<void> {
       }
     }
 
+    const calibration = process.env.BENCH_CALIBRATE ? await calibrate(floor.child, f, spec, run) : [];
+
     const lines = [
       '',
       `${'scenario'.padEnd(18)} ${'CPU µs/req'.padStart(10)} ${'floor÷us'.padStart(8)}  ${'target'.padEnd(15)} ${'spec÷us'.padStart(7)} ${'req/s'.padStart(9)} ${'× floor'.padStart(7)} ${'p99 ms'.padStart(7)}  floor÷us per round`,
@@ -577,6 +623,7 @@ async function main(): Promise<void> {
     await new Promise((done) => setTimeout(done, 500));
     let accessLines = 0;
     for (const path of logPaths) if (existsSync(path)) accessLines += await countAccessLines(path);
+    lines.push(...calibration);
     lines.push(
       '',
       `Medians of ${ROUNDS} rounds. CPU µs/req: server process CPU time per request answered; floor÷us: the floor's`,
