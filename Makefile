@@ -1,6 +1,7 @@
 # Museum Art Data — the two front-door commands are `make run` and `make test`.
 SHELL := /bin/bash
-MUSEUM := node bin/museum.js
+# Run as an operator runs it (npx museum): the launcher itself, whose shebang passes node its flags.
+MUSEUM := ./bin/museum.js
 export DATA_DIR ?= data
 export STATE_DB ?= state/museum.db
 CONTENT_DIR ?= content

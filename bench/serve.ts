@@ -20,7 +20,11 @@
  *                a running instance knows its clients' keys)                target ≥ 0.5×
  *
  * The museum is `museum serve` itself (bin/museum.js, from the dist/ bundle `make bench-serve` builds
- * first), one process per configuration, as an operator starts it: only environment variables.
+ * first), one process per configuration, as an operator starts it (`npx museum serve`): the launcher
+ * run itself, its shebang passing node `--no-memory-reducer`, and only environment variables. The
+ * floor process runs with the same node flags, so both sides are at their best (without the flag, a
+ * process that idled ~8 s after start met V8's memory-reducing GCs and stayed ~25 % dearer per
+ * request: on either side, a run measured that state rather than the server).
  *
  * The headline figure is server CPU time per request (utime + stime of the server process, every
  * thread, from /proc around each run, divided by the requests answered) and its ratio floor ÷
@@ -51,6 +55,7 @@ import autocannon from 'autocannon';
 import { fileUrl } from '../artifacts/format.ts';
 import { putContentFile } from '../artifacts/store.ts';
 import { getIO } from '../bake/gltf-io.ts';
+import { SERVER_NODE_FLAGS } from '../server/cli.ts';
 import { openStateDb } from '../server/state/db.ts';
 import { SqliteKeyStore } from '../server/state/keys.ts';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
@@ -86,12 +91,12 @@ interface ServerProcess {
 }
 
 /**
- * `museum serve` as an operator starts it, its stderr (the access log) written to `logPath`; resolves
- * once it says where it serves.
+ * `museum serve` as an operator starts it (the launcher itself, as npx runs it), its stderr (the
+ * access log) written to `logPath`; resolves once it says where it serves.
  */
 async function startMuseum(env: Record<string, string>, logPath: string): Promise<ServerProcess> {
   const logFd = openSync(logPath, 'w');
-  const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve'], {
+  const child = spawn(join(ROOT, 'bin/museum.js'), ['serve'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'ignore', logFd],
@@ -99,7 +104,10 @@ async function startMuseum(env: Record<string, string>, logPath: string): Promis
   closeSync(logFd);
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const port = /museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.exec(readFileSync(logPath, 'utf8'))?.[1];
+    const log = readFileSync(logPath, 'utf8');
+    const port = /museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.exec(log)?.[1];
+    // Measuring a server without its node flags would measure a configuration nobody ships.
+    if (port && log.includes('museum: note   node runs without')) throw new Error(`museum serve started without its node flags: ${log}`);
     if (port) return { child, url: `http://127.0.0.1:${port}` };
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`museum serve did not start: ${readFileSync(logPath, 'utf8').slice(-500)}`);
     await new Promise((done) => setTimeout(done, 50));
@@ -369,7 +377,8 @@ interface FloorReady {
 }
 
 function forkFloor(args: string[]): Promise<{ child: ChildProcess; ready: FloorReady }> {
-  const child = fork(SELF, ['--floor', ...args], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // The museum's node flags (SERVER_NODE_FLAGS), so the floor is at its best too.
+  const child = fork(SELF, ['--floor', ...args], { execArgv: [...SERVER_NODE_FLAGS, '--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   return new Promise((done, fail) => {
     child.once('message', (m) => done({ child, ready: m as FloorReady }));
     child.once('exit', (code) => fail(new Error(`floor process exited (${code})`)));

@@ -21,6 +21,10 @@ export function serveCommand(): Command {
         `museum: serving ${config.dataDir} at ${server.url} (public URL ${config.publicUrl})`,
         `museum: open   ${server.url}/report (QA report → 3D views) · ${server.url}/docs (API reference)`,
       ];
+      const missing = missingServerFlags(process.execArgv);
+      if (missing.length > 0) {
+        lines.push(`museum: note   node runs without ${missing.join(' ')} (bin/museum.js passes it when run itself or by npx): a server that idled after start measured ~25 % more CPU per request`);
+      }
       if (options.devKey) {
         const { key } = await server.services.keys.replace('dev');
         lines.push(
@@ -49,6 +53,16 @@ export function serveCommand(): Command {
       process.on('SIGTERM', stop);
     });
 }
+
+/**
+ * The node flags `museum serve` is meant to run with (bin/museum.js's shebang passes them): V8's
+ * memory reducer, on by default, runs full GCs once a process idles after start, and a server that
+ * met them before its traffic stayed ~25 % dearer per request (README, "A server that idled first").
+ */
+export const SERVER_NODE_FLAGS = ['--no-memory-reducer'] as const;
+
+/** Of SERVER_NODE_FLAGS, those this process was not started with. */
+export const missingServerFlags = (execArgv: readonly string[]): string[] => SERVER_NODE_FLAGS.filter((flag) => !execArgv.includes(flag));
 
 /** Run `fn` against the configured key store (STATE_DB, or PostgreSQL with DATABASE_URL). */
 async function withKeys<T>(fn: (keys: KeyStore) => Promise<T>): Promise<T> {

@@ -1,14 +1,17 @@
 /**
  * bin/museum.js runs the bundle in dist/ only while it is fresh, and the TypeScript sources through
  * tsx otherwise. Shown on a copy of the launcher in a scratch tree whose "bundle" and "sources" say
- * which of them ran (node_modules linked so tsx resolves).
+ * which of them ran (node_modules linked so tsx resolves). Run itself (as npx runs it), it passes
+ * node the server's flags, and `museum serve` started without them says so.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SERVER_NODE_FLAGS } from '../../server/cli.ts';
+import { publishFixtureBake } from '../helpers/artifacts.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 let tree: string;
@@ -64,5 +67,37 @@ describe('the museum launcher', () => {
 
   it('runs the sources when MUSEUM_FROM_SOURCE is set', () => {
     expect(launch({ MUSEUM_FROM_SOURCE: '1' })).toBe('source hello');
+  });
+});
+
+describe('the launcher run itself, as npx runs it', () => {
+  it("passes node the server's flags (its shebang)", () => {
+    write('dist/museum.mjs', 'export async function main() { console.log(JSON.stringify(process.execArgv)); }\n');
+    const run = spawnSync(join(tree, 'bin/museum.js'), ['hello'], { encoding: 'utf8', env: { ...process.env, MUSEUM_FROM_SOURCE: '' } });
+    expect(run.stderr).toBe('');
+    expect(JSON.parse(run.stdout)).toEqual(expect.arrayContaining([...SERVER_NODE_FLAGS]));
+  });
+
+  it('museum serve notes when node runs without them, and not when the launcher passed them', async () => {
+    const data = join(tree, 'data');
+    await publishFixtureBake(data);
+    /** The startup lines of `museum serve` started as `command args` (one write: whole once its "open" line is in). */
+    const startup = (command: string, args: string[]) =>
+      new Promise<string>((done, fail) => {
+        const child = spawn(command, args, {
+          cwd: ROOT,
+          env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: data, STATE_DB: join(tree, 'state.db') },
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let stderr = '';
+        child.stderr.on('data', (chunk: Buffer) => {
+          stderr += chunk.toString();
+          if (/museum: open .*\n/.test(stderr)) child.kill('SIGKILL');
+        });
+        child.once('exit', () => (/museum: open .*\n/.test(stderr) ? done(stderr) : fail(new Error(`museum serve did not start: ${stderr}`))));
+      });
+    const launcher = join(ROOT, 'bin/museum.js');
+    expect(await startup(process.execPath, [launcher, 'serve'])).toContain(`museum: note   node runs without ${SERVER_NODE_FLAGS.join(' ')}`);
+    expect(await startup(launcher, ['serve'])).not.toContain('node runs without');
   });
 });
