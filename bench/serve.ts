@@ -424,8 +424,9 @@ const CALIBRATION_EXTRA_US = [0, 0.75, 1.5, 3];
  * BENCH_CALIBRATE=1: what this machine and this client charge for extra server work. The spec floor
  * runs the slots scenario again with a busy-wait of 0, 0.75, 1.5 and 3 µs per request, each against
  * the floor, round by round as the pairs are. Its measured cost should grow by the wait; where it
- * grows by more (on the 2-vCPU VM of 2026-11-27, +1.5 µs of work measured +2 to +4.4 µs), a server's
- * own overhead shows amplified in every ratio of the run.
+ * grows by more, a server's own overhead shows amplified in every ratio of the run (on the 2-vCPU VM
+ * of 2026-11-27, +1.5 µs of work measured +2 to +4.4 µs while the processes ran with V8's memory
+ * reducer; with `--no-memory-reducer`, +1.5).
  */
 async function calibrate(floorChild: ChildProcess, floorUrl: string, specUrl: string, run: (scenario: Scenario, round: number) => Promise<Figures>): Promise<string[]> {
   const lines = ['', 'Calibration: the spec floor with a busy-wait per request (slots), against the floor.', `${'busy-wait µs'.padEnd(14)} ${'CPU µs/req'.padStart(10)} ${'growth'.padStart(7)} ${'floor÷us'.padStart(8)}`];
