@@ -1,7 +1,7 @@
 # Museum Art Data — the two front-door commands are `make run` and `make test`.
 SHELL := /bin/bash
-# Run as an operator runs it (npx museum): the launcher itself, whose shebang passes node its flags.
-MUSEUM := ./bin/museum.js
+# Run as an operator runs it (npx museum): bin/museum passes node the server's flags.
+MUSEUM := ./bin/museum
 export DATA_DIR ?= data
 export STATE_DB ?= state/museum.db
 CONTENT_DIR ?= content

@@ -20,8 +20,8 @@
  *                a running instance knows its clients' keys)                target ≥ 0.5×
  *
  * The museum is `museum serve` itself (bin/museum.js, from the dist/ bundle `make bench-serve` builds
- * first), one process per configuration, as an operator starts it (`npx museum serve`): the launcher
- * run itself, its shebang passing node `--no-memory-reducer`, and only environment variables. The
+ * first), one process per configuration, as an operator starts it (`npx museum serve`): bin/museum,
+ * which passes node `--no-memory-reducer`, and only environment variables. The
  * floor process runs with the same node flags, so both sides are at their best (without the flag, a
  * process that idled ~8 s after start met V8's memory-reducing GCs and stayed ~25 % dearer per
  * request: on either side, a run measured that state rather than the server).
@@ -91,12 +91,12 @@ interface ServerProcess {
 }
 
 /**
- * `museum serve` as an operator starts it (the launcher itself, as npx runs it), its stderr (the
- * access log) written to `logPath`; resolves once it says where it serves.
+ * `museum serve` as an operator starts it (bin/museum, as npx runs it), its stderr (the access log)
+ * written to `logPath`; resolves once it says where it serves.
  */
 async function startMuseum(env: Record<string, string>, logPath: string): Promise<ServerProcess> {
   const logFd = openSync(logPath, 'w');
-  const child = spawn(join(ROOT, 'bin/museum.js'), ['serve'], {
+  const child = spawn(join(ROOT, 'bin/museum'), ['serve'], {
     cwd: ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'ignore', logFd],

@@ -23,7 +23,7 @@ export function serveCommand(): Command {
       ];
       const missing = missingServerFlags(process.execArgv);
       if (missing.length > 0) {
-        lines.push(`museum: note   node runs without ${missing.join(' ')} (bin/museum.js passes it when run itself or by npx): a server that idled after start measured ~25 % more CPU per request`);
+        lines.push(`museum: note   node runs without ${missing.join(' ')} (bin/museum passes it: npx museum, make run): a server that idled after start measured ~25 % more CPU per request`);
       }
       if (options.devKey) {
         const { key } = await server.services.keys.replace('dev');
@@ -55,7 +55,7 @@ export function serveCommand(): Command {
 }
 
 /**
- * The node flags `museum serve` is meant to run with (bin/museum.js's shebang passes them): V8's
+ * The node flags `museum serve` is meant to run with (bin/museum passes them): V8's
  * memory reducer, on by default, runs full GCs once a process idles after start, and a server that
  * met them before its traffic stayed ~25 % dearer per request (README, "A server that idled first").
  */

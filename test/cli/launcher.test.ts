@@ -1,8 +1,8 @@
 /**
  * bin/museum.js runs the bundle in dist/ only while it is fresh, and the TypeScript sources through
  * tsx otherwise. Shown on a copy of the launcher in a scratch tree whose "bundle" and "sources" say
- * which of them ran (node_modules linked so tsx resolves). Run itself (as npx runs it), it passes
- * node the server's flags, and `museum serve` started without them says so.
+ * which of them ran (node_modules linked so tsx resolves). bin/museum (what npx runs) passes node the
+ * server's flags, and `museum serve` started without them says so.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
@@ -31,7 +31,7 @@ const setMtime = (path: string, ms: number) => utimesSync(join(tree, path), ms /
 beforeEach(() => {
   tree = mkdtempSync(join(tmpdir(), 'museum-launcher-'));
   mkdirSync(join(tree, 'bin'));
-  for (const file of ['museum.js', 'fresh-bundle.js']) copyFileSync(join(ROOT, 'bin', file), join(tree, 'bin', file));
+  for (const file of ['museum', 'museum.js', 'fresh-bundle.js']) copyFileSync(join(ROOT, 'bin', file), join(tree, 'bin', file));
   symlinkSync(join(ROOT, 'node_modules'), join(tree, 'node_modules'), 'dir');
   write('package.json', '{"type":"module"}');
   write('cli/museum.ts', "export async function main(argv: string[]): Promise<void> { console.log('source', argv.at(-1)); }\n");
@@ -70,15 +70,19 @@ describe('the museum launcher', () => {
   });
 });
 
-describe('the launcher run itself, as npx runs it', () => {
-  it("passes node the server's flags (its shebang)", () => {
+describe('bin/museum, as npx runs it', () => {
+  it("runs the launcher with node's server flags, also through a symlink (npm's .bin)", () => {
     write('dist/museum.mjs', 'export async function main() { console.log(JSON.stringify(process.execArgv)); }\n');
-    const run = spawnSync(join(tree, 'bin/museum.js'), ['hello'], { encoding: 'utf8', env: { ...process.env, MUSEUM_FROM_SOURCE: '' } });
-    expect(run.stderr).toBe('');
-    expect(JSON.parse(run.stdout)).toEqual(expect.arrayContaining([...SERVER_NODE_FLAGS]));
+    mkdirSync(join(tree, 'node_modules-bin'));
+    symlinkSync('../bin/museum', join(tree, 'node_modules-bin/museum'));
+    for (const command of [join(tree, 'bin/museum'), join(tree, 'node_modules-bin/museum')]) {
+      const run = spawnSync(command, ['hello'], { encoding: 'utf8', env: { ...process.env, MUSEUM_FROM_SOURCE: '' } });
+      expect(run.stderr).toBe('');
+      expect(JSON.parse(run.stdout)).toEqual(expect.arrayContaining([...SERVER_NODE_FLAGS]));
+    }
   });
 
-  it('museum serve notes when node runs without them, and not when the launcher passed them', async () => {
+  it('museum serve notes when node runs without them, and not when bin/museum passed them', async () => {
     const data = join(tree, 'data');
     await publishFixtureBake(data);
     /** The startup lines of `museum serve` started as `command args` (one write: whole once its "open" line is in). */
@@ -96,8 +100,7 @@ describe('the launcher run itself, as npx runs it', () => {
         });
         child.once('exit', () => (/museum: open .*\n/.test(stderr) ? done(stderr) : fail(new Error(`museum serve did not start: ${stderr}`))));
       });
-    const launcher = join(ROOT, 'bin/museum.js');
-    expect(await startup(process.execPath, [launcher, 'serve'])).toContain(`museum: note   node runs without ${SERVER_NODE_FLAGS.join(' ')}`);
-    expect(await startup(launcher, ['serve'])).not.toContain('node runs without');
+    expect(await startup(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve'])).toContain(`museum: note   node runs without ${SERVER_NODE_FLAGS.join(' ')}`);
+    expect(await startup(join(ROOT, 'bin/museum'), ['serve'])).not.toContain('node runs without');
   });
 });
