@@ -55,7 +55,7 @@ import autocannon from 'autocannon';
 import { fileUrl } from '../artifacts/format.ts';
 import { putContentFile } from '../artifacts/store.ts';
 import { getIO } from '../bake/gltf-io.ts';
-import { SERVER_NODE_FLAGS } from '../server/cli.ts';
+import { missingServerFlags, SERVER_NODE_FLAGS } from '../server/cli.ts';
 import { openStateDb } from '../server/state/db.ts';
 import { SqliteKeyStore } from '../server/state/keys.ts';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
@@ -104,11 +104,13 @@ async function startMuseum(env: Record<string, string>, logPath: string): Promis
   closeSync(logFd);
   const deadline = Date.now() + 30_000;
   for (;;) {
-    const log = readFileSync(logPath, 'utf8');
-    const port = /museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.exec(log)?.[1];
-    // Measuring a server without its node flags would measure a configuration nobody ships.
-    if (port && log.includes('museum: note   node runs without')) throw new Error(`museum serve started without its node flags: ${log}`);
-    if (port) return { child, url: `http://127.0.0.1:${port}` };
+    const port = /museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.exec(readFileSync(logPath, 'utf8'))?.[1];
+    if (port) {
+      // Measuring a server without its node flags would measure a configuration nobody ships.
+      const missing = missingServerFlags(readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0'));
+      if (missing.length > 0) throw new Error(`museum serve runs without ${missing.join(' ')}`);
+      return { child, url: `http://127.0.0.1:${port}` };
+    }
     if (child.exitCode !== null || Date.now() > deadline) throw new Error(`museum serve did not start: ${readFileSync(logPath, 'utf8').slice(-500)}`);
     await new Promise((done) => setTimeout(done, 50));
   }
