@@ -57,7 +57,7 @@ export function serveCommand(): Command {
 /**
  * The node flags `museum serve` is meant to run with (bin/museum passes them): V8's
  * memory reducer, on by default, runs full GCs once a process idles after start, and a server that
- * met them before its traffic stayed ~25 % dearer per request (README, "A server that idled first").
+ * met them before its traffic stayed ~25 % dearer per request (bench/RESULTS.md, "A server that idled first").
  */
 export const SERVER_NODE_FLAGS = ['--no-memory-reducer'] as const;
 

@@ -5,7 +5,7 @@
  * leave in one `write(2)` once `batchBytes` are held or the oldest is `flushMs` old. pino's own
  * asynchronous destination (sonic-boom) was measured at 2.2 µs of CPU per access line, a tenth of a
  * whole fast-path answer, because it concatenates strings and re-measures their byte lengths; this
- * one costs 0.15–0.25 µs (bench/serve.ts, and the reasoning in the README's serve figures).
+ * one costs 0.15–0.25 µs (bench/serve.ts; the reasoning in bench/RESULTS.md, "Serve").
  *
  * Bounded: past `maxPendingBytes` waiting for a destination that cannot keep up (a stalled pipe),
  * lines are dropped and counted, and one line saying how many is written once it catches up — the
