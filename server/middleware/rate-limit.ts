@@ -18,13 +18,17 @@ export interface RateLimitStore {
 }
 
 /**
- * In-process store: per subject, a ring of the last `limit` hit times. A hit is allowed when the
- * oldest of those is outside the window. Bounded: at most `maxSubjects` subjects, least recently
- * used evicted first (an evicted subject can only have been idle, so it loses nothing that matters
- * unless the table is flooded — which is what the bound is for).
+ * In-process store: per subject, its hits inside the window, oldest first, in a ring of `limit`
+ * times. A hit first drops the hits that left the window from the front, then is allowed when
+ * fewer than `limit` remain: O(1) amortized, however close a key runs to its budget. (Were the
+ * clock to step back, a newer time could sit behind an older one; it then leaves the window no
+ * sooner than that older one — the store errs toward refusing, never allows more than `limit`.)
+ * Bounded: at most `maxSubjects` subjects, least recently used evicted first (an evicted subject
+ * can only have been idle, so it loses nothing that matters unless the table is flooded — which is
+ * what the bound is for).
  */
 export class MemoryRateLimitStore implements RateLimitStore {
-  private readonly subjects: LruMap<string, { times: Float64Array; next: number; count: number }>;
+  private readonly subjects: LruMap<string, { times: Float64Array; oldest: number; count: number }>;
 
   constructor(maxSubjects = 100_000) {
     this.subjects = new LruMap(maxSubjects);
@@ -32,19 +36,20 @@ export class MemoryRateLimitStore implements RateLimitStore {
 
   hit(subject: string, limit: number, windowMs: number, now: number): RateDecision {
     let entry = this.subjects.get(subject);
-    if (!entry) {
-      entry = { times: new Float64Array(limit), next: 0, count: 0 };
+    if (!entry || entry.times.length !== limit) {
+      entry = { times: new Float64Array(limit), oldest: 0, count: 0 };
       this.subjects.set(subject, entry);
     }
     const cutoff = now - windowMs;
-    // Hits still inside the window, counted from the oldest remembered one.
-    let inWindow = 0;
-    for (let i = 0; i < entry.count; i++) if (entry.times[i]! > cutoff) inWindow++;
-    if (inWindow >= limit) return { allowed: false, remaining: 0 };
-    entry.times[entry.next] = now;
-    entry.next = (entry.next + 1) % limit;
-    entry.count = Math.min(entry.count + 1, limit);
-    return { allowed: true, remaining: limit - inWindow - 1 };
+    const { times } = entry;
+    while (entry.count > 0 && times[entry.oldest]! <= cutoff) {
+      entry.oldest = (entry.oldest + 1) % limit;
+      entry.count--;
+    }
+    if (entry.count >= limit) return { allowed: false, remaining: 0 };
+    times[(entry.oldest + entry.count) % limit] = now;
+    entry.count++;
+    return { allowed: true, remaining: limit - entry.count };
   }
 
   get size(): number {
