@@ -36,6 +36,8 @@ export class MemoryRateLimitStore implements RateLimitStore {
 
   hit(subject: string, limit: number, windowMs: number, now: number): RateDecision {
     let entry = this.subjects.get(subject);
+    // A subject's limit is fixed by its name; were one reused with another limit, its ring (sized
+    // by the limit) would index wrongly, so it starts afresh.
     if (!entry || entry.times.length !== limit) {
       entry = { times: new Float64Array(limit), oldest: 0, count: 0 };
       this.subjects.set(subject, entry);
