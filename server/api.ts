@@ -6,12 +6,12 @@
  * what Koa enforces and what the fast path answers cannot drift apart.
  */
 import Router, { type RouterMiddleware } from '@koa/router';
-import type { Logger } from 'pino';
 import { z } from 'zod';
 import { LruMap } from '../common/lru.ts';
 import { HttpError } from './errors.ts';
 import { compileFastPath, type FastRead, type FastRoute, firstQueryValues } from './fastpath.ts';
 import { JSON_TYPE } from './http-conditional.ts';
+import type { AccessLog } from './middleware/access-log.ts';
 import { requireKey } from './middleware/auth.ts';
 import { setAnswer } from './middleware/errors.ts';
 import { depthOf, jsonBody } from './middleware/json-body.ts';
@@ -134,7 +134,7 @@ export class Api {
   readonly router = new Router<MuseumState>();
   private readonly routes: AnyRouteDef[] = [];
 
-  constructor(private readonly deps: { keys: KeyStore; limiter: RateLimitStore; log: Logger }) {}
+  constructor(private readonly deps: { keys: KeyStore; limiter: RateLimitStore; access: AccessLog }) {}
 
   route<P extends AnyObject, Q extends AnyObject, B extends z.ZodType>(def: RouteDef<P, Q, B>): void {
     const route = def as unknown as AnyRouteDef;

@@ -19,7 +19,7 @@ import type { Logger } from 'pino';
 import { Api } from './api.ts';
 import { flushLog, serverLog } from './log.ts';
 import type { Config } from './config.ts';
-import { accessLog } from './middleware/access-log.ts';
+import { AccessLog, accessLog } from './middleware/access-log.ts';
 import { guardConnections, refusedBeforeRouting, serverOptions } from './middleware/connections.ts';
 import { cors } from './middleware/cors.ts';
 import { fileResponseHeaders } from './middleware/file-headers.ts';
@@ -61,13 +61,15 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const services = await buildServices(config, log, { limiter: options.limiter });
   const { keys, limiter } = services;
 
-  const api = new Api({ keys, limiter, log });
+  // One access-line writer for both paths, so their lines keep one order.
+  const access = new AccessLog(log);
+  const api = new Api({ keys, limiter, access });
   for (const register of ROUTE_MODULES) register(api, services);
   const fastPath = api.fastPath();
   const { content, state, redis } = services;
   const operations = new Operations({ content, state, redis, metricsToken: config.metricsPort === undefined ? config.metricsToken : undefined });
 
-  const app = koaApp(config, api, log);
+  const app = koaApp(config, api, access);
   const { server, lastConnectionAt } = nodeServer(config, operations, fastPath, app.callback(), log);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -99,7 +101,8 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
 }
 
 /** The Koa app: the middleware stack of the module comment, outermost first, then the routes. */
-function koaApp(config: Config, api: Api, log: Logger): Koa<MuseumState> {
+function koaApp(config: Config, api: Api, access: AccessLog): Koa<MuseumState> {
+  const { log } = access;
   const app = new Koa<MuseumState>();
   app.silent = true;
   app.on('error', (err: NodeJS.ErrnoException) => {
@@ -109,7 +112,7 @@ function koaApp(config: Config, api: Api, log: Logger): Koa<MuseumState> {
     log.error({ err }, 'koa error');
   });
   app.use(requestContext({ trustProxy: config.trustProxy }));
-  app.use(accessLog(log));
+  app.use(accessLog(access));
   app.use(fileResponseHeaders());
   app.use(cors());
   app.use(errorEnvelope(log));

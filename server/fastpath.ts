@@ -11,12 +11,11 @@
  * exchange (middleware/raw-exchange.ts), built from the same functions as the Koa middleware.
  */
 import type { IncomingMessage } from 'node:http';
-import type { Logger } from 'pino';
 import { LruMap } from '../common/lru.ts';
 import { HttpError } from './errors.ts';
 import { JSON_TYPE } from './http-conditional.ts';
 import { authenticate, presentedKey } from './middleware/auth.ts';
-import { AccessLog } from './middleware/access-log.ts';
+import type { AccessLog } from './middleware/access-log.ts';
 import { type HeaderList, pathOf, type PreparedList, preparedIndex, preparedList, RawExchange } from './middleware/raw-exchange.ts';
 import { hitKeyLimit, KEY_LIMIT, keyLimitExceeded, type RateDecision, type RateLimitStore } from './middleware/rate-limit.ts';
 import { labelRoute } from './request-metrics.ts';
@@ -113,9 +112,8 @@ function listOf(compiled: CompiledRoute, answer: Buffer | RawAnswer, keyed: bool
  * The fast-path handler for the GET routes of a table, in registration order (the first route whose
  * pattern matches is the one Koa's router would run; when it has no fast read, Koa answers).
  */
-export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; limiter: RateLimitStore; log: Logger }): FastPathHandler {
-  const { keys, limiter } = deps;
-  const access = new AccessLog(deps.log);
+export function compileFastPath(routes: FastRoute[], deps: { keys: KeyStore; limiter: RateLimitStore; access: AccessLog }): FastPathHandler {
+  const { keys, limiter, access } = deps;
   const table = routes.map(
     (route): CompiledRoute => ({
       route,

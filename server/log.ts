@@ -5,7 +5,10 @@
  * leave in one `write(2)` once `batchBytes` are held or the oldest is `flushMs` old. pino's own
  * asynchronous destination (sonic-boom) was measured at 2.2 µs of CPU per access line, a tenth of a
  * whole fast-path answer, because it concatenates strings and re-measures their byte lengths; this
- * one costs 0.15–0.25 µs (bench/serve.ts; the reasoning in bench/RESULTS.md, "Serve").
+ * one costs 0.15–0.25 µs (bench/serve.ts; the reasoning in bench/RESULTS.md, "Serve"). A writer may
+ * also hold its lines unformatted and format them a batch at a time (the access log, `hold`): they
+ * are drained before any other line, when the flush interval ends, on flush and at exit, so the
+ * order and the guarantees below hold for them too.
  *
  * Bounded: past `maxPendingBytes` waiting for a destination that cannot keep up (a stalled pipe),
  * lines are dropped and counted, and one line saying how many is written once it catches up — the
@@ -35,6 +38,11 @@ const holding = new Set<LogDestination>();
 let exitHandlerInstalled = false;
 const RETRY_MS = 10;
 
+/** Lines held unformatted by their writer (the access log): written by `drain`, in order. */
+export interface HeldLines {
+  drain(): void;
+}
+
 /** A batched asynchronous writer of log lines to a file descriptor (pino's destination stream). */
 export class LogDestination {
   private readonly batchBytes: number;
@@ -52,6 +60,8 @@ export class LogDestination {
   private dropped = 0;
   private broken = false;
   private waiters: Array<() => void> = [];
+  /** Writers holding lines (see `hold`): drained before any other line, and before a write to disk. */
+  private readonly heldBy = new Set<HeldLines>();
 
   constructor(
     private readonly fd: number,
@@ -70,6 +80,21 @@ export class LogDestination {
   }
 
   write(line: string): boolean {
+    if (this.heldBy.size > 0) this.drainHeld();
+    return this.append(line);
+  }
+
+  /**
+   * `writer` holds lines it has not formatted yet: they are drained (written through `append`) before
+   * the next line written here, when the flush interval ends, on flush and at exit.
+   */
+  hold(writer: HeldLines): void {
+    this.heldBy.add(writer);
+    this.arm();
+  }
+
+  /** A line, after any held ones (the held lines' writers call this from `drain`). */
+  append(line: string): boolean {
     if (this.broken) return true;
     // Worst case 3 bytes per UTF-16 unit: a line always fits whole (Buffer#write would cut it).
     const worst = line.length * 3;
@@ -84,19 +109,14 @@ export class LogDestination {
       this.dropped++;
       return true;
     }
-    if (this.used === 0) {
-      holding.add(this);
-      this.timer ??= setTimeout(() => {
-        this.timer = null;
-        this.handOff();
-      }, this.flushMs).unref();
-    }
+    if (this.used === 0) this.arm();
     this.used += this.current.write(line, this.used);
     return true;
   }
 
   /** Calls `done` once every line accepted so far is written (or the destination broke). */
   flush(done: (err?: Error) => void = () => undefined): void {
+    this.drainHeld();
     this.handOff();
     if (this.broken || (!this.writing && this.queue.length === 0)) done();
     else this.waiters.push(() => done());
@@ -104,6 +124,7 @@ export class LogDestination {
 
   /** Write everything still held, synchronously (process exit). */
   flushSync(): void {
+    this.drainHeld();
     this.handOff();
     // A write in flight is the kernel's or the thread pool's already; what waits behind it goes now.
     const waiting = this.writing ? this.queue.slice(1) : this.queue;
@@ -125,6 +146,21 @@ export class LogDestination {
 
   end(): void {
     this.flush();
+  }
+
+  /** Held until written: the exit handler writes it, and the flush interval's timer runs. */
+  private arm(): void {
+    holding.add(this);
+    this.timer ??= setTimeout(() => {
+      this.timer = null;
+      this.drainHeld();
+      this.handOff();
+    }, this.flushMs).unref();
+  }
+
+  private drainHeld(): void {
+    for (const writer of this.heldBy) writer.drain();
+    this.heldBy.clear();
   }
 
   /** Queue the batch being filled for writing. */
@@ -189,7 +225,7 @@ export class LogDestination {
   }
 
   private settle(): void {
-    if (this.used === 0 && this.queue.length === 0) holding.delete(this);
+    if (this.used === 0 && this.queue.length === 0 && this.heldBy.size === 0) holding.delete(this);
     const waiters = this.waiters;
     this.waiters = [];
     for (const done of waiters) done();

@@ -2,7 +2,8 @@
  * The server log's batched destination: every accepted line arrives whole and in order (multi-byte
  * text, lines larger than a batch), `flush` waits for the disk, a process that exits at once still
  * writes what it held, a reader that stops reading costs bounded memory and says how many lines it
- * lost, and a reader that goes away (EPIPE) stops the logging rather than the process.
+ * lost, and a reader that goes away (EPIPE) stops the logging rather than the process. The access
+ * log's lines, formatted a batch at a time, keep their order, their times and their exit-safety.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
@@ -10,7 +11,9 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
 import { LogDestination, flushLog, serverLog } from '../../server/log.ts';
+import { AccessLog } from '../../server/middleware/access-log.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const dir = mkdtempSync(join(tmpdir(), 'museum-log-'));
@@ -98,5 +101,87 @@ describe('LogDestination', () => {
     const code = await new Promise<number | null>((done) => child.once('exit', done));
     expect(stderr).toMatch(/^alive \d+/);
     expect(code).toBe(0);
+  });
+});
+
+describe('AccessLog on the server destination (lines formatted a batch at a time)', () => {
+  const read = (path: string) =>
+    readFileSync(path, 'utf8')
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+
+  it('keeps every line, in order, across batches and around other log lines, each with its own time', async () => {
+    const path = join(dir, 'access-order.log');
+    const fd = openSync(path, 'w');
+    const log = serverLog('info', fd);
+    const access = new AccessLog(log);
+    /** Date.now() just before and just after each write: its line's time lies between (± rounding). */
+    const written: Array<[number, number]> = [];
+    const writeOne = (i: number) => {
+      const before = Date.now();
+      access.write(`id-${i}`, 'GET', `/v1/rooms/${i}/slots`, 200, performance.now() - 1.234, true);
+      written.push([before, Date.now()]);
+    };
+    for (let i = 0; i < 999; i++) {
+      writeOne(i);
+      if (i % 300 === 299) log.warn({ i }, 'between');
+    }
+    // The last one is formatted 50 ms after it was logged: its time is still when it was logged.
+    writeOne(999);
+    await new Promise((done) => setTimeout(done, 50));
+    await flushLog(log);
+    closeSync(fd);
+    const lines = read(path);
+    expect(lines).toHaveLength(1_003);
+    const order = lines.map((l) => (l.msg === 'request' ? l.requestId : `warn ${l.i}`));
+    const expected: string[] = [];
+    for (let i = 0; i < 1_000; i++) {
+      expected.push(`id-${i}`);
+      if (i % 300 === 299) expected.push(`warn ${i}`);
+    }
+    expect(order).toEqual(expected);
+    const requests = lines.filter((l) => l.msg === 'request');
+    requests.forEach((l, i) => {
+      expect(l).toMatchObject({ level: 30, method: 'GET', path: `/v1/rooms/${i}/slots`, status: 200, fast: true });
+      expect(l.ms).toBeGreaterThanOrEqual(1.23);
+      // The time the request was logged, not the time its batch was formatted.
+      const [before, after] = written[i]!;
+      expect(l.time).toBeGreaterThanOrEqual(before - 1);
+      expect(l.time).toBeLessThanOrEqual(after + 1);
+    });
+  });
+
+  it('writes held lines within the flush interval, with no other traffic', async () => {
+    const path = join(dir, 'access-quiet.log');
+    const fd = openSync(path, 'w');
+    const destination = new LogDestination(fd, { flushMs: 30 });
+    const log = pino({ level: 'info', base: undefined }, destination);
+    const access = new AccessLog(log);
+    access.write('quiet-1', 'GET', '/v1', 200, performance.now());
+    access.write('quiet-2', 'HEAD', '/v1/"odd"\npath', 404, performance.now());
+    await expect.poll(() => readFileSync(path, 'utf8').split('\n').length - 1, { timeout: 2_000, interval: 20 }).toBe(2);
+    closeSync(fd);
+    const lines = read(path);
+    expect(lines.map((l) => [l.requestId, l.method, l.path, l.status, l.fast])).toEqual([
+      ['quiet-1', 'GET', '/v1', 200, undefined],
+      ['quiet-2', 'HEAD', '/v1/"odd"\npath', 404, undefined],
+    ]);
+  });
+
+  it('writes held lines when the process exits at once, and none above the level', () => {
+    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(`
+      import { AccessLog } from ${JSON.stringify(join(ROOT, 'server/middleware/access-log.ts'))};
+      const log = serverLog('info');
+      const access = new AccessLog(log);
+      for (let i = 0; i < 300; i++) access.write('exit-' + i, 'GET', '/v1', 200, performance.now());
+      log.level = 'warn';
+      access.write('above-level', 'GET', '/v1', 200, performance.now());
+      process.exit(3);
+    `)], { cwd: ROOT, encoding: 'utf8' });
+    expect(child.status).toBe(3);
+    const ids = child.stderr.split('\n').filter((l) => l.includes('"msg":"request"')).map((l) => (JSON.parse(l) as { requestId: string }).requestId);
+    expect(ids).toEqual(Array.from({ length: 300 }, (_, i) => `exit-${i}`));
   });
 });
