@@ -20,8 +20,8 @@
  *                a running instance knows its clients' keys)                target ≥ 0.5×
  *
  * The museum is `museum serve` itself (bin/museum.js, from the dist/ bundle `make bench-serve` builds
- * first), one process per configuration, as an operator starts it (`npx museum serve`): bin/museum,
- * which passes node `--no-memory-reducer`, and only environment variables. The
+ * first), as an operator starts it (`npx museum serve`): bin/museum, which passes node
+ * `--no-memory-reducer`, and only environment variables. The
  * floor process runs with the same node flags, so both sides are at their best (without the flag, a
  * process that idled ~8 s after start met V8's memory-reducing GCs and stayed ~25 % dearer per
  * request: on either side, a run measured that state rather than the server).
@@ -31,8 +31,9 @@
  * museum: the efficiency of the server relative to the floor, which a busy shared machine disturbs
  * least. req/s and its ratio are printed beside it. The servers and the floor run pinned to CPU 0
  * (taskset), the load generator (autocannon, this process) on CPU 1. Scenario after scenario, each
- * round measures floor and museum back to back, alternating which goes first; ratios are medians of
- * the per-round ratios.
+ * round starts a fresh museum process and a fresh floor process and measures them back to back,
+ * alternating which goes first; ratios are medians of the per-round ratios. (Fresh processes: each
+ * process carries a cost offset of its own for its whole life, a few per cent, see `main`.)
  *
  * The access log goes where `museum serve` writes it, stderr, here redirected to a file as an
  * operator would; the run checks it holds one line per request answered.
@@ -116,11 +117,18 @@ async function startMuseum(env: Record<string, string>, logPath: string): Promis
   }
 }
 
+/** An answer as it is on the wire: its status, raw header list (names as sent) and body. */
+interface WireAnswer {
+  status: number;
+  headers: string[];
+  body: Buffer;
+}
+
 /**
- * The museum's slots answer as it is on the wire: its status, raw header list (names as sent) and
- * body, less what node adds to every answer itself (Date, Connection, Keep-Alive) and the request id.
+ * The museum's answer to `url`, less what node adds to every answer itself (Date, Connection,
+ * Keep-Alive) and the request id: what the floors send back.
  */
-function rawAnswer(url: string, headers: Record<string, string> = {}): Promise<{ status: number; headers: string[]; body: Buffer }> {
+function wireAnswer(url: string, headers: Record<string, string> = {}): Promise<WireAnswer> {
   const own = new Set(['date', 'connection', 'keep-alive', 'x-request-id']);
   return new Promise((done, fail) =>
     httpGet(url, { headers }, (res) => {
@@ -135,6 +143,30 @@ function rawAnswer(url: string, headers: Record<string, string> = {}): Promise<{
   );
 }
 
+/** The museum's answers the floors serve, fetched once by the parent (every floor process gets the same bytes). */
+interface FloorBytes {
+  slots: WireAnswer;
+  slotsNotModified: WireAnswer;
+  glb: WireAnswer;
+  artworks: WireAnswer;
+}
+
+async function floorBytes(museumUrl: string, probeKey: string, glbPath: string): Promise<FloorBytes> {
+  const ok = async (path: string, headers: Record<string, string> = {}) => {
+    const answer = await wireAnswer(museumUrl + path, headers);
+    if (answer.status !== 200) throw new Error(`${path} answered ${answer.status}`);
+    return answer;
+  };
+  const slots = await ok(SLOTS_PATH);
+  const slotsNotModified = await wireAnswer(museumUrl + SLOTS_PATH, { 'If-None-Match': headerOf(slots, 'etag')! });
+  return { slots, slotsNotModified, glb: await ok(glbPath), artworks: await ok(ARTWORKS_PATH, { 'X-API-Key': probeKey }) };
+}
+
+const headerOf = (answer: WireAnswer, name: string): string | null => {
+  const at = answer.headers.findIndex((n) => n.toLowerCase() === name);
+  return at < 0 ? null : answer.headers[at + 1]!;
+};
+
 /**
  * The spec floor: what any server that keeps the spec pays on the slots route, and nothing more —
  * bare node:http writing the museum's very headers (CORS, Cache-Control, ETag…), a fresh request id
@@ -143,10 +175,10 @@ function rawAnswer(url: string, headers: Record<string, string> = {}): Promise<{
  * writer: a slow product logger must show as overhead, not move the yardstick). Where it stands against the floor is the
  * ceiling of the slots targets; where the museum stands against it is the museum's own overhead.
  */
-async function serveSpecFloor(museumUrl: string, logPath: string): Promise<{ url: string; close: () => void }> {
-  const ok = await rawAnswer(museumUrl + SLOTS_PATH);
-  const etag = ok.headers[ok.headers.findIndex((name) => name.toLowerCase() === 'etag') + 1]!;
-  const notModified = await rawAnswer(museumUrl + SLOTS_PATH, { 'If-None-Match': etag });
+async function serveSpecFloor(bytes: FloorBytes, logPath: string): Promise<{ url: string; close: () => void }> {
+  const ok = bytes.slots;
+  const etag = headerOf(ok, 'etag')!;
+  const notModified = bytes.slotsNotModified;
   const prefix = randomBytes(9).toString('base64url');
   let sequence = 0;
   const fd = openSync(logPath, 'w');
@@ -200,25 +232,21 @@ async function serveSpecFloor(museumUrl: string, logPath: string): Promise<{ url
 }
 
 /** The floor (a child process): bare node:http with the museum's bytes, Content-Type and ETag, nothing else; and the spec floor. */
-async function serveFloor(museumUrl: string, probeKey: string, glbPath: string, specLogPath: string): Promise<void> {
-  const fetchBytes = async (path: string, headers: Record<string, string> = {}) => {
-    const res = await fetch(museumUrl + path, { headers });
-    if (res.status !== 200) throw new Error(`${path} answered ${res.status}`);
-    return { body: Buffer.from(await res.arrayBuffer()), type: res.headers.get('content-type')!, etag: res.headers.get('etag') };
-  };
-  const slots = await fetchBytes(SLOTS_PATH);
-  const glb = await fetchBytes(glbPath);
-  const artworks = await fetchBytes(ARTWORKS_PATH, { 'X-API-Key': probeKey });
+async function serveFloor(bytes: FloorBytes, specLogPath: string): Promise<FloorReady> {
   // Each answer's header lists built once, as a careful bare server would (a per-request object
   // spread would make the floor slower than plain node:http, and every ratio look better than it is).
-  const prepared = (answer: { body: Buffer; type: string; etag: string | null }) => ({
-    body: answer.body,
-    etag: answer.etag,
-    ok: ['Content-Type', answer.type, 'Content-Length', String(answer.body.length), ...(answer.etag ? ['ETag', answer.etag] : [])],
-    notModified: answer.etag ? ['ETag', answer.etag] : [],
-  });
-  const answers = new Map([['/slots', prepared(slots)], ['/glb', prepared(glb)]]);
-  const keyedAnswer = prepared(artworks);
+  const prepared = (answer: WireAnswer) => {
+    const etag = headerOf(answer, 'etag');
+    const type = headerOf(answer, 'content-type')!;
+    return {
+      body: answer.body,
+      etag,
+      ok: ['Content-Type', type, 'Content-Length', String(answer.body.length), ...(etag ? ['ETag', etag] : [])],
+      notModified: etag ? ['ETag', etag] : [],
+    };
+  };
+  const answers = new Map([['/slots', prepared(bytes.slots)], ['/glb', prepared(bytes.glb)]]);
+  const keyedAnswer = prepared(bytes.artworks);
   const floor = createServer((req, res) => {
     const answer = answers.get(req.url!) ?? keyedAnswer;
     if (answer.etag !== null && req.headers['if-none-match'] === answer.etag) {
@@ -231,12 +259,13 @@ async function serveFloor(museumUrl: string, probeKey: string, glbPath: string, 
   });
   floor.keepAliveTimeout = 65_000;
   await new Promise<void>((done) => floor.listen(0, '127.0.0.1', done));
-  const spec = await serveSpecFloor(museumUrl, specLogPath);
+  const spec = await serveSpecFloor(bytes, specLogPath);
   process.on('disconnect', () => {
     spec.close();
+    floor.closeAllConnections();
     floor.close(() => process.exit(0));
   });
-  process.send!({ floor: `http://127.0.0.1:${(floor.address() as AddressInfo).port}`, spec: spec.url, slotsEtag: slots.etag });
+  return { floor: `http://127.0.0.1:${(floor.address() as AddressInfo).port}`, spec: spec.url };
 }
 
 interface Scenario {
@@ -250,6 +279,21 @@ interface Scenario {
   largeBody?: boolean;
   /** Per-request headers cycled by each connection (the keyed scenarios' keys). */
   requests?: Array<{ headers: Record<string, string> }>;
+}
+
+/** Which `museum serve` a pair measures: the default configuration, the Redis limiter, PostgreSQL keys. */
+type MuseumConfig = 'default' | 'redis' | 'pg';
+
+/** A side of a pair before its round's processes exist: the path on its server. */
+type Side = Omit<Scenario, 'child' | 'url'> & { path: string };
+
+/** A museum scenario, its floor (and on the slots routes the spec floor), and its target. */
+interface Pair {
+  target: number;
+  config: MuseumConfig;
+  floor: Side;
+  spec?: Side;
+  museum: Side;
 }
 
 interface Figures {
@@ -361,30 +405,68 @@ async function measure(scenario: Scenario, durationS: number): Promise<Figures> 
   return { rps: result.requests.average, p99: result.latency.p99, cpuUs: cpuUs / Math.max(1, requests), requests };
 }
 
+/** Read before this process pins itself to one core (then it sees one). */
+const CORES = availableParallelism();
+
 /**
  * On a machine with at least two cores, run the servers on CPU 0 and the load generator on CPU 1
  * (taskset): they no longer steal time slices from each other. Floor and museum share the same core
  * and the same client, so the ratios stay like for like.
  */
 function pinCpus(serverPids: number[]): boolean {
-  if (availableParallelism() < 2) return false;
-  const pin = (cpu: number, pid: number) => spawnSync('taskset', ['-a', '-p', '-c', String(cpu), String(pid)], { stdio: 'ignore' }).status === 0;
+  if (CORES < 2) return false;
+  // `-a`: every thread. A thread that ends while taskset walks them fails the call (a process that
+  // has just started is still starting and ending threads): try again.
+  const pin = (cpu: number, pid: number) => {
+    for (let attempt = 1; ; attempt++) {
+      const result = spawnSync('taskset', ['-a', '-p', '-c', String(cpu), String(pid)], { encoding: 'utf8' });
+      if (result.status === 0) return true;
+      if (attempt === 5) {
+        process.stderr.write(`bench-serve: taskset ${pid}: ${result.stderr}`);
+        return false;
+      }
+    }
+  };
   return serverPids.every((pid) => pin(0, pid)) && pin(1, process.pid);
 }
 
 interface FloorReady {
   floor: string;
   spec: string;
-  slotsEtag: string;
 }
 
-function forkFloor(args: string[]): Promise<{ child: ChildProcess; ready: FloorReady }> {
-  // The museum's node flags (SERVER_NODE_FLAGS), so the floor is at its best too.
-  const child = fork(SELF, ['--floor', ...args], { execArgv: [...SERVER_NODE_FLAGS, '--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+/** A floor process: the floor and the spec floor, serving `bytes`; the spec floor logs to `specLogPath`. */
+function forkFloor(bytes: FloorBytes, specLogPath: string): Promise<{ child: ChildProcess; ready: FloorReady }> {
+  // The museum's node flags (SERVER_NODE_FLAGS), so the floor is at its best too. `advanced`: the
+  // bytes go over as Buffers (structured clone), not as JSON arrays of numbers.
+  const child = fork(SELF, ['--floor'], { execArgv: [...SERVER_NODE_FLAGS, '--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+  child.send({ bytes, specLogPath });
   return new Promise((done, fail) => {
     child.once('message', (m) => done({ child, ready: m as FloorReady }));
     child.once('exit', (code) => fail(new Error(`floor process exited (${code})`)));
   });
+}
+
+/** The floor process's side of forkFloor. */
+function floorProcess(): void {
+  process.once('message', (message: { bytes: FloorBytes; specLogPath: string }) => {
+    // Structured clone hands Buffers over as plain Uint8Arrays.
+    const buffers = (answer: WireAnswer): WireAnswer => ({ ...answer, body: Buffer.from(answer.body.buffer, answer.body.byteOffset, answer.body.byteLength) });
+    const bytes = message.bytes;
+    const own: FloorBytes = { slots: buffers(bytes.slots), slotsNotModified: buffers(bytes.slotsNotModified), glb: buffers(bytes.glb), artworks: buffers(bytes.artworks) };
+    void serveFloor(own, message.specLogPath).then((ready) => process.send!(ready));
+  });
+}
+
+/** A process to stop, and when it has exited (a museum flushes its access log on SIGTERM). */
+async function stopProcess(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((done) => child.once('exit', () => done()));
+  if (child.connected) child.disconnect();
+  else child.kill('SIGTERM');
+  const killer = setTimeout(() => child.kill('SIGKILL'), 15_000);
+  await exited;
+  clearTimeout(killer);
 }
 
 /** Each key used once, in order, on one connection: the server knows them before the run. */
@@ -461,10 +543,11 @@ async function main(): Promise<void> {
   const dir = join(ROOT, '.bench', `serve-${process.pid}`);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  const children: ChildProcess[] = [];
+  let stopAll: () => Promise<unknown> = async () => undefined;
   let stopRedis: () => Promise<void> | undefined = () => undefined;
   let postgres: TestPostgres | null = null;
-  const logPaths = ['museum.log', 'museum-redis.log', 'museum-pg.log'].map((name) => join(dir, name));
+  /** Every museum process's log (its stderr: the access log). */
+  const logPaths: string[] = [];
   try {
     // As shipped means from the bundle; a stale one would run the sources through tsx (slower).
     if (!freshBundle()) throw new Error('dist/ is missing or older than the sources: run `make build` (make bench-serve does) so museum serve runs as shipped');
@@ -490,77 +573,90 @@ async function main(): Promise<void> {
       return null;
     });
     const pgKeys = postgres ? await keysInPostgres(postgres.url, keyCount) : [];
-    // One `museum serve` process per configuration, each with its log file.
+    // The floors serve the museum's own bytes, fetched once from a museum started for it.
     const env = { DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db') };
-    const museum = await startMuseum(env, logPaths[0]!);
-    const museumRedis = redis ? await startMuseum({ ...env, REDIS_URL: redis.url }, logPaths[1]!) : null;
-    const museumPg = postgres ? await startMuseum({ ...env, DATABASE_URL: postgres.url }, logPaths[2]!) : null;
-    for (const server of [museum, museumRedis, museumPg]) if (server) children.push(server.child);
-    const specLog = join(dir, 'spec-floor.log');
-    const floor = await forkFloor([museum.url, probeKey, glbPath, specLog]);
-    children.push(floor.child);
-    const pinned = pinCpus(children.map((c) => c.pid!));
-    process.stderr.write(pinned ? 'bench-serve: servers pinned to CPU 0, load generator to CPU 1\n' : 'bench-serve: NOT pinned (taskset missing or one core)\n');
-    const m = museum.url;
-    const { floor: f, spec, slotsEtag } = floor.ready;
+    const museumEnv: Record<MuseumConfig, Record<string, string> | null> = {
+      default: env,
+      redis: redis ? { ...env, REDIS_URL: redis.url } : null,
+      pg: postgres ? { ...env, DATABASE_URL: postgres.url } : null,
+    };
+    const live = new Set<ChildProcess>();
+    stopAll = () => Promise.all([...live].map(stopProcess));
+    const startMuseumLogged = async (config: MuseumConfig): Promise<ServerProcess> => {
+      const logPath = join(dir, `museum-${logPaths.length}-${config}.log`);
+      logPaths.push(logPath);
+      const started = await startMuseum(museumEnv[config]!, logPath);
+      live.add(started.child);
+      return started;
+    };
+    const stop = async (child: ChildProcess) => {
+      await stopProcess(child);
+      live.delete(child);
+    };
+    const first = await startMuseumLogged('default');
+    const bytes = await floorBytes(first.url, probeKey, glbPath);
+    let museumRequests = 4; // the four answers of floorBytes
+    await stop(first.child);
+    const startFloor = async () => {
+      const floor = await forkFloor(bytes, join(dir, `spec-floor-${logPaths.length}.log`));
+      live.add(floor.child);
+      return floor;
+    };
+    const slotsEtag = headerOf(bytes.slots, 'etag')!;
 
     const perRound = Math.floor(keys.length / ROUNDS);
     const roundKeys = (round: number, from = keys) => from.slice(round * perRound, (round + 1) * perRound);
     const keyed = (round: number, from = keys) => roundKeys(round, from).map((key) => ({ headers: { 'X-API-Key': key } }));
     const revalidate = { 'If-None-Match': slotsEtag };
     const only = new RegExp(process.env.BENCH_ONLY ?? '');
-    const pairs = (round: number): Array<{ target: number; floor: Scenario; spec?: Scenario; museum: Scenario }> => [
+    const pairs = (round: number): Pair[] => [
       {
         target: 0.85,
-        floor: { name: 'floor slots', child: floor.child, url: `${f}/slots` },
-        spec: { name: 'spec floor slots', child: floor.child, url: spec + SLOTS_PATH },
-        museum: { name: 'slots', child: museum.child, url: m + SLOTS_PATH },
+        config: 'default' as const,
+        floor: { name: 'floor slots', path: '/slots' },
+        spec: { name: 'spec floor slots', path: SLOTS_PATH },
+        museum: { name: 'slots', path: SLOTS_PATH },
       },
       {
         target: 0.8,
-        floor: { name: 'floor 304', child: floor.child, url: `${f}/slots`, headers: revalidate },
-        spec: { name: 'spec floor 304', child: floor.child, url: spec + SLOTS_PATH, headers: revalidate },
-        museum: { name: 'slots 304', child: museum.child, url: m + SLOTS_PATH, headers: revalidate },
+        config: 'default' as const,
+        floor: { name: 'floor 304', path: '/slots', headers: revalidate },
+        spec: { name: 'spec floor 304', path: SLOTS_PATH, headers: revalidate },
+        museum: { name: 'slots 304', path: SLOTS_PATH, headers: revalidate },
       },
       {
         target: 0.9,
-        floor: { name: `floor GLB`, child: floor.child, url: `${f}/glb`, largeBody: true },
-        museum: { name: `files GLB ${Math.round(glbRef.bytes / 1024)} KB`, child: museum.child, url: m + glbPath, largeBody: true },
+        config: 'default' as const,
+        floor: { name: `floor GLB`, path: '/glb', largeBody: true },
+        museum: { name: `files GLB ${Math.round(glbRef.bytes / 1024)} KB`, path: glbPath, largeBody: true },
       },
       {
         target: 0.6,
+        config: 'default' as const,
         // The same request stream (keys included, ignored by the floor): autocannon is slower cycling
         // through thousands of distinct requests, and both sides must pay that alike.
-        floor: { name: 'floor artworks', child: floor.child, url: `${f}/artworks`, requests: keyed(round) },
-        museum: { name: 'artworks (keyed)', child: museum.child, url: m + ARTWORKS_PATH, requests: keyed(round) },
+        floor: { name: 'floor artworks', path: '/artworks', requests: keyed(round) },
+        museum: { name: 'artworks (keyed)', path: ARTWORKS_PATH, requests: keyed(round) },
       },
-      ...(museumRedis
-        ? [
-            {
-              target: 0.45,
-              floor: { name: 'floor artworks', child: floor.child, url: `${f}/artworks`, requests: keyed(round) },
-              museum: { name: 'artworks (Redis)', child: museumRedis.child, url: museumRedis.url + ARTWORKS_PATH, requests: keyed(round) },
-            },
-          ]
-        : []),
-      ...(museumPg
-        ? [
-            {
-              target: 0.5,
-              floor: { name: 'floor artworks', child: floor.child, url: `${f}/artworks`, requests: keyed(round, pgKeys) },
-              museum: { name: 'artworks (PG keys)', child: museumPg.child, url: museumPg.url + ARTWORKS_PATH, requests: keyed(round, pgKeys), verifyFirst: roundKeys(round, pgKeys) },
-            },
-          ]
-        : []),
-    ].filter((pair) => only.test(pair.museum.name));
+      {
+        target: 0.45,
+        config: 'redis' as const,
+        floor: { name: 'floor artworks', path: '/artworks', requests: keyed(round) },
+        museum: { name: 'artworks (Redis)', path: ARTWORKS_PATH, requests: keyed(round) },
+      },
+      {
+        target: 0.5,
+        config: 'pg' as const,
+        floor: { name: 'floor artworks', path: '/artworks', requests: keyed(round, pgKeys) },
+        museum: { name: 'artworks (PG keys)', path: ARTWORKS_PATH, requests: keyed(round, pgKeys), verifyFirst: roundKeys(round, pgKeys) },
+      },
+    ].filter((pair) => museumEnv[pair.config] !== null && only.test(pair.museum.name));
 
-    process.stderr.write(`bench-serve: ${CONNECTIONS} connections, ${DURATION_S} s per run, ${ROUNDS} rounds, ${keys.length} keys\n`);
+    process.stderr.write(`bench-serve: ${CONNECTIONS} connections, ${DURATION_S} s per run, ${ROUNDS} rounds, ${keys.length} keys, fresh server processes every round\n`);
     const runs = new Map<string, Figures[]>();
     /** Per measured side: its ratios to the floor (rps, CPU) and, for the museum, the spec floor's CPU ÷ its own. */
     const ratios = new Map<string, { rps: number[]; cpu: number[]; spec: number[] }>();
-    let museumRequests = 3; // the floor fetched its three bodies from the museum
-    const run = async (scenario: Scenario, round: number): Promise<Figures> => {
-      const museumSide = scenario.child !== floor.child;
+    const run = async (scenario: Scenario, round: number, museumSide: boolean): Promise<Figures> => {
       if (scenario.verifyFirst) museumRequests += await useKeysOnce(scenario.url, scenario.verifyFirst);
       const warm = await measure(scenario, 1); // warm-up (JIT, caches, connections)
       const figures = await measure(scenario, DURATION_S);
@@ -569,33 +665,49 @@ async function main(): Promise<void> {
       process.stderr.write(`  round ${round + 1} ${scenario.name.padEnd(18)} ${Math.round(figures.rps)} req/s, ${figures.cpuUs.toFixed(1)} µs CPU/req\n`);
       return figures;
     };
-    // Scenario by scenario, its rounds in a row: a server left idle for a while (25 s did, 8 s did
-    // not) runs its next burst with a smaller young generation (V8 shrinks the new space at the first
-    // GC after idling), so each side must come to a run from the same short pause. Round by round,
-    // the default configuration's server sat idle through the Redis and PostgreSQL pairs (~25 s)
-    // before every slots run while the floor, used by every pair, never paused longer than one run.
+    let pinned = true;
+    // Pair by pair, its rounds in a row, each round on a fresh museum process and a fresh floor
+    // process. Fresh: a process keeps a cost offset of its own all its life — two identical
+    // `museum serve` processes measured 4–9 % apart, the same one cheaper in every round (memory
+    // placement on the VM, bench/RESULTS.md) — so one pair of long-lived processes made a whole run's
+    // ratios a draw of that offset; rounds on fresh processes average it out. In a row: no server idles
+    // before its runs (an idle server shrinks its young generation).
     for (const index of pairs(0).keys()) {
       for (let round = 0; round < ROUNDS; round++) {
         const pair = pairs(round)[index]!;
+        const [museum, floor] = await Promise.all([startMuseumLogged(pair.config), startFloor()]);
+        pinned = pinCpus([museum.child.pid!, floor.child.pid!]) && pinned;
+        const scenario = (side: Side, child: ChildProcess, base: string): Scenario => ({ ...side, child, url: base + side.path });
+        const fs = scenario(pair.floor, floor.child, floor.ready.floor);
+        const ss = pair.spec ? scenario(pair.spec, floor.child, floor.ready.spec) : null;
+        const ms = scenario(pair.museum, museum.child, museum.url);
         // Back to back, alternating which goes first, so a change in the machine's load hits all alike.
-        const sides = [pair.floor, ...(pair.spec ? [pair.spec] : []), pair.museum];
+        const sides = [fs, ...(ss ? [ss] : []), ms];
         const order = round % 2 === 0 ? sides : [...sides].reverse();
         const figures = new Map<Scenario, Figures>();
-        for (const scenario of order) figures.set(scenario, await run(scenario, round));
-        const fl = figures.get(pair.floor)!;
-        for (const side of [pair.spec, pair.museum]) {
+        for (const side of order) figures.set(side, await run(side, round, side === ms));
+        await Promise.all([stop(museum.child), stop(floor.child)]);
+        const fl = figures.get(fs)!;
+        for (const side of [ss, ms]) {
           if (!side) continue;
           const own = figures.get(side)!;
           const entry = ratios.get(side.name) ?? { rps: [], cpu: [], spec: [] };
           entry.rps.push(own.rps / fl.rps);
           entry.cpu.push(fl.cpuUs / own.cpuUs);
-          if (side === pair.museum && pair.spec) entry.spec.push(figures.get(pair.spec)!.cpuUs / own.cpuUs);
+          if (side === ms && ss) entry.spec.push(figures.get(ss)!.cpuUs / own.cpuUs);
           ratios.set(side.name, entry);
         }
       }
     }
+    process.stderr.write(pinned ? 'bench-serve: servers were pinned to CPU 0, the load generator to CPU 1\n' : 'bench-serve: NOT pinned (taskset missing or one core)\n');
 
-    const calibration = process.env.BENCH_CALIBRATE ? await calibrate(floor.child, f, spec, run) : [];
+    let calibration: string[] = [];
+    if (process.env.BENCH_CALIBRATE) {
+      const floor = await startFloor();
+      pinCpus([floor.child.pid!]);
+      calibration = await calibrate(floor.child, floor.ready.floor, floor.ready.spec, (scenario, round) => run(scenario, round, false));
+      await stop(floor.child);
+    }
 
     const lines = [
       '',
@@ -655,14 +767,12 @@ async function main(): Promise<void> {
     process.stdout.write(lines.join('\n'));
     if (missed) process.exitCode = 1;
   } finally {
-    for (const child of children) if (child.connected) child.disconnect();
-    for (const child of children) if (child.exitCode === null && !child.connected) child.kill('SIGTERM');
-    await new Promise((done) => setTimeout(done, 500));
+    await stopAll();
     await stopRedis();
     await postgres?.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
 
-if (process.argv[2] === '--floor') await serveFloor(process.argv[3]!, process.argv[4]!, process.argv[5]!, process.argv[6]!);
+if (process.argv[2] === '--floor') floorProcess();
 else await main();
