@@ -540,15 +540,92 @@ async function calibrate(floorChild: ChildProcess, floorUrl: string, specUrl: st
   return lines;
 }
 
+/** The run's server processes: each `museum serve` with a log file of its own, each floor; stopped on demand or all at the end. */
+class ServerProcesses {
+  /** Every museum process's log (its stderr: the access log). */
+  readonly logPaths: string[] = [];
+  private readonly live = new Set<ChildProcess>();
+  private floors = 0;
+
+  constructor(
+    private readonly dir: string,
+    /** Each configuration's environment, null where its store (Redis, PostgreSQL) is missing here. */
+    readonly envs: Record<MuseumConfig, Record<string, string> | null>,
+  ) {}
+
+  async museum(config: MuseumConfig): Promise<ServerProcess> {
+    const logPath = join(this.dir, `museum-${this.logPaths.length}-${config}.log`);
+    this.logPaths.push(logPath);
+    const started = await startMuseum(this.envs[config]!, logPath);
+    this.live.add(started.child);
+    return started;
+  }
+
+  async floor(bytes: FloorBytes): Promise<{ child: ChildProcess; ready: FloorReady }> {
+    const floor = await forkFloor(bytes, join(this.dir, `spec-floor-${this.floors++}.log`));
+    this.live.add(floor.child);
+    return floor;
+  }
+
+  async stop(child: ChildProcess): Promise<void> {
+    await stopProcess(child);
+    this.live.delete(child);
+  }
+
+  stopAll(): Promise<unknown> {
+    return Promise.all([...this.live].map((child) => this.stop(child)));
+  }
+}
+
+/** Per measured side: its ratios to the floor (rps, CPU) and, for the museum, the spec floor's CPU ÷ its own. */
+type Ratios = Map<string, { rps: number[]; cpu: number[]; spec: number[] }>;
+
+/** The result table: a row per scenario (a floor shared by pairs once), and how many targets were missed. */
+function summaryTable(pairs: Pair[], runs: Map<string, Figures[]>, ratios: Ratios): { lines: string[]; missed: number } {
+  const lines = [
+    '',
+    `${'scenario'.padEnd(18)} ${'CPU µs/req'.padStart(10)} ${'floor÷us'.padStart(8)}  ${'target'.padEnd(15)} ${'spec÷us'.padStart(7)} ${'req/s'.padStart(9)} ${'× floor'.padStart(7)} ${'p99 ms'.padStart(7)}  floor÷us per round`,
+  ];
+  let missed = 0;
+  const printed = new Set<string>();
+  for (const { target, floor: fs, spec: ss, museum: ms } of pairs) {
+    for (const scenario of [fs, ...(ss ? [ss] : []), ms]) {
+      if (printed.has(scenario.name)) continue; // a floor shared by two pairs
+      printed.add(scenario.name);
+      const figures = runs.get(scenario.name)!;
+      const own = scenario === fs ? null : ratios.get(scenario.name)!;
+      let verdict = '';
+      if (scenario === ms) {
+        const ok = median(own!.cpu) >= target;
+        verdict = `≥ ${target} ${ok ? 'ok' : 'MISSED'}`;
+        if (!ok) missed++;
+      } else if (scenario === ss) verdict = '(the ceiling)';
+      lines.push(
+        [
+          scenario.name.padEnd(18),
+          median(figures.map((x) => x.cpuUs)).toFixed(1).padStart(10),
+          (own ? median(own.cpu).toFixed(2) : '').padStart(8),
+          ' ' + verdict.padEnd(15),
+          (own?.spec.length ? median(own.spec).toFixed(2) : '').padStart(7),
+          Math.round(median(figures.map((x) => x.rps))).toString().padStart(9),
+          (own ? median(own.rps).toFixed(2) : '').padStart(7),
+          median(figures.map((x) => x.p99)).toFixed(1).padStart(7),
+          // The spread: on a shared VM one round can move by ±10 %, so a median near its target says little alone.
+          own ? ` ${own.cpu.map((r) => r.toFixed(2)).join(' ')}` : '',
+        ].join(' '),
+      );
+    }
+  }
+  return { lines, missed };
+}
+
 async function main(): Promise<void> {
   const dir = join(ROOT, '.bench', `serve-${process.pid}`);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  let stopAll: () => Promise<unknown> = async () => undefined;
+  let servers: ServerProcesses | null = null;
   let stopRedis: () => Promise<void> | undefined = () => undefined;
   let postgres: TestPostgres | null = null;
-  /** Every museum process's log (its stderr: the access log). */
-  const logPaths: string[] = [];
   try {
     // As shipped means from the bundle; a stale one would run the sources through tsx (slower).
     if (!freshBundle()) throw new Error('dist/ is missing or older than the sources: run `make build` (make bench-serve does) so museum serve runs as shipped');
@@ -574,35 +651,18 @@ async function main(): Promise<void> {
       return null;
     });
     const pgKeys = postgres ? await keysInPostgres(postgres.url, keyCount) : [];
-    // The floors serve the museum's own bytes, fetched once from a museum started for it.
     const env = { DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db') };
-    const museumEnv: Record<MuseumConfig, Record<string, string> | null> = {
+    const processes = new ServerProcesses(dir, {
       default: env,
       redis: redis ? { ...env, REDIS_URL: redis.url } : null,
       pg: postgres ? { ...env, DATABASE_URL: postgres.url } : null,
-    };
-    const live = new Set<ChildProcess>();
-    stopAll = () => Promise.all([...live].map(stopProcess));
-    const startMuseumLogged = async (config: MuseumConfig): Promise<ServerProcess> => {
-      const logPath = join(dir, `museum-${logPaths.length}-${config}.log`);
-      logPaths.push(logPath);
-      const started = await startMuseum(museumEnv[config]!, logPath);
-      live.add(started.child);
-      return started;
-    };
-    const stop = async (child: ChildProcess) => {
-      await stopProcess(child);
-      live.delete(child);
-    };
-    const first = await startMuseumLogged('default');
+    });
+    servers = processes;
+    // The floors serve the museum's own bytes, fetched once from a museum started for it.
+    const first = await processes.museum('default');
     const bytes = await floorBytes(first.url, probeKey, glbPath);
     let museumRequests = 4; // the four answers of floorBytes
-    await stop(first.child);
-    const startFloor = async () => {
-      const floor = await forkFloor(bytes, join(dir, `spec-floor-${logPaths.length}.log`));
-      live.add(floor.child);
-      return floor;
-    };
+    await processes.stop(first.child);
     const slotsEtag = headerOf(bytes.slots, 'etag')!;
 
     const perRound = Math.floor(keys.length / ROUNDS);
@@ -651,12 +711,11 @@ async function main(): Promise<void> {
         floor: { name: 'floor artworks', path: '/artworks', requests: keyed(round, pgKeys) },
         museum: { name: 'artworks (PG keys)', path: ARTWORKS_PATH, requests: keyed(round, pgKeys), verifyFirst: roundKeys(round, pgKeys) },
       },
-    ].filter((pair) => museumEnv[pair.config] !== null && only.test(pair.museum.name));
+    ].filter((pair) => processes.envs[pair.config] !== null && only.test(pair.museum.name));
 
     process.stderr.write(`bench-serve: ${CONNECTIONS} connections, ${DURATION_S} s per run, ${ROUNDS} rounds, ${keys.length} keys, fresh server processes every round\n`);
     const runs = new Map<string, Figures[]>();
-    /** Per measured side: its ratios to the floor (rps, CPU) and, for the museum, the spec floor's CPU ÷ its own. */
-    const ratios = new Map<string, { rps: number[]; cpu: number[]; spec: number[] }>();
+    const ratios: Ratios = new Map();
     const run = async (scenario: Scenario, round: number, museumSide: boolean): Promise<Figures> => {
       if (scenario.verifyFirst) museumRequests += await useKeysOnce(scenario.url, scenario.verifyFirst);
       const warm = await measure(scenario, 1); // warm-up (JIT, caches, connections)
@@ -671,14 +730,14 @@ async function main(): Promise<void> {
     let pinned = true;
     // Pair by pair, its rounds in a row, each round on a fresh museum process and a fresh floor
     // process. Fresh: a process keeps a cost offset of its own all its life — two identical
-    // `museum serve` processes measured 4–9 % apart, the same one cheaper in every round (memory
-    // placement on the VM, bench/RESULTS.md) — so one pair of long-lived processes made a whole run's
-    // ratios a draw of that offset; rounds on fresh processes average it out. In a row: no server idles
+    // `museum serve` processes measured 4–5 % apart over 12–20 alternating rounds (bench/RESULTS.md)
+    // — so one pair of long-lived processes made a whole run's ratios one draw of those offsets;
+    // rounds on fresh processes average them out. In a row: no server idles
     // before its runs (an idle server shrinks its young generation).
     for (const index of pairs(0).keys()) {
       for (let round = 0; round < ROUNDS; round++) {
         const pair = pairs(round)[index]!;
-        const [museum, floor] = await Promise.all([startMuseumLogged(pair.config), startFloor()]);
+        const [museum, floor] = await Promise.all([processes.museum(pair.config), processes.floor(bytes)]);
         pinned = pinCpus([museum.child.pid!, floor.child.pid!]) && pinned;
         const scenario = (side: Side, child: ChildProcess, base: string): Scenario => ({ ...side, child, url: base + side.path });
         const fs = scenario(pair.floor, floor.child, floor.ready.floor);
@@ -689,7 +748,7 @@ async function main(): Promise<void> {
         const order = round % 2 === 0 ? sides : [...sides].reverse();
         const figures = new Map<Scenario, Figures>();
         for (const side of order) figures.set(side, await run(side, round, side === ms));
-        await Promise.all([stop(museum.child), stop(floor.child)]);
+        await Promise.all([processes.stop(museum.child), processes.stop(floor.child)]);
         const fl = figures.get(fs)!;
         for (const side of [ss, ms]) {
           if (!side) continue;
@@ -706,50 +765,17 @@ async function main(): Promise<void> {
 
     let calibration: string[] = [];
     if (process.env.BENCH_CALIBRATE) {
-      const floor = await startFloor();
+      const floor = await processes.floor(bytes);
       pinCpus([floor.child.pid!]);
       calibration = await calibrate(floor.child, floor.ready.floor, floor.ready.spec, (scenario, round) => run(scenario, round, false));
-      await stop(floor.child);
+      await processes.stop(floor.child);
     }
 
-    const lines = [
-      '',
-      `${'scenario'.padEnd(18)} ${'CPU µs/req'.padStart(10)} ${'floor÷us'.padStart(8)}  ${'target'.padEnd(15)} ${'spec÷us'.padStart(7)} ${'req/s'.padStart(9)} ${'× floor'.padStart(7)} ${'p99 ms'.padStart(7)}  floor÷us per round`,
-    ];
-    let missed = 0;
-    const printed = new Set<string>();
-    for (const { target, floor: fs, spec: ss, museum: ms } of pairs(0)) {
-      for (const scenario of [fs, ...(ss ? [ss] : []), ms]) {
-        if (printed.has(scenario.name)) continue; // a floor shared by two pairs
-        printed.add(scenario.name);
-        const figures = runs.get(scenario.name)!;
-        const own = scenario === fs ? null : ratios.get(scenario.name)!;
-        let verdict = '';
-        if (scenario === ms) {
-          const ok = median(own!.cpu) >= target;
-          verdict = `≥ ${target} ${ok ? 'ok' : 'MISSED'}`;
-          if (!ok) missed++;
-        } else if (scenario === ss) verdict = '(the ceiling)';
-        lines.push(
-          [
-            scenario.name.padEnd(18),
-            median(figures.map((x) => x.cpuUs)).toFixed(1).padStart(10),
-            (own ? median(own.cpu).toFixed(2) : '').padStart(8),
-            ' ' + verdict.padEnd(15),
-            (own?.spec.length ? median(own.spec).toFixed(2) : '').padStart(7),
-            Math.round(median(figures.map((x) => x.rps))).toString().padStart(9),
-            (own ? median(own.rps).toFixed(2) : '').padStart(7),
-            median(figures.map((x) => x.p99)).toFixed(1).padStart(7),
-            // The spread: on a shared VM one round can move by ±10 %, so a median near its target says little alone.
-            own ? ` ${own.cpu.map((r) => r.toFixed(2)).join(' ')}` : '',
-          ].join(' '),
-        );
-      }
-    }
+    const { lines, missed } = summaryTable(pairs(0), runs, ratios);
     // Give the buffered access log a moment, then count its lines against the requests answered.
     await new Promise((done) => setTimeout(done, 500));
     let accessLines = 0;
-    for (const path of logPaths) if (existsSync(path)) accessLines += await countAccessLines(path);
+    for (const path of processes.logPaths) if (existsSync(path)) accessLines += await countAccessLines(path);
     lines.push(...calibration);
     lines.push(
       '',
@@ -770,7 +796,7 @@ async function main(): Promise<void> {
     process.stdout.write(lines.join('\n'));
     if (missed) process.exitCode = 1;
   } finally {
-    await stopAll();
+    await servers?.stopAll();
     await stopRedis();
     await postgres?.close();
     rmSync(dir, { recursive: true, force: true });
