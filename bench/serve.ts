@@ -452,10 +452,9 @@ function forkFloor(bytes: FloorBytes, specLogPath: string): Promise<{ child: Chi
 function floorProcess(): void {
   process.once('message', (message: { bytes: FloorBytes; specLogPath: string }) => {
     // Structured clone hands Buffers over as plain Uint8Arrays.
-    const buffers = (answer: WireAnswer): WireAnswer => ({ ...answer, body: Buffer.from(answer.body.buffer, answer.body.byteOffset, answer.body.byteLength) });
-    const bytes = message.bytes;
-    const own: FloorBytes = { slots: buffers(bytes.slots), slotsNotModified: buffers(bytes.slotsNotModified), glb: buffers(bytes.glb), artworks: buffers(bytes.artworks) };
-    void serveFloor(own, message.specLogPath).then((ready) => process.send!(ready));
+    const asBuffer = (body: Uint8Array) => Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+    const bytes = Object.fromEntries(Object.entries(message.bytes).map(([name, answer]) => [name, { ...answer, body: asBuffer(answer.body) }])) as unknown as FloorBytes;
+    void serveFloor(bytes, message.specLogPath).then((ready) => process.send!(ready));
   });
 }
 
@@ -547,16 +546,13 @@ class ServerProcesses {
   private readonly live = new Set<ChildProcess>();
   private floors = 0;
 
-  constructor(
-    private readonly dir: string,
-    /** Each configuration's environment, null where its store (Redis, PostgreSQL) is missing here. */
-    readonly envs: Record<MuseumConfig, Record<string, string> | null>,
-  ) {}
+  constructor(private readonly dir: string) {}
 
-  async museum(config: MuseumConfig): Promise<ServerProcess> {
-    const logPath = join(this.dir, `museum-${this.logPaths.length}-${config}.log`);
+  /** `museum serve` with `env`; `name` names its log file. */
+  async museum(name: string, env: Record<string, string>): Promise<ServerProcess> {
+    const logPath = join(this.dir, `museum-${this.logPaths.length}-${name}.log`);
     this.logPaths.push(logPath);
-    const started = await startMuseum(this.envs[config]!, logPath);
+    const started = await startMuseum(env, logPath);
     this.live.add(started.child);
     return started;
   }
@@ -623,7 +619,7 @@ async function main(): Promise<void> {
   const dir = join(ROOT, '.bench', `serve-${process.pid}`);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  let servers: ServerProcesses | null = null;
+  const processes = new ServerProcesses(dir);
   let stopRedis: () => Promise<void> | undefined = () => undefined;
   let postgres: TestPostgres | null = null;
   try {
@@ -652,14 +648,14 @@ async function main(): Promise<void> {
     });
     const pgKeys = postgres ? await keysInPostgres(postgres.url, keyCount) : [];
     const env = { DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db') };
-    const processes = new ServerProcesses(dir, {
+    /** Each configuration's environment, null where its store (Redis, PostgreSQL) is missing here. */
+    const envs: Record<MuseumConfig, Record<string, string> | null> = {
       default: env,
       redis: redis ? { ...env, REDIS_URL: redis.url } : null,
       pg: postgres ? { ...env, DATABASE_URL: postgres.url } : null,
-    });
-    servers = processes;
+    };
     // The floors serve the museum's own bytes, fetched once from a museum started for it.
-    const first = await processes.museum('default');
+    const first = await processes.museum('default', env);
     const bytes = await floorBytes(first.url, probeKey, glbPath);
     let museumRequests = 4; // the four answers of floorBytes
     await processes.stop(first.child);
@@ -670,30 +666,30 @@ async function main(): Promise<void> {
     const keyed = (round: number, from = keys) => roundKeys(round, from).map((key) => ({ headers: { 'X-API-Key': key } }));
     const revalidate = { 'If-None-Match': slotsEtag };
     const only = new RegExp(process.env.BENCH_ONLY ?? '');
-    const pairs = (round: number): Pair[] => [
+    const everyPair = (round: number): Pair[] => [
       {
         target: 0.85,
-        config: 'default' as const,
+        config: 'default',
         floor: { name: 'floor slots', path: '/slots' },
         spec: { name: 'spec floor slots', path: SLOTS_PATH },
         museum: { name: 'slots', path: SLOTS_PATH },
       },
       {
         target: 0.8,
-        config: 'default' as const,
+        config: 'default',
         floor: { name: 'floor 304', path: '/slots', headers: revalidate },
         spec: { name: 'spec floor 304', path: SLOTS_PATH, headers: revalidate },
         museum: { name: 'slots 304', path: SLOTS_PATH, headers: revalidate },
       },
       {
         target: 0.9,
-        config: 'default' as const,
+        config: 'default',
         floor: { name: `floor GLB`, path: '/glb', largeBody: true },
         museum: { name: `files GLB ${Math.round(glbRef.bytes / 1024)} KB`, path: glbPath, largeBody: true },
       },
       {
         target: 0.6,
-        config: 'default' as const,
+        config: 'default',
         // The same request stream (keys included, ignored by the floor): autocannon is slower cycling
         // through thousands of distinct requests, and both sides must pay that alike.
         floor: { name: 'floor artworks', path: '/artworks', requests: keyed(round) },
@@ -701,17 +697,18 @@ async function main(): Promise<void> {
       },
       {
         target: 0.45,
-        config: 'redis' as const,
+        config: 'redis',
         floor: { name: 'floor artworks', path: '/artworks', requests: keyed(round) },
         museum: { name: 'artworks (Redis)', path: ARTWORKS_PATH, requests: keyed(round) },
       },
       {
         target: 0.5,
-        config: 'pg' as const,
+        config: 'pg',
         floor: { name: 'floor artworks', path: '/artworks', requests: keyed(round, pgKeys) },
         museum: { name: 'artworks (PG keys)', path: ARTWORKS_PATH, requests: keyed(round, pgKeys), verifyFirst: roundKeys(round, pgKeys) },
       },
-    ].filter((pair) => processes.envs[pair.config] !== null && only.test(pair.museum.name));
+    ];
+    const pairs = (round: number): Pair[] => everyPair(round).filter((pair) => envs[pair.config] !== null && only.test(pair.museum.name));
 
     process.stderr.write(`bench-serve: ${CONNECTIONS} connections, ${DURATION_S} s per run, ${ROUNDS} rounds, ${keys.length} keys, fresh server processes every round\n`);
     const runs = new Map<string, Figures[]>();
@@ -737,7 +734,7 @@ async function main(): Promise<void> {
     for (const index of pairs(0).keys()) {
       for (let round = 0; round < ROUNDS; round++) {
         const pair = pairs(round)[index]!;
-        const [museum, floor] = await Promise.all([processes.museum(pair.config), processes.floor(bytes)]);
+        const [museum, floor] = await Promise.all([processes.museum(pair.config, envs[pair.config]!), processes.floor(bytes)]);
         pinned = pinCpus([museum.child.pid!, floor.child.pid!]) && pinned;
         const scenario = (side: Side, child: ChildProcess, base: string): Scenario => ({ ...side, child, url: base + side.path });
         const fs = scenario(pair.floor, floor.child, floor.ready.floor);
@@ -796,7 +793,7 @@ async function main(): Promise<void> {
     process.stdout.write(lines.join('\n'));
     if (missed) process.exitCode = 1;
   } finally {
-    await servers?.stopAll();
+    await processes.stopAll();
     await stopRedis();
     await postgres?.close();
     rmSync(dir, { recursive: true, force: true });
