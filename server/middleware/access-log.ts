@@ -75,7 +75,7 @@ export class AccessLog {
     const now = performance.now();
     if (this.batching === null) {
       const time = this.time === null ? `,"time":${Date.now()}` : this.time();
-      this.destination.write(this.line(time, requestId, method, path, status, now - started, fast === true));
+      this.destination.write(this.line(time, this.bindings(), requestId, method, path, status, now - started, fast === true));
       return;
     }
     const at = this.held++;
@@ -97,15 +97,20 @@ export class AccessLog {
     this.held = 0;
     // Each record's wall-clock time from its own monotonic reading: one Date.now() per batch.
     const epochOffset = Date.now() - performance.now();
+    const bindings = this.bindings();
     for (let i = 0; i < count; i++) {
       const time = `,"time":${Math.round(epochOffset + this.loggedAt[i]!)}`;
-      this.batching!.append(this.line(time, this.ids[i]!, this.methods[i]!, this.paths[i]!, this.statuses[i]!, this.durations[i]!, this.fast[i] === 1));
+      this.batching!.append(this.line(time, bindings, this.ids[i]!, this.methods[i]!, this.paths[i]!, this.statuses[i]!, this.durations[i]!, this.fast[i] === 1));
       this.ids[i] = this.methods[i] = this.paths[i] = undefined;
     }
   }
 
-  private line(time: string, requestId: string, method: string, path: string, status: number, ms: number, fast: boolean): string {
-    const bindings = (this.log as unknown as Record<symbol, string>)[chindingsSym];
+  /** The logger's bindings as pino writes them (`,"pid":…`), read when lines are formatted. */
+  private bindings(): string {
+    return (this.log as unknown as Record<symbol, string>)[chindingsSym]!;
+  }
+
+  private line(time: string, bindings: string, requestId: string, method: string, path: string, status: number, ms: number, fast: boolean): string {
     return `{"level":30${time}${bindings},"requestId":"${requestId}","method":"${method}","path":${jsonString(path)},"status":${status},"ms":${milliseconds(ms)}${fast ? ',"fast":true' : ''},"msg":"request"}\n`;
   }
 }
