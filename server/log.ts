@@ -38,6 +38,13 @@ const holding = new Set<LogDestination>();
 let exitHandlerInstalled = false;
 const RETRY_MS = 10;
 
+/** How many lines a string of whole lines holds (only counted when lines are dropped). */
+function linesIn(text: string): number {
+  let count = 0;
+  for (let at = text.indexOf('\n'); at >= 0; at = text.indexOf('\n', at + 1)) count++;
+  return Math.max(count, 1);
+}
+
 /** Lines held unformatted by their writer (the access log): written by `drain`, in order. */
 export interface HeldLines {
   drain(): void;
@@ -93,20 +100,23 @@ export class LogDestination {
     this.arm();
   }
 
-  /** A line, after any held ones (the held lines' writers call this from `drain`). */
+  /** Whole lines (one or several), after any held ones (the held lines' writers call this from `drain`). */
   append(line: string): boolean {
     if (this.broken) return true;
-    // Worst case 3 bytes per UTF-16 unit: a line always fits whole (Buffer#write would cut it).
-    const worst = line.length * 3;
-    if (this.used + worst > this.batchBytes) {
-      this.handOff();
-      if (worst > this.batchBytes) {
-        this.enqueue(Buffer.from(line));
-        return true;
+    // Lines always go in whole (Buffer#write would cut them): at worst 3 bytes per UTF-16 unit, and
+    // measured exactly only when that worst case would not fit.
+    if (this.used + line.length * 3 > this.batchBytes) {
+      const bytes = Buffer.byteLength(line);
+      if (this.used + bytes > this.batchBytes) {
+        this.handOff();
+        if (bytes > this.batchBytes) {
+          this.enqueue(Buffer.from(line));
+          return true;
+        }
       }
     }
     if (this.queuedBytes > this.maxPendingBytes) {
-      this.dropped++;
+      this.dropped += linesIn(line);
       return true;
     }
     if (this.used === 0) this.arm();

@@ -16,6 +16,11 @@ const NEEDS_ESCAPE = /["\\\u0000-\u001f\u007f-\uffff]/;
 const jsonString = (s: string): string => (NEEDS_ESCAPE.test(s) ? JSON.stringify(s) : `"${s}"`);
 /** Requests whose lines are formatted together (see AccessLog). */
 const BATCH = 256;
+/**
+ * Lines handed to the destination as one string: one copy into its buffer for 32 lines instead of
+ * one per line (a Buffer#write crosses into C++; 32 lines at once cost ~90 ns a line less in a loop).
+ */
+const LINES_PER_APPEND = 32;
 
 interface Destination {
   write(line: string): unknown;
@@ -98,10 +103,15 @@ export class AccessLog {
     // Each record's wall-clock time from its own monotonic reading: one Date.now() per batch.
     const epochOffset = Date.now() - performance.now();
     const bindings = this.bindings();
+    let lines = '';
     for (let i = 0; i < count; i++) {
       const time = `,"time":${Math.round(epochOffset + this.loggedAt[i]!)}`;
-      this.batching!.append(this.line(time, bindings, this.ids[i]!, this.methods[i]!, this.paths[i]!, this.statuses[i]!, this.durations[i]!, this.fast[i] === 1));
+      lines += this.line(time, bindings, this.ids[i]!, this.methods[i]!, this.paths[i]!, this.statuses[i]!, this.durations[i]!, this.fast[i] === 1);
       this.ids[i] = this.methods[i] = this.paths[i] = undefined;
+      if ((i + 1) % LINES_PER_APPEND === 0 || i + 1 === count) {
+        this.batching!.append(lines);
+        lines = '';
+      }
     }
   }
 
