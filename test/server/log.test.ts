@@ -129,6 +129,11 @@ describe('AccessLog on the server destination (lines formatted a batch at a time
     for (let i = 0; i < 999; i++) {
       writeOne(i);
       if (i % 300 === 299) log.warn({ i }, 'between');
+      // A few milliseconds pass within each batch too: lines formatted together keep their own times.
+      if (i % 100 === 50) {
+        const until = Date.now() + 3;
+        while (Date.now() < until);
+      }
     }
     // The last one is formatted 50 ms after it was logged: its time is still when it was logged.
     writeOne(999);
