@@ -70,10 +70,10 @@ export class LogDestination {
     private readonly fd: number,
     options: LogDestinationOptions = {},
   ) {
-    // 1 MB, not 64 KB: each write is a hand-off to libuv's thread pool, and in this VM a hand-off
-    // costs tens of µs of the process's CPU whatever its size (a thread woken on the server's core).
-    // With 64 KB batches, that was ~5 % of a slots answer; with 1 MB, under 1 % (bench/RESULTS.md).
-    // Lines still leave within `flushMs` when traffic is light.
+    // 1 MB, not 64 KB: each write is a hand-off to libuv's thread pool, which here costs tens of µs
+    // of the process's CPU whatever the write's size (a thread woken on the server's core). In situ,
+    // 16 KB batches cost 2 % more CPU per slots answer than 64 KB, and 256 KB–1 MB 3–6 % less
+    // (bench/RESULTS.md, Serve). Lines still leave within `flushMs` when traffic is light.
     this.batchBytes = options.batchBytes ?? 1024 * 1024;
     this.flushMs = options.flushMs ?? 500;
     this.maxPendingBytes = options.maxPendingBytes ?? 64 * 1024 * 1024;
