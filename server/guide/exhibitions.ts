@@ -17,6 +17,8 @@ export const EXHIBITION_ID = /^[\w.:-]{1,64}$/;
 export const LIMITS = {
   placements: 60,
   artworksPerPlacement: 256,
+  /** Across all placements (decisions.md): bounds what the guide's prompts and pages carry. */
+  artworks: 2_000,
   /** Longest string accepted anywhere in the document (longer ones are refused, not clamped). */
   string: 1_000,
   /** Deepest nesting accepted (a real document is 5 levels deep). */
@@ -60,6 +62,8 @@ export const ExhibitionDocument = z
       if (seen.has(p.uid)) ctx.addIssue({ code: 'custom', path: ['placements', i, 'uid'], message: 'placement uids must be unique' });
       seen.add(p.uid);
     });
+    const artworks = doc.placements.reduce((sum, p) => sum + p.artworks.length, 0);
+    if (artworks > LIMITS.artworks) ctx.addIssue({ code: 'custom', path: ['placements'], message: `at most ${LIMITS.artworks} artworks in all (${artworks} given)` });
   })
   .meta({ id: 'ExhibitionDocument', description: 'museum-exhibition@1: what the guide reads of an exhibition (other keys are ignored)' });
 export type ExhibitionDocument = z.output<typeof ExhibitionDocument>;

@@ -8,6 +8,8 @@
  * upstream request.
  */
 import { once } from 'node:events';
+import type { ServerResponse } from 'node:http';
+import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
 import type { RouteModule } from '../api.ts';
 import { unconfigured } from '../errors.ts';
@@ -37,11 +39,17 @@ export function clientGone(ctx: Pick<RouteContext, 'res'>): AbortSignal {
   return controller.signal;
 }
 
-/** Wait until a slow client drained the socket buffer (or went away). */
-async function drained(res: NodeJS.WritableStream): Promise<void> {
+/**
+ * Wait until a slow client drained the socket buffer (or went away). A client that reads nothing
+ * for `deadlineMs` is cut off: otherwise one that stops reading without hanging up would hold its
+ * request, socket and megabytes of send buffer for as long as it likes.
+ */
+async function drained(res: ServerResponse, deadlineMs: number): Promise<void> {
   const stop = new AbortController();
   try {
-    await Promise.race([once(res, 'drain', { signal: stop.signal }), once(res, 'close', { signal: stop.signal })]);
+    const progress = [once(res, 'drain', { signal: stop.signal }), once(res, 'close', { signal: stop.signal })];
+    const expired = await Promise.race([...progress.map((p) => p.then(() => false)), delay(deadlineMs, true, { signal: stop.signal })]);
+    if (expired) res.destroy();
   } finally {
     stop.abort();
   }
@@ -105,7 +113,7 @@ export const libraryRoutes: RouteModule = (api, { library: configured, log }) =>
       try {
         let next: IteratorResult<string> = first;
         while (!next.done) {
-          if (!res.write(next.value)) await drained(res);
+          if (!res.write(next.value)) await drained(res, library.streamIdleMs);
           if (res.destroyed) break;
           next = await frames.next();
         }

@@ -164,6 +164,11 @@ export class LibraryClient {
     });
   }
 
+  /** How long a stream may make no progress (the upstream silent, or our client not reading) before it is ended. */
+  get streamIdleMs(): number {
+    return this.options.streamIdleMs;
+  }
+
   /** Ask a question. Agentic asks go over the upstream stream (the Library's deep mode streams only). */
   async ask(request: LibraryAskRequest, call: LibraryCall = {}): Promise<LibraryAnswer> {
     if (request.use_agentic) return this.collect(request, call);

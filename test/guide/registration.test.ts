@@ -43,6 +43,13 @@ describe('registration validation', () => {
   const doc = exhibitionDoc();
   const placement = doc.placements[0];
   const withPlacement = (p: Record<string, unknown>) => exhibitionDoc({ placements: [{ ...placement, ...p }] });
+  /** `n` artworks spread over placements of at most 250 (each within its own limit). */
+  const artworksInAll = (n: number) =>
+    Array.from({ length: Math.ceil(n / 250) }, (_, p) => ({
+      ...placement,
+      uid: `p${p}`,
+      artworks: Array.from({ length: Math.min(250, n - p * 250) }, (_, i) => ({ id: p * 250 + i + 1 })),
+    }));
   const cases: Array<[string, unknown]> = [
     ['missing format', { ...doc, format: undefined }],
     ['wrong format', { ...doc, format: 'museum-exhibition@2' }],
@@ -68,6 +75,7 @@ describe('registration validation', () => {
     ['placements not an array', { ...doc, placements: 'all of them' }],
     ['61 placements', { ...doc, placements: Array.from({ length: 61 }, (_, i) => ({ ...placement, uid: `p${i}` })) }],
     ['257 artworks in a placement', withPlacement({ artworks: Array.from({ length: 257 }, (_, i) => ({ id: i + 1 })) })],
+    ['2,001 artworks in all', { ...doc, placements: artworksInAll(2_001) }],
     ['placement without uid', withPlacement({ uid: undefined })],
     ['empty uid', withPlacement({ uid: '' })],
     ['duplicate uids', exhibitionDoc({ placements: [placement, placement] })],
@@ -129,6 +137,12 @@ describe('registration validation', () => {
     expect(ctx.name.endsWith('…')).toBe(true);
     expect(JSON.stringify(ctx)).not.toContain('Slot_001');
     expect(JSON.stringify(ctx)).not.toContain('ignored');
+  });
+
+  it('accepts 2,000 artworks in all, the limit', async () => {
+    const res = await register(s, { ...doc, id: 'two-thousand', placements: artworksInAll(2_000) });
+    expect(res.status).toBe(200);
+    expect(res.json.data.counts.artworks).toBe(2_000);
   });
 });
 

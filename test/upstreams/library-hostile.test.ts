@@ -5,6 +5,8 @@
  * bounded memory; frames after `done` (`memory_update`, `event: shutdown`) reach the client until
  * the upstream closes.
  */
+import { once } from 'node:events';
+import { connect, type Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LIBRARY_MAX_ANSWER_BYTES, LIBRARY_MAX_FRAME_CHARS } from '../../server/upstream/library.ts';
 import { type LibraryFake, SHUTDOWN_FRAME, startFakeLibrary } from '../fakes/library.ts';
@@ -147,5 +149,36 @@ describe('a Library flooding us is cut off at bounded sizes', () => {
     const stream = await readStream(idleServer, ask, 30_000);
     expect(stream.status).toBe(200);
     expect(stream.frames).toEqual(framesOf(ask).slice(0, 2));
+  });
+});
+
+describe('a client that stops reading a stream', () => {
+  it('is cut off once it has read nothing for the idle timeout, and the upstream is cancelled', async () => {
+    fake.answerWith({ kind: 'flood', frameChars: 64 * 1024 });
+    // The server's end of our connection: it must close although our client never hangs up.
+    const serverSide = new Promise<Socket>((found) => {
+      const onConnection = (socket: Socket) => {
+        if (socket.remotePort !== client.localPort) return;
+        idleServer.server.off('connection', onConnection);
+        found(socket);
+      };
+      idleServer.server.on('connection', onConnection);
+    });
+    const client = connect(idleServer.port, '127.0.0.1');
+    await once(client, 'connect');
+    const body = JSON.stringify(ask);
+    client.write(
+      `POST /v1/library/ask/stream HTTP/1.1\r\nHost: museum.test\r\nX-API-Key: ${idleServer.key}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`,
+    );
+    client.pause(); // reads no further than its stream buffer: the server's writes back up
+    const closed = once(await serverSide, 'close');
+    try {
+      await Promise.race([closed, new Promise((_, fail) => setTimeout(() => fail(new Error('the stalled client still holds its stream')), 15_000))]);
+      const upstream = fake.requestsTo('/api/ask/stream').at(-1)!;
+      await fake.waitFor((r) => r === upstream && r.cancelled);
+    } finally {
+      client.destroy();
+    }
   });
 });
