@@ -59,6 +59,18 @@ export interface ServerOptions {
 export async function startServer(config: Config, options: ServerOptions = {}): Promise<MuseumServer> {
   const log = options.log ?? serverLog(config.logLevel);
   const services = await buildServices(config, log, { limiter: options.limiter });
+  try {
+    return await serveWith(config, services, log);
+  } catch (err) {
+    // A server that cannot start (port taken, say) closes what it opened, so `museum serve` exits.
+    await services.close();
+    await services.state.close();
+    throw err;
+  }
+}
+
+/** The listening server over built services; on failure nothing of its own is left open. */
+async function serveWith(config: Config, services: BuiltServices, log: Logger): Promise<MuseumServer> {
   const { keys, limiter } = services;
 
   // One access-line writer for both paths, so their lines keep one order.
@@ -78,7 +90,14 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
   const port = (server.address() as AddressInfo).port;
   const host = config.host === '0.0.0.0' || config.host === '::' ? '127.0.0.1' : config.host;
 
-  const metricsServer = config.metricsPort === undefined ? null : await operations.listenMetrics(config.metricsPort, config.host);
+  const metricsServer =
+    config.metricsPort === undefined
+      ? null
+      : await operations.listenMetrics(config.metricsPort, config.host).catch((err: unknown) => {
+          operations.close();
+          server.close();
+          throw err;
+        });
   const running: Running = { server, services, operations, metricsServer, log, lastConnectionAt };
   let closing: Promise<void> | null = null;
   return {

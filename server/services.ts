@@ -53,10 +53,19 @@ export async function buildServices(config: Config, log: Logger, options: Servic
 
   const state = await openStateStore(config, log, { serving: true });
   const { keys } = state;
-  const content = await ContentStore.open(config.dataDir, config.publicUrl, log);
-  content.watch();
-  // Several instances share rate limits, presence and guide state through Redis.
-  const redis = config.redisUrl ? await connectRedis(config.redisUrl, log) : null;
+  let content: ContentStore | undefined;
+  let redis: Awaited<ReturnType<typeof connectRedis>> | null;
+  try {
+    content = await ContentStore.open(config.dataDir, config.publicUrl, log);
+    content.watch();
+    // Several instances share rate limits, presence and guide state through Redis.
+    redis = config.redisUrl ? await connectRedis(config.redisUrl, log) : null;
+  } catch (err) {
+    // Nothing half-built stays open (the state store's pool, the data directory's watcher).
+    content?.close();
+    await state.close();
+    throw err;
+  }
   if (redis) onClose(() => redis.disconnect());
   const limiter = options.limiter ?? (redis ? new RedisRateLimitStore(redis, new MemoryRateLimitStore(), log) : new MemoryRateLimitStore());
 

@@ -5,7 +5,9 @@
  * server's flags, and `museum serve` started without them says so.
  */
 import { spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -102,5 +104,30 @@ describe('bin/museum, as npx runs it', () => {
       });
     expect(await startup(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve'])).toContain(`museum: note   node runs without ${SERVER_NODE_FLAGS.join(' ')}`);
     expect(await startup(join(ROOT, 'bin/museum'), ['serve'])).not.toContain('node runs without');
+  });
+
+  it('museum serve that cannot listen says why in one line and exits 1 (nothing it opened keeps it alive)', async () => {
+    const data = join(tree, 'data');
+    await publishFixtureBake(data);
+    const taken = createServer();
+    await new Promise<void>((done) => taken.listen(0, '127.0.0.1', done));
+    const port = String((taken.address() as AddressInfo).port);
+    try {
+      const child = spawn(join(ROOT, 'bin/museum'), ['serve'], {
+        cwd: ROOT,
+        env: { ...process.env, PORT: port, HOST: '127.0.0.1', DATA_DIR: data, STATE_DB: join(tree, 'state.db') },
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
+      let stderr = '';
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      // A safety net, not a measurement: before the fix the process never exited.
+      const guard = setTimeout(() => child.kill('SIGKILL'), 20_000);
+      const [code, signal] = (await once(child, 'exit')) as [number | null, string | null];
+      clearTimeout(guard);
+      expect({ code, signal }).toEqual({ code: 1, signal: null });
+      expect(stderr.split('\n')).toContain(`museum: listen EADDRINUSE: address already in use 127.0.0.1:${port}`);
+    } finally {
+      taken.close();
+    }
   });
 });
