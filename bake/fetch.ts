@@ -163,15 +163,18 @@ export class SourceResolver {
 
   /** Resolve one file (a preview image, or a model without looking at its resources). */
   async resolveFile(ref: string): Promise<ResolvedFile> {
-    const { uris: _uris, ...file } = await this.resolveWithUris(ref, false);
+    const { uris: _uris, ...file } = await this.resolveWithUris(ref, 'file');
     return file;
   }
 
   /** Resolve a model and, for a .gltf, every external file it references. */
   async resolveModel(ref: string): Promise<ResolvedModel> {
-    const main = await this.resolveWithUris(ref, true);
+    const main = await this.resolveWithUris(ref, 'model');
     const resources: Record<string, ResolvedFile> = {};
-    for (const uri of main.uris ?? []) resources[uri] = await this.resolveFile(await this.resourceRef(ref, main.path, uri));
+    for (const uri of main.uris ?? []) {
+      const { uris: _none, ...resource } = await this.resolveWithUris(await this.resourceRef(ref, main.path, uri), 'resource');
+      resources[uri] = resource;
+    }
     const { uris: _uris, ...file } = main;
     const names = Object.keys(resources).sort();
     const fingerprint = names.length
@@ -200,13 +203,15 @@ export class SourceResolver {
     }
   }
 
-  private resolveWithUris(ref: string, wantUris: boolean): Promise<ResolvedFile & { uris?: string[] }> {
-    const key = `${wantUris ? 'model' : 'file'}:${ref}`;
+  /** A model (with the external files it names), a file, or a model's resource (which must not be redirected off its origin). */
+  private resolveWithUris(ref: string, kind: 'model' | 'file' | 'resource'): Promise<ResolvedFile & { uris?: string[] }> {
+    const key = `${kind}:${ref}`;
     let pending = this.inflight.get(key);
     if (!pending) {
       pending = (async () => {
         await this.load();
-        return isRemote(ref) ? this.fetchRemote(ref, wantUris) : this.hashLocal(ref, wantUris);
+        const wantUris = kind === 'model';
+        return isRemote(ref) ? this.fetchRemote(ref, wantUris, kind === 'resource') : this.hashLocal(ref, wantUris);
       })();
       this.inflight.set(key, pending);
     }
@@ -240,10 +245,10 @@ export class SourceResolver {
     return { ref, path, sha256: hash, bytes: stat.size, uris };
   }
 
-  private async fetchRemote(url: string, wantUris: boolean): Promise<ResolvedFile & { uris?: string[] }> {
+  private async fetchRemote(url: string, wantUris: boolean, stayOnOrigin: boolean): Promise<ResolvedFile & { uris?: string[] }> {
     const known = this.remoteIndex.get(url);
     const haveBlob = known ? await fs.stat(this.blobPath(known.sha256)).then((s) => s.size === known.bytes, () => false) : false;
-    const outcome = await withRetries(() => this.fetchOnce(url, haveBlob ? known : undefined), this.fetchOptions).catch((err: unknown) => {
+    const outcome = await withRetries(() => this.fetchOnce(url, haveBlob ? known : undefined, stayOnOrigin), this.fetchOptions).catch((err: unknown) => {
       throw err instanceof RetriesExhausted ? new FetchError(`GET ${url} ${err.message}`) : err;
     });
     const entry = outcome.kind === 'not-modified' ? known! : outcome.entry;
@@ -256,7 +261,7 @@ export class SourceResolver {
   }
 
   /** One attempt; throws Transient for what is worth retrying, FetchError for the rest. */
-  private async fetchOnce(url: string, known: RemoteEntry | undefined): Promise<{ kind: 'not-modified' } | { kind: 'fetched'; entry: RemoteEntry }> {
+  private async fetchOnce(url: string, known: RemoteEntry | undefined, stayOnOrigin: boolean): Promise<{ kind: 'not-modified' } | { kind: 'fetched'; entry: RemoteEntry }> {
     const { timeoutMs, maxBytes } = this.fetchOptions;
     const headers: Record<string, string> = {};
     if (known?.etag) headers['if-none-match'] = known.etag;
@@ -267,7 +272,7 @@ export class SourceResolver {
     try {
       let response: Response;
       try {
-        response = await guardedGet(url, { policy: this.net, headers, signal: controller.signal, maxBytes });
+        response = await guardedGet(url, { policy: this.net, headers, signal: controller.signal, maxBytes, stayOnOrigin });
       } catch (err) {
         if (err instanceof NetRefused) throw new FetchError(err.message);
         throw controller.signal.aborted ? timedOut() : new Transient(`network error (${networkCause(err)})`);

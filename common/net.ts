@@ -8,7 +8,8 @@
  *   ULA), link-local, cloud metadata, unspecified, multicast and reserved addresses are refused,
  *   also inside IPv4-mapped, NAT64 and 6to4 IPv6 forms.
  * - Redirects are followed by hand, at most `maxRedirects`, each hop checked the same way;
- *   credentials (Authorization, X-API-Key, Cookie) are dropped when a hop leaves the origin.
+ *   credentials (Authorization, X-API-Key, Cookie) are dropped when a hop leaves the origin, and
+ *   with `stayOnOrigin` such a hop is refused.
  * - The caller's signal bounds the time; `maxBytes` bounds the body (the stream fails past it).
  * - An operator trusts hosts explicitly: the origins of configured services (the content store) and
  *   `BAKE_ALLOW_HOSTS` (comma-separated `host[:port]`); those are reached whatever they resolve to.
@@ -216,6 +217,8 @@ export interface GuardedGet {
   maxBytes?: number;
   /** Default 5. */
   maxRedirects?: number;
+  /** Refuse a redirect to another origin (a model's resources come from the model's own origin only). */
+  stayOnOrigin?: boolean;
 }
 
 const CREDENTIALS = ['authorization', 'x-api-key', 'cookie', 'proxy-authorization'];
@@ -235,6 +238,7 @@ export async function guardedGet(url: string, options: GuardedGet): Promise<Resp
     res.destroy();
     if (hop >= maxRedirects) throw new NetRefused(`${url} refused: more than ${maxRedirects} redirects`);
     current = new URL(location, current);
+    if (options.stayOnOrigin && current.origin !== origin) throw new NetRefused(`${url} refused: it redirects to another origin (${current.origin})`);
     if (current.origin !== origin) headers = Object.fromEntries(Object.entries(headers).filter(([k]) => !CREDENTIALS.includes(k)));
   }
 }

@@ -214,6 +214,26 @@ describe("a model's resources stay in its own folder or origin", () => {
     }
   });
 
+  it("refuses a remote model's resource that redirects to another origin, even a trusted one, without fetching there", async () => {
+    const other = await startCanary();
+    try {
+      server = await startModelServer({
+        '/rooms/a.gltf': { body: Buffer.from(gltfWith('a.bin')) },
+        '/rooms/a.bin': { body: Buffer.alloc(0), redirect: `${other.url}/latest/meta-data/` },
+      });
+      const trusting = { ...allowing(server, other), trustedOrigins: [new URL(other.url).origin] };
+      const error = await resolver({ net: trusting }).resolveModel(`${server.url}/rooms/a.gltf`).catch((e: Error) => e);
+      expect((error as Error).message).toBe(`${server.url}/rooms/a.bin refused: it redirects to another origin (${new URL(other.url).origin})`);
+      expect(other.requests).toEqual([]);
+      // On its own origin a redirect is followed.
+      server.files.set('/rooms/a.bin', { body: Buffer.alloc(0), redirect: '/rooms/moved.bin' });
+      server.files.set('/rooms/moved.bin', { body: Buffer.from('bytes') });
+      expect((await resolver({ net: allowing(server) }).resolveModel(`${server.url}/rooms/a.gltf`)).resources['a.bin']!.bytes).toBe(5);
+    } finally {
+      await other.close();
+    }
+  });
+
   it('refuses a remote model on a loopback address unless the operator allows the host', async () => {
     server = await startModelServer({ '/m.glb': { body: Buffer.from('glTF') } });
     const error = await resolver({ net: { allowHosts: [], trustedOrigins: [] } }).resolveFile(`${server.url}/m.glb`).catch((e: Error) => e);

@@ -20,6 +20,8 @@ export interface FakeFile {
   etag?: boolean;
   /** Stream without Content-Length. */
   chunked?: boolean;
+  /** Answer 302 to this location instead. */
+  redirect?: string;
 }
 
 export interface FakeModelServer {
@@ -49,6 +51,7 @@ export async function startModelServer(files: Record<string, FakeFile> = {}): Pr
     const file = table.get(path);
     if (!file) return answer(404);
     if (file.status) return answer(file.status);
+    if (file.redirect) return answer(302, { location: file.redirect });
     if (file.failFirst && count <= file.failFirst) return answer(503);
     const send = () => {
       const etag = `"${createHash('sha256').update(file.body).digest('hex').slice(0, 16)}"`;
