@@ -8,7 +8,11 @@
  * A hub publishes arrived/left with its own count in `here`; what listeners are told is `here(…)`:
  * the count of this instance alone in one process, the deployment's with a multi-instance fan-out
  * (redis-broadcaster.ts), which also rewrites `here` in the arrived/left events it delivers.
+ *
+ * The listener places per client IP are counted where the events go (seats.ts): one cap for what
+ * one fan-out serves.
  */
+import { type IpSeats, LocalSeats } from './seats.ts';
 
 export type PresenceEvent =
   | { type: 'hello' | 'arrived' | 'left'; here: number; at: number }
@@ -21,6 +25,8 @@ export interface Broadcaster {
   subscribe(deliver: (event: PresenceEvent) => void): () => void;
   /** The count listeners are told, given this instance's own. */
   here(local: number): number;
+  /** Listener places per client IP, at most `max` each (closed with the broadcaster). */
+  seats(max: number): IpSeats;
   close(): void | Promise<void>;
 }
 
@@ -39,6 +45,10 @@ export class InProcessBroadcaster implements Broadcaster {
 
   here(local: number): number {
     return local;
+  }
+
+  seats(max: number): IpSeats {
+    return new LocalSeats(max);
   }
 
   close(): void {

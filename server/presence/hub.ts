@@ -9,7 +9,8 @@
  *   buffer is full: `write()` returned false) and has not drained within `drainTimeoutMs` is
  *   dropped too, however little waits: a peer that stopped reading does not keep its place.
  * - At most `maxPerIp` listeners per client IP (the one the request context decided, so the
- *   forwarded address behind TRUST_PROXY): one address cannot take every place.
+ *   forwarded address behind TRUST_PROXY): one address cannot take every place. The places are
+ *   counted by the broadcaster's seats, so across instances when events are (seats.ts).
  * - Connection churn is N² writes (every arrival to every listener). Above `coalesceAbove`
  *   listeners, arrived/left are folded into at most one event per `coalesceMs` carrying the
  *   current `here`; at or below it, one event per change.
@@ -18,6 +19,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Writable } from 'node:stream';
 import type { Broadcaster, PresenceEvent } from './broadcaster.ts';
+import type { IpSeats, Seat } from './seats.ts';
 
 export interface PresenceHubOptions {
   broadcaster: Broadcaster;
@@ -46,7 +48,8 @@ interface Listener {
   chunked: boolean;
   /** Position in `listeners` (swap-remove keeps removal O(1)). */
   index: number;
-  ip: string;
+  /** Its place among its client IP's; given back when it leaves. */
+  seat: Seat;
   /** Set while a refused write waits for 'drain'. */
   drainTimer: NodeJS.Timeout | null;
 }
@@ -83,9 +86,8 @@ export class PresenceHub {
   private readonly coalesceAbove: number;
   private readonly coalesceMs: number;
   private readonly maxBufferedBytes: number;
-  private readonly maxPerIp: number;
   private readonly drainTimeoutMs: number;
-  private readonly perIp = new Map<string, number>();
+  private readonly seats: IpSeats;
 
   constructor(options: PresenceHubOptions) {
     this.broadcaster = options.broadcaster;
@@ -93,8 +95,8 @@ export class PresenceHub {
     this.coalesceAbove = options.coalesceAbove;
     this.coalesceMs = options.coalesceMs;
     this.maxBufferedBytes = options.maxBufferedBytes ?? 64 * 1024;
-    this.maxPerIp = options.maxPerIp ?? Infinity;
     this.drainTimeoutMs = options.drainTimeoutMs ?? 30_000;
+    this.seats = this.broadcaster.seats(options.maxPerIp ?? Infinity);
     this.unsubscribe = this.broadcaster.subscribe((event) => this.deliver(encodeEvent(event)));
     this.keepalive = setInterval(() => this.deliver(KEEPALIVE), options.keepaliveMs ?? 25_000);
     this.keepalive.unref();
@@ -108,19 +110,20 @@ export class PresenceHub {
     return this.listeners.length >= this.capacity;
   }
 
-  /** Whether `ip` holds its share of listeners already. */
-  fullFor(ip: string): boolean {
-    return (this.perIp.get(ip) ?? 0) >= this.maxPerIp;
+  /** A listener place for `ip`, or null when the address holds its share already. */
+  admit(ip: string): Promise<Seat | null> {
+    return this.seats.take(ip);
   }
 
   /**
    * Take over a response whose status and SSE headers are set: send the headers and `hello`, then
-   * keep the connection as a listener until it closes. The caller checked `full` and `fullFor(ip)` first.
+   * keep the connection as a listener until it closes. The caller checked `full` and got `seat`
+   * from `admit` first; the listener gives it back when it leaves.
    */
-  attach(req: IncomingMessage, res: ServerResponse, ip: string): void {
+  attach(req: IncomingMessage, res: ServerResponse, seat: Seat): void {
     const socket = req.socket;
     // A client that hung up while the request was routed: its 'close' has fired already.
-    if (socket.destroyed || res.closed) return;
+    if (socket.destroyed || res.closed) return seat.release();
     socket.setTimeout(0);
     socket.setNoDelay(true);
     // Peers that vanish without a FIN are found by TCP keepalive probes even when nothing is sent.
@@ -137,11 +140,10 @@ export class PresenceHub {
       sink: direct ? socket : res,
       chunked: direct && res.chunkedEncoding,
       index: this.listeners.length,
-      ip,
+      seat,
       drainTimer: null,
     };
     this.listeners.push(listener);
-    this.perIp.set(ip, (this.perIp.get(ip) ?? 0) + 1);
     const hello = encodeEvent({ type: 'hello', here: this.broadcaster.here(here), at: Date.now() });
     this.write(listener, listener.chunked ? hello.chunked : hello.raw);
     socket.uncork();
@@ -164,9 +166,7 @@ export class PresenceHub {
     }
     listener.index = -1;
     if (listener.drainTimer) clearTimeout(listener.drainTimer);
-    const left = (this.perIp.get(listener.ip) ?? 1) - 1;
-    if (left > 0) this.perIp.set(listener.ip, left);
-    else this.perIp.delete(listener.ip);
+    listener.seat.release();
     if (!this.closed) this.changed('left', this.listeners.length);
   }
 
@@ -234,6 +234,7 @@ export class PresenceHub {
     for (const listener of this.listeners.splice(0)) {
       const { sink } = listener;
       if (listener.drainTimer) clearTimeout(listener.drainTimer);
+      listener.seat.release(); // `remove` skips listeners closed here
       if (sink.destroyed) continue;
       if (listener.chunked) sink.end(Buffer.concat([RETRY.chunked, CHUNKED_END]));
       else sink.end(RETRY.raw);

@@ -7,7 +7,8 @@ import { z } from 'zod';
 import type { RouteModule } from '../api.ts';
 import { HttpError } from '../errors.ts';
 import { withoutInvisibles } from '../guide/text.ts';
-import { SSE_HEADERS } from '../presence/hub.ts';
+import { type PresenceHub, SSE_HEADERS } from '../presence/hub.ts';
+import type { Seat } from '../presence/seats.ts';
 
 export const HANDLE_MAX = 48;
 
@@ -34,6 +35,21 @@ const PingResponse = z
   .object({ data: z.object({ ok: z.boolean(), here: z.number().int().min(0) }) })
   .meta({ id: 'PresencePing' });
 
+const busy = (message: string) => new HttpError(503, 'BUSY', message, { 'Retry-After': '30' });
+
+/** A listener place for `ip` (counted across instances with Redis), or 503 BUSY. */
+async function takeSeat(hub: PresenceHub, ip: string): Promise<Seat> {
+  if (hub.full) throw busy('Presence is at capacity; try again shortly');
+  const seat = await hub.admit(ip);
+  if (!seat) throw busy('Too many presence listeners from this address; try again shortly');
+  // Other requests may have taken the last places while this one waited for Redis.
+  if (hub.full) {
+    seat.release();
+    throw busy('Presence is at capacity; try again shortly');
+  }
+  return seat;
+}
+
 export const presenceRoutes: RouteModule = (api, { presence: hub }) => {
   api.route({
     method: 'GET',
@@ -48,20 +64,14 @@ export const presenceRoutes: RouteModule = (api, { presence: hub }) => {
         '`{type:"library-search",handle,at}`, and a `: keepalive` comment every 25 s. `at` is milliseconds since the epoch.',
     },
     errors: [503],
-    handler(ctx) {
-      if (hub.full) {
-        throw new HttpError(503, 'BUSY', 'Presence is at capacity; try again shortly', { 'Retry-After': '30' });
-      }
-      const ip = ctx.state.clientIp;
-      if (hub.fullFor(ip)) {
-        throw new HttpError(503, 'BUSY', 'Too many presence listeners from this address; try again shortly', { 'Retry-After': '30' });
-      }
+    async handler(ctx) {
+      const seat = await takeSeat(hub, ctx.state.clientIp);
       ctx.status = 200;
       ctx.set(SSE_HEADERS);
-      if (ctx.method === 'HEAD') return;
+      if (ctx.method === 'HEAD') return seat.release();
       // The hub owns the connection from here on; Koa must not end it.
       ctx.respond = false;
-      hub.attach(ctx.req, ctx.res, ip);
+      hub.attach(ctx.req, ctx.res, seat);
     },
   });
 

@@ -326,7 +326,7 @@ describe('listeners that do not drain', () => {
     const hub = new PresenceHub({ broadcaster, capacity: 100, coalesceAbove: 1_000, coalesceMs: 50, maxBufferedBytes: 1 << 30, drainTimeoutMs });
     const http: Server = createServer((req, res) => {
       res.writeHead(200, SSE_HEADERS);
-      hub.attach(req, res, req.socket.remoteAddress ?? 'unknown');
+      void hub.admit(req.socket.remoteAddress ?? 'unknown').then((seat) => seat && hub.attach(req, res, seat));
     });
     await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
     cleanups.push(async () => {
