@@ -8,6 +8,13 @@
  * at the end of its event-loop turn). While Redis cannot answer, every
  * instance limits on its own (the in-memory store) rather than refusing or hanging requests, and
  * says so once in the log.
+ *
+ * Fallback semantics: after a failed batch, hits are decided locally at once while one batch at a
+ * time probes Redis, and none does for a short window after a command timeout (RedisOrLocal,
+ * FAIL_FAST_MS), so a stalled Redis costs one batch a timeout per window. Hits decided locally are
+ * not counted in Redis, and the local windows start empty: during an outage a key can exceed its
+ * limit by the local allowance of each instance (up to `limit` more per instance per window). Hits
+ * beyond MAX_PENDING waiting for Redis are decided locally too: a slow Redis cannot grow the queue.
  */
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
@@ -40,6 +47,8 @@ return out
 
 /** Hits sent in one script call at most (more wait for the next): bounds the time Redis spends on one call. */
 const MAX_BATCH = 512;
+/** Hits waiting for Redis at most (a few batches); more are decided locally at once. */
+export const MAX_PENDING = 4 * MAX_BATCH;
 
 type HitCommand = (keyCount: number, ...keysThenArgs: Array<string | number>) => Promise<number[]>;
 
@@ -75,7 +84,9 @@ export class RedisRateLimitStore implements RateLimitStore {
     });
   }
 
-  hit(subject: string, limit: number, windowMs: number, now: number): Promise<RateDecision> {
+  hit(subject: string, limit: number, windowMs: number, now: number): RateDecision | Promise<RateDecision> {
+    // Redis failed moments ago, a probe is out, or the queue is full: no waiting on Redis.
+    if (!this.shared.tryRedis || this.pending.length >= MAX_PENDING) return this.fallback.hit(subject, limit, windowMs, now);
     return new Promise((resolve, reject) => {
       this.pending.push({ subject, limit, windowMs, now, resolve, reject });
       if (!this.busy) {
@@ -97,6 +108,15 @@ export class RedisRateLimitStore implements RateLimitStore {
   };
 
   private async sendBatch(batch: PendingHit[]): Promise<void> {
+    const decisions = await this.shared.run<Array<RateDecision | Promise<RateDecision>>>(
+      () => this.viaRedis(batch),
+      () => batch.map((hit) => this.fallback.hit(hit.subject, hit.limit, hit.windowMs, hit.now)),
+    );
+    batch.forEach((hit, i) => hit.resolve(decisions[i]!));
+  }
+
+  /** One script call for the batch (built only when Redis is tried: not during a fail-fast window). */
+  private async viaRedis(batch: PendingHit[]): Promise<RateDecision[]> {
     const keys: string[] = [];
     const args: Array<string | number> = [];
     for (const hit of batch) {
@@ -104,14 +124,8 @@ export class RedisRateLimitStore implements RateLimitStore {
       // Hits made in the same millisecond by different instances stay distinct members.
       args.push(hit.now, hit.windowMs, hit.limit, `${hit.now}:${this.instance}:${this.sequence++}`);
     }
-    const decisions = await this.shared.run<Array<RateDecision | Promise<RateDecision>>>(
-      async () => {
-        const reply = await this.hitScript(keys.length, ...keys, ...args);
-        if (!Array.isArray(reply) || reply.length !== batch.length || !reply.every(Number.isInteger)) throw new Error('unexpected reply to the rate-limit script');
-        return reply.map((remaining) => ({ allowed: remaining >= 0, remaining: Math.max(0, remaining) }));
-      },
-      () => batch.map((hit) => this.fallback.hit(hit.subject, hit.limit, hit.windowMs, hit.now)),
-    );
-    batch.forEach((hit, i) => hit.resolve(decisions[i]!));
+    const reply = await this.hitScript(keys.length, ...keys, ...args);
+    if (!Array.isArray(reply) || reply.length !== batch.length || !reply.every(Number.isInteger)) throw new Error('unexpected reply to the rate-limit script');
+    return reply.map((remaining) => ({ allowed: remaining >= 0, remaining: Math.max(0, remaining) }));
   }
 }

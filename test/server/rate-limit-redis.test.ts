@@ -13,9 +13,11 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../server/config.ts';
 import { MemoryRateLimitStore } from '../../server/middleware/rate-limit.ts';
-import { RedisRateLimitStore } from '../../server/middleware/rate-limit-redis.ts';
+import { MAX_PENDING, RedisRateLimitStore } from '../../server/middleware/rate-limit-redis.ts';
+import { connectRedis, RedisOrLocal } from '../../server/state/redis.ts';
 import { capturedLogger } from '../helpers/logs.ts';
 import { startRedis, type TestRedis, unreachableRedisUrl } from '../helpers/redis.ts';
+import { sleep } from '../helpers/service.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { expectExactSlidingWindow } from './rate-limit-contract.ts';
 
@@ -69,6 +71,122 @@ describe('RedisRateLimitStore', () => {
       expect(ip.map((d) => d.allowed)).toEqual([true, true, true, ...Array<boolean>(97).fill(false)]);
       expect(await client.zcard('test:turn:key')).toBe(120);
     }));
+});
+
+/**
+ * Run `during` with the test's redis-server stopped (SIGSTOP): connections stay open and nothing is
+ * answered, as in a partition or behind a long command. The deadline only keeps a hang from leaving
+ * the server stopped for the next tests; nothing is measured.
+ */
+async function whileStalled<T>(during: () => Promise<T>): Promise<T> {
+  const admin = new Redis(redis.url);
+  const pid = Number(/process_id:(\d+)/.exec(await admin.info('server'))![1]);
+  admin.disconnect();
+  process.kill(pid, 'SIGSTOP');
+  let timer: NodeJS.Timeout | undefined;
+  const safetyNet = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('still waiting on the stalled Redis after 20 s')), 20_000)));
+  try {
+    return await Promise.race([during(), safetyNet]);
+  } finally {
+    clearTimeout(timer);
+    process.kill(pid, 'SIGCONT');
+  }
+}
+
+/** Rate-limit script calls Redis has run so far (EVALSHA, or EVAL when the script was not cached). */
+async function scriptCalls(): Promise<number> {
+  const admin = new Redis(redis.url);
+  try {
+    const stats = await admin.info('commandstats');
+    return [...stats.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+  } finally {
+    admin.disconnect();
+  }
+}
+
+/** A store on the production client (connectRedis: 250 ms command timeout), disconnected after `use`. */
+async function withServingStore(prefix: string, use: (store: RedisRateLimitStore, client: Redis, log: ReturnType<typeof capturedLogger>) => Promise<void>): Promise<void> {
+  const log = capturedLogger('info');
+  const client = await connectRedis(redis.url, log.log);
+  try {
+    const store = new RedisRateLimitStore(client, new MemoryRateLimitStore(), log.log, prefix);
+    // A first hit while healthy: the script is cached in Redis, the connection is ready.
+    expect(await store.hit('warm', 5, 60_000, Date.now())).toEqual({ allowed: true, remaining: 4 });
+    await use(store, client, log);
+  } finally {
+    client.disconnect();
+  }
+}
+
+describe('a stalled Redis (up, connected, answering nothing)', () => {
+  it('costs one command timeout, then hits are decided locally without a script call each', () =>
+    withServingStore('test:stall:', async (store, client, log) => {
+      const before = await scriptCalls();
+      const now = Date.now();
+      const burst = await whileStalled(async () => {
+        // The first batch waits out the command timeout and is decided locally…
+        expect(await store.hit('k', 5, 60_000, now)).toEqual({ allowed: true, remaining: 4 });
+        // …and a burst of four batches' worth right after it too, all while Redis stays stopped.
+        return Promise.all(Array.from({ length: 2_000 }, () => store.hit('k', 5, 60_000, now)));
+      });
+      expect(burst).toHaveLength(2_000);
+      expect(burst.filter((d) => d.allowed)).toHaveLength(4); // the local window went on from the first hit
+      await client.ping(); // answered after every command this connection sent while Redis was stopped
+      // The first batch, plus at most one probe — not one call per batch (5 without the fail-fast window).
+      expect((await scriptCalls()) - before).toBeLessThanOrEqual(2);
+      expect(log.lines.filter((l) => /Redis does not answer/.test(String(l.msg)))).toHaveLength(1);
+    }));
+
+  it('queues at most MAX_PENDING hits for it; the hits beyond are decided locally at once', () =>
+    withServingStore('test:cap:', async (store) => {
+      const decided: number[] = [];
+      const all = await whileStalled(async () => {
+        const now = Date.now();
+        const hits = Array.from({ length: MAX_PENDING + 1_000 }, (_, i) => Promise.resolve(store.hit(`s${i}`, 5, 60_000, now)).then((d) => (decided.push(i), d)));
+        // The first batch has left (its timeout is still ahead): the queue is as long as it gets.
+        await new Promise(setImmediate);
+        expect(decided).toHaveLength(1_000);
+        expect(Math.min(...decided)).toBe(MAX_PENDING);
+        return Promise.all(hits);
+      });
+      // The queued ones too, once the first batch failed: every hit answered, none lost.
+      expect(all).toHaveLength(MAX_PENDING + 1_000);
+      expect(all.every((d) => d.allowed && d.remaining === 4)).toBe(true);
+    }));
+
+  it('counts hits in Redis again once it answers', () =>
+    withServingStore('test:resume:', async (store, client, log) => {
+      expect(await whileStalled(async () => store.hit('gap', 5, 60_000, Date.now()))).toEqual({ allowed: true, remaining: 4 });
+      // Back: hits stay local until the fail-fast window ends and a probe finds Redis answering.
+      const deadline = Date.now() + 10_000;
+      while (!(await client.exists('test:resume:back')) && Date.now() < deadline) {
+        await store.hit('back', 100, 60_000, Date.now());
+        await sleep(50);
+      }
+      const counted = await client.zcard('test:resume:back');
+      expect(counted).toBeGreaterThan(0);
+      await Promise.all(Array.from({ length: 10 }, () => store.hit('back', 100, 60_000, Date.now())));
+      expect(await client.zcard('test:resume:back')).toBe(counted + 10);
+      expect(log.lines.some((l) => /shared through Redis again/.test(String(l.msg)))).toBe(true);
+    }));
+
+  it('RedisOrLocal (rate limits, guide sessions, seats): after one timeout, calls go local without trying Redis', async () => {
+    const silent = pino({ level: 'silent' });
+    const client = await connectRedis(redis.url, silent);
+    try {
+      const shared = new RedisOrLocal(silent, { down: 'down', back: 'back' });
+      let tried = 0;
+      const viaRedis = () => (tried++, client.get('test:rol'));
+      const answers = await whileStalled(async () => {
+        expect(await shared.run(viaRedis, () => 'local')).toBe('local');
+        return Promise.all(Array.from({ length: 100 }, () => shared.run(viaRedis, () => 'local')));
+      });
+      expect(answers.every((a) => a === 'local')).toBe(true);
+      expect(tried).toBeLessThanOrEqual(2); // the first call and at most one probe (101 without the window)
+    } finally {
+      client.disconnect();
+    }
+  });
 });
 
 describe('two instances behind one Redis', () => {
