@@ -5,16 +5,19 @@
  * - One bounded pool (10 connections, 1 s to connect, 5 s per statement) and one listening
  *   connection for key notices.
  * - Versioned migrations (server/state/pg-migrations.ts) applied at start inside a session-level
- *   advisory lock, so instances starting together apply each exactly once.
+ *   advisory lock, so instances starting together apply each exactly once; on a connection of
+ *   their own, ended afterwards, so the lock never outlives them.
  * - Keys: verified keys are answered from memory, so the keyed hot path never waits on the database.
  *   A trigger on `api_keys` NOTIFYs every change of `revoked_at`/`hash` (whoever made it: a server,
  *   the CLI, an operator's psql); each instance LISTENs and forgets that key at once, so a
  *   revocation reaches every instance within milliseconds. A remembered key is re-checked after a
  *   minute while the listener is up; when the listening connection is lost, notices may have been
  *   missed, so everything remembered is forgotten when it is back.
- * - PostgreSQL down: remembered keys keep working, unknown keys and everything else that must ask
- *   the database answer 503 UNAVAILABLE (never 401, never accepted); the pool and the listener
- *   reconnect by themselves; one warning per outage and one line when it ends.
+ * - PostgreSQL down (a connect or a query fails for want of a connection): remembered keys keep
+ *   working, unknown keys and everything else that must ask the database answer 503 UNAVAILABLE
+ *   (never 401, never accepted); the pool and the listener reconnect by themselves; one warning per
+ *   outage and one line when it ends. One dropped connection, a statement timeout or a full pool is
+ *   no outage: 503 for that statement at most.
  */
 import { hash } from 'node:crypto';
 import pg from 'pg';
@@ -51,24 +54,42 @@ import {
 } from './keys.ts';
 import { KEY_CHANNEL, MIGRATIONS } from './pg-migrations.ts';
 
-/** Arbitrary constant naming the migration lock (pg_advisory_lock takes a bigint). */
-const MIGRATION_LOCK = 0x6d757365756d; // "museum"
+/** Arbitrary constant naming the migration lock (pg_advisory_lock takes a bigint); exported for tests. */
+export const MIGRATION_LOCK = 0x6d757365756d; // "museum"
 const POOL_MAX = 10;
 const CONNECT_TIMEOUT_MS = 1_000;
 const STATEMENT_TIMEOUT_MS = 5_000;
 /** After a failure, requests fail fast for this long instead of each waiting on a connect. */
 const FAIL_FAST_MS = 500;
 
-/** Whether an error means "the database cannot be reached" rather than "this failed" (ours, or a statement's). */
-function isConnectionFailure(err: unknown): boolean {
-  if (!(err instanceof Error) || err instanceof HttpError) return false;
+/**
+ * What a failed call says about the database:
+ * - 'outage': it cannot be reached (connect refused/reset/timed out, connection ended, shut down or
+ *   starting up): the store fails fast for a moment and remembered keys are trusted meanwhile.
+ * - 'statement': this one statement did not complete (statement timeout or cancel, no pooled
+ *   connection free in time, an idle session ended): 503 for it, the store stays up.
+ * - null: an answer from the database (constraint, syntax…) or our own error.
+ */
+type Failure = 'outage' | 'statement' | null;
+/** Connection failures among SQLSTATE class 57: admin_shutdown, crash_shutdown, cannot_connect_now. */
+const OUTAGE_57 = new Set(['57P01', '57P02', '57P03']);
+
+function failureOf(err: unknown): Failure {
+  if (!(err instanceof Error) || err instanceof HttpError) return null;
   const code = (err as { code?: unknown }).code;
-  // SQLSTATE classes 08 (connection exception) and 57 (operator intervention: shutdown, crash),
-  // 53300 too many connections.
-  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) return code.startsWith('08') || code.startsWith('57') || code === '53300';
-  // Socket errors (ECONNREFUSED, ECONNRESET, ETIMEDOUT…) and the driver's own connection/timeout errors.
-  if (typeof code === 'string' && code.startsWith('E')) return true;
-  return /connection|timeout|terminated|not queryable/i.test(err.message);
+  if (typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
+    // Class 08 (connection exception), 53300 too many connections: no session to be had.
+    if (code.startsWith('08') || OUTAGE_57.has(code) || code === '53300') return 'outage';
+    // The rest of class 57 (57014 statement timeout/cancel, 57P05 idle session timeout…).
+    return code.startsWith('57') ? 'statement' : null;
+  }
+  // Socket errors (ECONNREFUSED, ECONNRESET, ETIMEDOUT, ENOTFOUND…).
+  if (typeof code === 'string' && code.startsWith('E')) return 'outage';
+  // The driver's own: the pool's wait for a free connection and the client-side statement timeout
+  // say nothing about reachability; a connection that ended or could not be made does.
+  if (/timeout exceeded when trying to connect|Query read timeout/i.test(err.message)) return 'statement';
+  if (/connection|terminated|not queryable|timeout expired/i.test(err.message)) return 'outage';
+  return null;
 }
 
 /** Up or down, said once per change rather than once per request. */
@@ -89,6 +110,59 @@ class Outage {
   }
 }
 
+/**
+ * Apply pending migrations on a connection of their own, never a pooled one: the session-level
+ * advisory lock lives as long as the session, so ending this client (finally) means the lock cannot
+ * outlive the migration, whatever failed. No client-side statement timeout: a migration takes what
+ * it takes; the wait for the lock is bounded by the server, at the start deadline.
+ */
+async function migrate(url: string, deadline: number, waitMs: number): Promise<void> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true, application_name: 'museum-migrate' });
+  // A dropped connection fails the pending query; the event itself must not crash the process.
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await takeMigrationLock(client, deadline, waitMs);
+    await applyMigrations(client);
+  } finally {
+    // Releases the advisory lock with the session.
+    await client.end().catch(() => {});
+  }
+}
+
+/** Wait for the migration lock until the start deadline, then give up with a clear error. */
+async function takeMigrationLock(client: pg.Client, deadline: number, waitMs: number): Promise<void> {
+  // lock_timeout makes the server drop the lock request when it expires (a client-side timeout
+  // would leave it queued, to be granted later on a connection nobody watches). 0 would mean never.
+  await client.query("SELECT set_config('lock_timeout', $1, false)", [`${Math.max(1, deadline - Date.now())}ms`]);
+  try {
+    await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+  } catch (err) {
+    if ((err as { code?: string }).code !== '55P03') throw err;
+    throw new Error(`the migration lock (pg_advisory_lock ${MIGRATION_LOCK}) was held by another session for the whole start wait (${waitMs} ms); is a migration stuck?`);
+  }
+  // The migrations' own statements wait as the database is configured to.
+  await client.query('RESET lock_timeout');
+}
+
+async function applyMigrations(client: pg.Client): Promise<void> {
+  await client.query('CREATE TABLE IF NOT EXISTS museum_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())');
+  const { rows } = await client.query<{ version: number }>('SELECT version FROM museum_migrations');
+  const applied = new Set(rows.map((r) => r.version));
+  for (const m of MIGRATIONS) {
+    if (applied.has(m.version)) continue;
+    await client.query('BEGIN');
+    try {
+      await client.query(m.sql);
+      await client.query('INSERT INTO museum_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw err;
+    }
+  }
+}
+
 export class PgState {
   readonly pool: pg.Pool;
   readonly outage: Outage;
@@ -101,7 +175,7 @@ export class PgState {
 
   private constructor(
     private readonly url: string,
-    log: Logger,
+    private readonly log: Logger,
   ) {
     this.outage = new Outage(log);
     this.pool = new pg.Pool({
@@ -113,8 +187,10 @@ export class PgState {
       keepAlive: true,
       application_name: 'museum',
     });
-    // An idle connection dropped by the server must not crash the process.
-    this.pool.on('error', (err) => this.outage.failed(err));
+    // An idle connection dropped (pg_terminate_backend, idle_session_timeout, a proxy closing idle
+    // connections) must not crash the process, and is no outage: the pool has already discarded it
+    // and the next query opens a new one; a query that cannot is what counts as an outage.
+    this.pool.on('error', (err) => this.log.info({ err: err.message }, 'PostgreSQL (DATABASE_URL) closed an idle pooled connection'));
   }
 
   /** Connect (retrying for up to `waitMs`: instances may start before the database) and migrate. */
@@ -123,10 +199,10 @@ export class PgState {
     const deadline = Date.now() + waitMs;
     for (;;) {
       try {
-        await state.migrate();
+        await migrate(url, deadline, waitMs);
         break;
       } catch (err) {
-        if (!isConnectionFailure(err) || Date.now() > deadline) {
+        if (failureOf(err) !== 'outage' || Date.now() > deadline) {
           await state.pool.end().catch(() => {});
           throw new Error(`DATABASE_URL: ${(err as Error).message || 'cannot connect'}`);
         }
@@ -134,36 +210,6 @@ export class PgState {
       }
     }
     return state;
-  }
-
-  private async migrate(): Promise<void> {
-    const client = await this.pool.connect();
-    try {
-      await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
-      try {
-        await client.query(
-          'CREATE TABLE IF NOT EXISTS museum_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())',
-        );
-        const { rows } = await client.query<{ version: number }>('SELECT version FROM museum_migrations');
-        const applied = new Set(rows.map((r) => r.version));
-        for (const m of MIGRATIONS) {
-          if (applied.has(m.version)) continue;
-          await client.query('BEGIN');
-          try {
-            await client.query(m.sql);
-            await client.query('INSERT INTO museum_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
-            await client.query('COMMIT');
-          } catch (err) {
-            await client.query('ROLLBACK').catch(() => {});
-            throw err;
-          }
-        }
-      } finally {
-        await client.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
-      }
-    } finally {
-      client.release();
-    }
   }
 
   /** Run one statement; a database that cannot be reached becomes 503 UNAVAILABLE. */
@@ -195,7 +241,8 @@ export class PgState {
       this.outage.ok();
       return result;
     } catch (err) {
-      if (isConnectionFailure(err)) broken = err;
+      // A connection that failed, or still runs a statement the client gave up on, is not reused.
+      if (failureOf(err)) broken = err;
       else await client.query('ROLLBACK').catch((e: unknown) => (broken = e));
       throw this.mapError(err);
     } finally {
@@ -208,9 +255,11 @@ export class PgState {
     if (this.outage.down && Date.now() - this.outage.failedAt < FAIL_FAST_MS) throw unavailable('state store');
   }
 
+  /** Both kinds of failure answer 503; only an unreachable database switches the store to fail-fast. */
   private mapError(err: unknown): unknown {
-    if (!isConnectionFailure(err)) return err;
-    this.outage.failed(err);
+    const failure = failureOf(err);
+    if (!failure) return err;
+    if (failure === 'outage') this.outage.failed(err);
     return unavailable('state store');
   }
 
@@ -247,12 +296,15 @@ export class PgState {
     const onLost = (err?: unknown) => {
       if (lost) return;
       lost = true;
+      const wasLive = this.listener === client;
       this.listenerLive = false;
-      if (this.listener === client) this.listener = null;
+      if (wasLive) this.listener = null;
       client.removeAllListeners('notification');
       void client.end().catch(() => {});
       if (this.closed) return;
-      this.outage.failed(err ?? new Error('listening connection ended'));
+      // Not an outage by itself (one dropped connection; queries tell whether the database is
+      // reachable). Until it is back remembered keys are checked again, then forgotten (onListening).
+      if (wasLive) this.log.warn({ err: (err as Error | undefined)?.message }, 'PostgreSQL (DATABASE_URL) key notices lost with the listening connection; reconnecting');
       this.retryTimer = setTimeout(() => void this.connectListener(attempt + 1), Math.min(100 * 2 ** attempt, 2_000));
       this.retryTimer.unref();
     };
