@@ -107,6 +107,19 @@ function sampleCommand(): Command {
     });
 }
 
+interface RoomsOptions {
+  out?: string;
+  content?: string;
+  force?: boolean;
+  only?: number[];
+  concurrency?: number;
+  losslessNormals?: boolean;
+  roomTimeout?: number;
+  workerMemory?: number;
+  gc?: boolean;
+  json?: boolean;
+}
+
 function roomsCommand(): Command {
   return new Command('rooms')
     .description('Bake every room of the content source into DATA_DIR (incremental, parallel) and publish the manifest')
@@ -116,9 +129,12 @@ function roomsCommand(): Command {
     .option('--only <ids>', 'bake only these room ids (comma-separated)', idList)
     .addOption(new Option('--concurrency <n>', 'rooms baked at once, two per thread (default: number of cores)').argParser(positiveInt('--concurrency')))
     .option('--lossless-normals', 'keep normal maps exact (lossless WebP) instead of lossy like the other textures')
+    // Defaults as in ROOM_LIMITS (bake/settings.ts), not imported: --help stays instant.
+    .addOption(new Option('--room-timeout <s>', 'fail a room still baking after this many seconds (default: 300)').argParser(positiveInt('--room-timeout')))
+    .addOption(new Option('--worker-memory <mb>', 'heap limit of each bake worker in MB; a room over it fails (default: 4096)').argParser(positiveInt('--worker-memory')))
     .option('--gc', 'after publishing, remove files no recent manifest references (as `bake gc` with its defaults)')
     .option('--json', 'print the summary as one JSON document on stdout')
-    .action(async (opts: { out?: string; content?: string; force?: boolean; only?: number[]; concurrency?: number; losslessNormals?: boolean; gc?: boolean; json?: boolean }) => {
+    .action(async (opts: RoomsOptions) => {
       const [{ bakeRooms }, { withLosslessNormals }] = await Promise.all([import('./pipeline.ts'), import('./settings.ts')]);
       const summary = await bakeRooms({
         contentDir: opts.content ?? process.env.CONTENT_DIR ?? 'content',
@@ -126,6 +142,8 @@ function roomsCommand(): Command {
         force: opts.force,
         only: opts.only,
         concurrency: opts.concurrency,
+        roomTimeoutMs: opts.roomTimeout === undefined ? undefined : opts.roomTimeout * 1000,
+        workerHeapMb: opts.workerMemory,
         settings: withLosslessNormals(Boolean(opts.losslessNormals)),
         gc: opts.gc ? {} : undefined,
         onEvent: progressReporter(process.stderr),

@@ -10,6 +10,7 @@
 import { promises as fs } from 'node:fs';
 import { dirname, isAbsolute, relative, resolve as resolvePath, sep } from 'node:path';
 import { BufferUtils, Format, GLB_BUFFER, Logger, NodeIO, type Document, type GLTF, type JSONDocument } from '@gltf-transform/core';
+import { ROOM_LIMITS } from './settings.ts';
 
 /** A model that cannot be read; the message is one line meant for operators. */
 export class ModelError extends Error {
@@ -170,6 +171,7 @@ function checkRanges(json: GLTF.IGLTF, bufferBytes: Array<number | null>): void 
     const componentBytes = COMPONENT_BYTES[accessor.componentType];
     const components = TYPE_COMPONENTS[accessor.type];
     if (!componentBytes || !components) throw new ModelError(`accessor ${i} has an invalid type ${accessor.type}/${accessor.componentType}`);
+    if (!Number.isSafeInteger(accessor.count) || accessor.count < 0) throw new ModelError(`accessor ${i} has an invalid count ${JSON.stringify(accessor.count)}`);
     if (accessor.bufferView !== undefined) {
       checkAccessorRange(`accessor ${i}`, accessor.bufferView, accessor.byteOffset ?? 0, accessor.count, componentBytes * components);
     }
@@ -181,6 +183,19 @@ function checkRanges(json: GLTF.IGLTF, bufferBytes: Array<number | null>): void 
       checkAccessorRange(`sparse values of accessor ${i}`, sparse.values.bufferView, sparse.values.byteOffset ?? 0, sparse.count, valueBytes, valueBytes);
     }
   });
+}
+
+/**
+ * Every accessor is allocated in full on read, whether its data is in a bufferView, zero-filled (no
+ * bufferView: sparse or not), or decoded from Draco: the ranges above cannot bound that, the
+ * declared element count does.
+ */
+function checkAccessorTotal(json: GLTF.IGLTF, max: number): void {
+  let total = 0;
+  for (const accessor of json.accessors ?? []) total += accessor.count * (TYPE_COMPONENTS[accessor.type] ?? 1);
+  if (total > max) {
+    throw new ModelError(`model declares ${total.toLocaleString('en')} accessor elements (count × components), over the limit of ${max.toLocaleString('en')}`);
+  }
 }
 
 const isDataUri = (uri: string) => uri.startsWith('data:');
@@ -244,6 +259,7 @@ export async function parseModel(bytes: Uint8Array, loadResource?: ResourceLoade
     return resources[buffer.uri]!.byteLength;
   });
   checkRanges(json, bufferBytes);
+  checkAccessorTotal(json, ROOM_LIMITS.maxAccessorElements);
   (json.images ?? []).forEach((image, i) => {
     if (image.bufferView === undefined && image.uri === undefined) throw new ModelError(`image ${i} has neither a uri nor a bufferView`);
   });

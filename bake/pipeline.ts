@@ -4,7 +4,9 @@
  * file first, then one atomic rename of manifest.json.
  *
  * A room that fails keeps its previous manifest entry (its previous artifacts stay served) and is
- * reported; the others are published anyway. Files are removed only by `bake gc` (bake/gc.ts).
+ * reported; the others are published anyway. Rooms bake in workers with a heap cap and a time limit
+ * (ROOM_LIMITS), so a hostile model fails its room, not the run. Files are removed only by `bake gc`
+ * (bake/gc.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
@@ -19,7 +21,7 @@ import { collectGarbageUnderLock, type GcOptions, type GcSummary } from './gc.ts
 import { readQaFacts, writeQaFacts } from './qa-facts.ts';
 import type { QaRoom } from './report.ts';
 import type { RoomBakeResult, RoomJob } from './room.ts';
-import { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
+import { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings, ROOM_LIMITS } from './settings.ts';
 import { SLOT_ALGORITHM } from './slots/algorithm.ts';
 import type { SlotChanges } from './slots/index.ts';
 import { WorkerPool } from './workers.ts';
@@ -76,6 +78,10 @@ export interface BakeRunOptions {
   /** What the bake may fetch (default: BAKE_ALLOW_HOSTS and CONTENT_UPSTREAM_URL from the environment). */
   net?: NetPolicy;
   settings?: OptimizerSettings;
+  /** A room still baking after this fails (its worker is terminated). Default: ROOM_LIMITS. */
+  roomTimeoutMs?: number;
+  /** Heap cap of each bake worker, in MB. Default: ROOM_LIMITS. */
+  workerHeapMb?: number;
   /** Collect garbage after publishing (`bake rooms --gc`), under the same lock. */
   gc?: GcOptions;
   onEvent?: (event: BakeEvent) => void;
@@ -167,6 +173,8 @@ interface Run {
   dataDir: string;
   settings: OptimizerSettings;
   concurrency: number;
+  roomTimeoutMs: number;
+  workerHeapMb: number;
   content: Awaited<ReturnType<typeof loadContent>>;
   only: Set<number> | null;
   previous: Manifest | null;
@@ -178,7 +186,7 @@ async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
   // When every selected room is to be baked (--force, or nothing published yet), the bakers start
   // now: their start-up (loading the bake's libraries) overlaps the planning.
   const selected = run.content.rooms.filter((r) => !run.only || run.only.has(r.id)).length;
-  const early = options.force || !run.previous ? startBakers(lanesFor(run, selected)) : null;
+  const early = options.force || !run.previous ? startBakers(run, lanesFor(run, selected)) : null;
   let plans: Planned[];
   try {
     plans = await planRooms(run, resolver);
@@ -215,7 +223,17 @@ async function prepareRun(options: BakeRunOptions): Promise<Run> {
     previous = null;
   }
   const settings = options.settings ?? OPTIMIZER_SETTINGS;
-  return { options, started, contentDir, dataDir, settings, concurrency, content, only, previous };
+  const { roomTimeoutMs, workerHeapMb } = checkedLimits(options);
+  return { options, started, contentDir, dataDir, settings, concurrency, roomTimeoutMs, workerHeapMb, content, only, previous };
+}
+
+/** The run's room limits (ROOM_LIMITS unless given), checked. */
+function checkedLimits(options: BakeRunOptions): { roomTimeoutMs: number; workerHeapMb: number } {
+  const roomTimeoutMs = options.roomTimeoutMs ?? ROOM_LIMITS.roomTimeoutMs;
+  const workerHeapMb = options.workerHeapMb ?? ROOM_LIMITS.workerHeapMb;
+  if (!(roomTimeoutMs > 0)) throw new BakeRunError(`the room time limit must be positive (got ${roomTimeoutMs} ms)`);
+  if (!Number.isInteger(workerHeapMb) || workerHeapMb < 1) throw new BakeRunError(`the worker heap limit must be a positive number of MB (got ${workerHeapMb})`);
+  return { roomTimeoutMs, workerHeapMb };
 }
 
 /** The room's slot data as last published, validated; null when there is none (or it is unusable). */
@@ -308,22 +326,21 @@ interface Bakers {
 }
 
 /**
- * Several isolates are all workers: the main thread only hands out jobs, so a worker that finishes
- * never waits for a main thread busy in a synchronous step. One isolate is the main thread, which
- * loads the engine only here (a run with nothing to bake never does).
+ * Rooms always bake in workers, even on one isolate: a worker is where a room's heap cap and time
+ * limit can be enforced (a room that exceeds them fails alone), and the main thread only hands out
+ * jobs, so a worker that finishes never waits for a main thread busy in a synchronous step.
  */
-function startBakers({ isolates, imageThreads }: { isolates: number; imageThreads: number }): Bakers {
-  if (isolates > 1) {
-    const pool = new WorkerPool<RoomJob, RoomBakeResult>({ entry: ROOM_WORKER, size: isolates, jobsPerWorker: ROOMS_PER_ISOLATE, workerData: { imageThreads } });
-    pool.prestart();
-    return { bake: (job) => pool.run(job), close: () => pool.close() };
-  }
-  const engine = import('./room.ts').then((room) => {
-    room.useImageThreads(imageThreads);
-    return room;
+function startBakers(run: Run, { isolates, imageThreads }: { isolates: number; imageThreads: number }): Bakers {
+  const pool = new WorkerPool<RoomJob, RoomBakeResult>({
+    entry: ROOM_WORKER,
+    size: isolates,
+    jobsPerWorker: ROOMS_PER_ISOLATE,
+    workerData: { imageThreads },
+    resourceLimits: { maxOldGenerationSizeMb: run.workerHeapMb },
+    jobTimeoutMs: run.roomTimeoutMs,
   });
-  engine.catch(() => undefined); // a load failure rejects every bake instead
-  return { bake: async (job) => (await engine).bakeRoom(job), close: async () => undefined };
+  pool.prestart();
+  return { bake: (job) => pool.run(job), close: () => pool.close() };
 }
 
 /** 2. Bake (on the bakers started early, or now); report every room as it settles. */
@@ -345,7 +362,7 @@ async function bakePlanned(run: Run, plans: Planned[], early: Bakers | null) {
     return { outcomes, results };
   }
   const planned = lanesFor(run, toBake.length);
-  const bakers = early ?? startBakers(planned);
+  const bakers = early ?? startBakers(run, planned);
   try {
     const next = roomOrder(toBake);
     const lane = async (index: number) => {

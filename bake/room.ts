@@ -7,7 +7,7 @@
  */
 import { workerData } from 'node:worker_threads';
 import sharp from 'sharp';
-import { type FileRef, type RoomSlotData, SLOT_DATA_VERSION, type SlotSummary } from '../artifacts/format.ts';
+import { type FileRef, RoomSlotData, SLOT_DATA_VERSION, type SlotSummary } from '../artifacts/format.ts';
 import { putContentFile } from '../artifacts/store.ts';
 import { renderPlanPng } from './report.ts';
 import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, startTextureCompression, type OptimizerSettings, type StepName } from './optimize.ts';
@@ -69,6 +69,18 @@ export function summarizeSlots(data: RoomSlotData): SlotSummary {
   };
 }
 
+/**
+ * The slot data's JSON, parsed back with the schema the server's snapshot uses: engine output the
+ * server would refuse (NaN written as null, a malformed id) fails this room alone, here.
+ */
+export function slotDataJson(data: RoomSlotData): string {
+  const json = JSON.stringify(data);
+  const checked = RoomSlotData.safeParse(JSON.parse(json));
+  if (checked.success) return json;
+  const issues = checked.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`);
+  throw new Error(`slot data fails the RoomSlotData schema: ${issues.join('; ')}`);
+}
+
 /** A promise whose failure is reported where it is awaited, not as an unhandled rejection meanwhile. */
 function started<T>(work: Promise<T>): Promise<T> {
   work.catch(() => undefined);
@@ -103,6 +115,19 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   const previous = job.previousSlots ?? null;
   const withPlan = job.planPicture !== false;
   const slots = computeSlots(source.document, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: source.sha256, kind: job.kind, previous, plan: withPlan });
+  const slotData: RoomSlotData = {
+    version: SLOT_DATA_VERSION,
+    room: job.roomId,
+    model: source.sha256,
+    generated_at: new Date().toISOString(),
+    algorithm: SLOT_ALGORITHM,
+    slots: slots.slots,
+    onchain_slots: job.onchainSlots,
+    shortfall: slots.shortfall,
+    warnings: slots.warnings,
+  };
+  // Checked before anything else is built from the anchors (plan picture, embedded nodes).
+  const slotJson = slotDataJson(slotData);
   const planPicture = slots.plan ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png'))) : null;
   await textures;
   // The optimized model carries every anchor in its slot nodes (the source stays as it is).
@@ -122,21 +147,10 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
     throw new Error('optimized model lost its slot anchors');
   }
 
-  const slotData: RoomSlotData = {
-    version: SLOT_DATA_VERSION,
-    room: job.roomId,
-    model: source.sha256,
-    generated_at: new Date().toISOString(),
-    algorithm: SLOT_ALGORITHM,
-    slots: slots.slots,
-    onchain_slots: job.onchainSlots,
-    shortfall: slots.shortfall,
-    warnings: slots.warnings,
-  };
   const [modelRef, modelOptimized, slotFile, images, planRef] = await Promise.all([
     model,
     putContentFile(job.dataDir, optimized.glb, 'glb'),
-    putContentFile(job.dataDir, JSON.stringify(slotData), 'json'),
+    putContentFile(job.dataDir, slotJson, 'json'),
     preview,
     planPicture,
   ]);

@@ -53,6 +53,46 @@ export const OPTIMIZER_SETTINGS = {
     quantizationVolume: 'mesh' as const,
   },
 };
+
+/**
+ * Limits on what a model may ask of the bake; a model over one fails its room (or, for slot
+ * numbers, has the number refused). Not part of the incremental key: they never change output.
+ */
+export const BAKE_LIMITS = {
+  /**
+   * Triangles the slot engine expands into world space (a mesh counts once per node and instance
+   * that draws it). The shared rooms draw 5,364 and 11,358, the densest shared model 30,720; a
+   * million costs the engine ~180 MB more resident memory and under a second.
+   */
+  maxDrawnTriangles: 1_000_000,
+  /** Highest Slot_NNN / Auto_NNN number taken as written; a higher one is renumbered (warning). */
+  maxSlotNumber: 9999,
+};
+
+/**
+ * Bounds on the memory and time one room's bake may take (beside BAKE_LIMITS, and like them not in
+ * the incremental key). A room over one fails alone; the others bake on.
+ */
+export const ROOM_LIMITS = {
+  /**
+   * Accessor elements (count × components, summed over a model's accessors, zero-filled, sparse and
+   * Draco-decoded ones included) a model may declare. glTF-Transform allocates them all on read: a
+   * 250-byte .gltf declaring 1e8 VEC3 took 4.8 GB. The shared rooms declare 56k–210k; 5e7 (200 MB
+   * per float copy) leaves 200× headroom.
+   */
+  maxAccessorElements: 50_000_000,
+  /** A room still baking after this is stopped (its worker terminated) and fails. */
+  roomTimeoutMs: 300_000,
+  /**
+   * V8 old-generation cap per bake worker, in MB. A worker baking the shared rooms peaks below
+   * 200 MB of heap; 4 GB is 20× that, and on this 24 GB machine the default worker count (cores / 2)
+   * times 4 GB leaves the rest of the machine alone. Typed arrays live outside this heap: the
+   * accessor cap bounds those.
+   */
+  workerHeapMb: 4096,
+};
+export type RoomLimits = typeof ROOM_LIMITS;
+
 export type OptimizerSettings = Omit<typeof OPTIMIZER_SETTINGS, 'textures'> & {
   textures: Omit<(typeof OPTIMIZER_SETTINGS)['textures'], 'normalMapsLossless'> & { normalMapsLossless: boolean };
 };

@@ -8,6 +8,10 @@ import type { Document, Node } from '@gltf-transform/core';
 import { SLOT_MATERIAL_NAME, slotId } from '../../artifacts/format.ts';
 import { appendWorldTriangles, forEachDrawnPrimitive, isSlotPrimitive, SLOT_NAME_PATTERN, TriangleSoup } from './scene.ts';
 import { cross, dot, length, levelledFrame, normalize, type V3 } from './orient.ts';
+import { BAKE_LIMITS } from '../settings.ts';
+
+/** Numbers above it are renumbered like duplicates: ids stay Slot_NNN, the gap report stays short. */
+const MAX_SLOT_NUMBER = BAKE_LIMITS.maxSlotNumber;
 
 export interface SlotQuad {
   id: string;
@@ -41,16 +45,34 @@ interface Measured {
   height: number;
 }
 
-/** Describe a sorted list of missing numbers compactly: "3, 5-7". */
-function ranges(numbers: number[]): string {
+/**
+ * The numbers missing below the highest of `sorted` (ascending, distinct), compactly: "3-4, 6".
+ * Walks the used numbers, never the range up to the highest (which the model chooses).
+ */
+function gaps(sorted: number[]): string {
   const out: string[] = [];
-  for (let i = 0; i < numbers.length; ) {
-    let j = i;
-    while (j + 1 < numbers.length && numbers[j + 1] === numbers[j]! + 1) j++;
-    out.push(i === j ? String(numbers[i]) : `${numbers[i]}-${numbers[j]}`);
-    i = j + 1;
+  let expected = 1;
+  for (const n of sorted) {
+    if (n > expected) out.push(n - 1 === expected ? String(expected) : `${expected}-${n - 1}`);
+    expected = n + 1;
   }
   return out.join(', ');
+}
+
+const isFiniteMeasure = (m: Measured): boolean => [...m.center, ...m.normal, m.width, m.height].every(Number.isFinite);
+
+/** Measure a placeholder; null (with the warning) when it has no usable area. */
+function measureUsable(group: Group, warnings: string[]): Measured | null {
+  const name = group.node.getName();
+  const dropped = group.soup.dropped;
+  const m = measure(group);
+  if (m && isFiniteMeasure(m)) {
+    if (dropped) warnings.push(`slot node "${name}": ${dropped} triangle(s) with non-finite vertex positions were ignored`);
+    return m;
+  }
+  const why = dropped ? `${dropped} triangle(s) with non-finite vertex positions` : m ? 'its extents are not finite' : group.soup.count ? 'degenerate triangles' : 'no triangles';
+  warnings.push(`slot node "${name}" has no area (${why}); it was ignored`);
+  return null;
 }
 
 function measure(group: Group): Measured | null {
@@ -107,8 +129,8 @@ const byPosition = (a: Measured, b: Measured) => a.center[0] - b.center[0] || a.
 /**
  * Every slot placeholder of the scene, with ids assigned: `Slot_7` and `slot_007` are Slot_007.
  * Duplicates keep the id for the first (by node name, then position) and are renumbered after
- * the highest number; placeholders found only by material are numbered the same way; gaps are
- * reported. All of it is stated in `warnings`.
+ * the highest number; numbers above MAX_SLOT_NUMBER and placeholders found only by material are
+ * numbered the same way; gaps are reported. All of it is stated in `warnings`.
  */
 export function extractSlotQuads(document: Document): { quads: SlotQuad[]; warnings: string[] } {
   const groups = new Map<Node, Group>();
@@ -123,9 +145,8 @@ export function extractSlotQuads(document: Document): { quads: SlotQuad[]; warni
   const warnings: string[] = [];
   const measured: Measured[] = [];
   for (const group of groups.values()) {
-    const m = measure(group);
+    const m = measureUsable(group, warnings);
     if (m) measured.push(m);
-    else warnings.push(`slot node "${group.node.getName()}" has no area (no triangles); it was ignored`);
   }
 
   const quads: SlotQuad[] = [];
@@ -139,20 +160,18 @@ export function extractSlotQuads(document: Document): { quads: SlotQuad[]; warni
     for (const m of named) {
       const n = m.parsed!.number;
       if (n < 1) pending.push({ m, why: `"${m.nodeName}" is not a 1-based number` });
+      else if (n > MAX_SLOT_NUMBER) pending.push({ m, why: `"${m.nodeName}" is above the highest slot number, ${MAX_SLOT_NUMBER}` });
       else if (used.has(n)) pending.push({ m, why: `duplicate id ${slotId(prefix, n)} (node "${m.nodeName}")` });
       else {
         used.add(n);
         quads.push(toQuad(m, prefix, n));
       }
     }
-    if (used.size) {
-      const max = Math.max(...used);
-      const missing: number[] = [];
-      for (let n = 1; n < max; n++) if (!used.has(n)) missing.push(n);
-      if (missing.length) warnings.push(`${prefix}_NNN numbering has gaps: ${ranges(missing)} missing`);
-    }
+    const sorted = [...used].sort((a, b) => a - b);
+    const missing = gaps(sorted);
+    if (missing) warnings.push(`${prefix}_NNN numbering has gaps: ${missing} missing`);
     for (const m of unnamed) pending.push({ m, why: `node "${m.nodeName}" uses the ${SLOT_MATERIAL_NAME} material but is not named Slot_NNN` });
-    let next = used.size ? Math.max(...used) : 0;
+    let next = sorted.at(-1) ?? 0;
     for (const { m, why } of pending) {
       next++;
       quads.push(toQuad(m, prefix, next));

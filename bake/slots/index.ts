@@ -158,6 +158,8 @@ export function computeSlots(document: Document, options: SlotEngineOptions): Sl
   const tunables = resolveTunables(options.tunables);
   const scene = buildWorldScene(document);
   const { quads, warnings } = extractSlotQuads(document);
+  // Left out so that bounds, the room/sculpture decision and every ray stay finite.
+  if (scene.dropped) warnings.unshift(`${scene.dropped} room triangle(s) with non-finite vertex positions were ignored`);
   const interior = analyseInterior(scene, options.kind);
   const plan = options.plan === false ? undefined : planFromScene(scene);
   const n = options.onchainSlots;

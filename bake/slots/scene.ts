@@ -11,6 +11,7 @@ import { Box3, BufferAttribute, BufferGeometry, DoubleSide, Matrix4, Ray, Vector
 import { MeshBVH } from 'three-mesh-bvh';
 import { isSlotMaterialName, SLOT_NAME_PATTERN } from '../../artifacts/format.ts';
 import { determinant3, multiplyMat4 as multiply, type Mat4, type V3 } from '../../common/vec.ts';
+import { BAKE_LIMITS } from '../settings.ts';
 
 export { isSlotMaterialName, SLOT_NAME_PATTERN };
 
@@ -74,6 +75,8 @@ const TRIANGLE_FAN = 6;
 export class TriangleSoup {
   data = new Float32Array(9 * 1024);
   count = 0;
+  /** Triangles refused because a vertex is not finite in float32 (NaN, ±Infinity, overflow). */
+  dropped = 0;
 
   /** Make room for `more` triangles. */
   reserve(more: number): void {
@@ -102,9 +105,19 @@ export class TriangleSoup {
   }
 }
 
+/** Triangles a primitive draws (what appendWorldTriangles visits), from its counts alone. */
+export function drawnTriangleCount(primitive: Primitive): number {
+  const mode = primitive.getMode();
+  const n = primitive.getIndices()?.getCount() ?? primitive.getAttribute('POSITION')?.getCount() ?? 0;
+  if (mode === TRIANGLES) return Math.floor(n / 3);
+  return mode === TRIANGLE_STRIP || mode === TRIANGLE_FAN ? Math.max(0, n - 2) : 0;
+}
+
 /**
  * Append a primitive's triangles to `soup` in world space. Returns the number of triangles added
  * (0 for points and lines). Normalized / quantized attributes are decoded by the accessor.
+ * Triangles with a vertex that is not finite once stored as float32 are counted in `soup.dropped`
+ * instead: one would poison bounds, measures and the BVH.
  */
 export function appendWorldTriangles(primitive: Primitive, matrix: Mat4, soup: TriangleSoup): number {
   const mode = primitive.getMode();
@@ -113,6 +126,7 @@ export function appendWorldTriangles(primitive: Primitive, matrix: Mat4, soup: T
   if (!position) return 0;
   const vertexCount = position.getCount();
   const world = new Float64Array(vertexCount * 3);
+  const bad = new Uint8Array(vertexCount);
   const m = matrix;
   const el = [0, 0, 0];
   const array = position.getArray();
@@ -128,6 +142,7 @@ export function appendWorldTriangles(primitive: Primitive, matrix: Mat4, soup: T
     world[i * 3] = m[0]! * x + m[4]! * y + m[8]! * z + m[12]!;
     world[i * 3 + 1] = m[1]! * x + m[5]! * y + m[9]! * z + m[13]!;
     world[i * 3 + 2] = m[2]! * x + m[6]! * y + m[10]! * z + m[14]!;
+    bad[i] = isFloat32Finite(world, i) ? 0 : 1;
   }
   const indexArray = primitive.getIndices()?.getArray() ?? null;
   const n = indexArray ? indexArray.length : vertexCount;
@@ -136,6 +151,10 @@ export function appendWorldTriangles(primitive: Primitive, matrix: Mat4, soup: T
   let added = 0;
   const emit = (a: number, b: number, c: number) => {
     if (a >= vertexCount || b >= vertexCount || c >= vertexCount) return;
+    if (bad[a] || bad[b] || bad[c]) {
+      soup.dropped++;
+      return;
+    }
     if (mirrored) soup.pushIndexed(world, a, c, b);
     else soup.pushIndexed(world, a, b, c);
     added++;
@@ -152,6 +171,11 @@ export function appendWorldTriangles(primitive: Primitive, matrix: Mat4, soup: T
     for (let k = 1; k + 1 < n; k++) emit(idx(0), idx(k), idx(k + 1));
   }
   return added;
+}
+
+/** Vertex i of `xyz` survives the float32 soup (a finite float64 beyond ±3.4e38 would not). */
+function isFloat32Finite(xyz: Float64Array, i: number): boolean {
+  return Number.isFinite(Math.fround(xyz[i * 3]!)) && Number.isFinite(Math.fround(xyz[i * 3 + 1]!)) && Number.isFinite(Math.fround(xyz[i * 3 + 2]!));
 }
 
 /** Faces closer together than this along a ray are one surface (coincident faces). */
@@ -181,13 +205,16 @@ export class WorldScene {
   readonly doubleSided: Uint8Array;
   readonly bounds: Bounds;
   readonly diagonal: number;
+  /** Triangles left out for a non-finite vertex (the engine warns about them). */
+  readonly dropped: number;
   private readonly bvh: MeshBVH | null;
   private readonly ray = new Ray();
   private readonly origin = new Vector3();
   private readonly direction = new Vector3();
 
-  constructor(positions: Float32Array, doubleSided: Uint8Array) {
+  constructor(positions: Float32Array, doubleSided: Uint8Array, dropped = 0) {
     this.positions = positions;
+    this.dropped = dropped;
     this.triangleCount = positions.length / 9;
     this.doubleSided = doubleSided;
     const min: V3 = [Infinity, Infinity, Infinity];
@@ -277,16 +304,23 @@ export class WorldScene {
   }
 }
 
-/** Build the world scene of a document: all drawn triangles except slot placeholders. */
-export function buildWorldScene(document: Document): WorldScene {
+/**
+ * Build the world scene of a document: all drawn triangles except slot placeholders. Fails when
+ * the model draws more than BAKE_LIMITS.maxDrawnTriangles (placeholders included, so the extract
+ * after it is bounded too): node reuse and instancing multiply a small file's triangles.
+ */
+export function buildWorldScene(document: Document, maxTriangles = BAKE_LIMITS.maxDrawnTriangles): WorldScene {
   const soup = new TriangleSoup();
   const doubleSided = new Set<number>();
+  let drawn = 0;
   forEachDrawnPrimitive(document, (node, primitive, matrix) => {
+    drawn += drawnTriangleCount(primitive);
+    if (drawn > maxTriangles) throw new Error(`model draws more than ${maxTriangles.toLocaleString('en-US')} triangles (meshes counted once per node and instance using them): over the bake's limit`);
     if (isSlotPrimitive(primitive) || SLOT_NAME_PATTERN.test(node.getName().trim())) return;
     const added = appendWorldTriangles(primitive, matrix, soup);
     if (primitive.getMaterial()?.getDoubleSided()) for (let i = soup.count - added; i < soup.count; i++) doubleSided.add(i);
   });
   const flags = new Uint8Array(soup.count);
   for (const t of doubleSided) flags[t] = 1;
-  return new WorldScene(soup.positions.slice(), flags);
+  return new WorldScene(soup.positions.slice(), flags, soup.dropped);
 }
