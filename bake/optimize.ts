@@ -26,13 +26,28 @@ export interface OptimizeStep {
   transform: Transform;
 }
 
+/**
+ * What an image's bytes are (PNG, JPEG or WebP signature), whatever the model declares: sized with
+ * the declared type's parser, a GIF labelled image/png reads palette bytes as its size.
+ */
+export function sniffedImageType(image: Uint8Array): 'image/png' | 'image/jpeg' | 'image/webp' | null {
+  const ascii = (from: number, to: number) => Buffer.from(image.subarray(from, to)).toString('latin1');
+  if (ascii(0, 8) === '\x89PNG\r\n\x1a\n') return 'image/png';
+  if (image[0] === 0xff && image[1] === 0xd8 && image[2] === 0xff) return 'image/jpeg';
+  if (ascii(0, 4) === 'RIFF' && ascii(8, 12) === 'WEBP') return 'image/webp';
+  return null;
+}
+
 /** Fail before decoding anything when an image declares more pixels than we are willing to hold. */
 export function assertTextureSizes(document: Document, maxPixels: number = OPTIMIZER_SETTINGS.maxTexturePixels): void {
   document.getRoot().listTextures().forEach((texture, i) => {
     const image = texture.getImage();
-    const mime = texture.getMimeType();
-    if (!image || !['image/png', 'image/jpeg', 'image/webp'].includes(mime)) return;
+    const declared = texture.getMimeType();
+    if (!image || !['image/png', 'image/jpeg', 'image/webp'].includes(declared)) return;
     const label = texture.getURI() || texture.getName() || `#${i}`;
+    // These textures are decoded (sharp detects the format from the bytes): size what is really there.
+    const mime = sniffedImageType(image);
+    if (!mime) throw new ModelError(`texture ${label}: declared ${declared}, but its bytes are not a PNG, JPEG or WebP image`);
     let size: [number, number] | null;
     try {
       size = ImageUtils.getSize(image, mime) as [number, number] | null;
@@ -57,7 +72,7 @@ async function compressOne(texture: Texture, settings: OptimizerSettings): Promi
   const image = texture.getImage();
   const mime = texture.getMimeType();
   if (!image || !['image/png', 'image/jpeg', 'image/webp'].includes(mime)) return;
-  const [w, h] = (ImageUtils.getSize(image, mime) ?? [0, 0]) as [number, number];
+  const [w, h] = (ImageUtils.getSize(image, sniffedImageType(image) ?? mime) ?? [0, 0]) as [number, number];
   const mustResize = Math.max(w, h) > maxSize;
   const original = { image, mime, uri: texture.getURI() };
   const lossless = normalMapsLossless && listTextureSlots(texture).includes('normalTexture');

@@ -192,6 +192,27 @@ describe('texture size limits', () => {
     expect(() => assertTextureSizes(document)).toThrow(ModelError);
     expect(() => assertTextureSizes(document)).toThrow(/^texture Mural_basecolor\.png declares 30000×30000 pixels, over the limit of \d+ pixels$/);
   });
+
+  it('sizes an image by what its bytes are, not by the type the model declares', async () => {
+    const labelledPng = async (bytes: Uint8Array) => {
+      const document = await readModel(await hugeTextureGlb());
+      document.getRoot().listTextures()[0]!.setImage(bytes).setMimeType('image/png');
+      return document;
+    };
+    // A JPEG whose frame header declares 15000×15000 pixels (under sharp's own limit, over ours).
+    const jpeg = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#123456' } }).jpeg().toBuffer();
+    const frame = jpeg.indexOf(Buffer.from([0xff, 0xc0]));
+    jpeg.writeUInt16BE(15000, frame + 5);
+    jpeg.writeUInt16BE(15000, frame + 7);
+    const jpegDocument = await labelledPng(jpeg);
+    expect(() => assertTextureSizes(jpegDocument)).toThrow(/^texture Mural_basecolor\.png declares 15000×15000 pixels, over the limit of \d+ pixels$/);
+    // A GIF whose palette bytes, read as a PNG header, say 10×10: refused, whatever they say.
+    const gif = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#123456' } }).gif().toBuffer();
+    gif.writeUInt32BE(10, 16);
+    gif.writeUInt32BE(10, 20);
+    const gifDocument = await labelledPng(gif);
+    expect(() => assertTextureSizes(gifDocument)).toThrow('texture Mural_basecolor.png: declared image/png, but its bytes are not a PNG, JPEG or WebP image');
+  });
 });
 
 describe('settings', () => {
