@@ -129,7 +129,7 @@ function roomsCommand(): Command {
     .option('--only <ids>', 'bake only these room ids (comma-separated)', idList)
     .addOption(new Option('--concurrency <n>', 'rooms baked at once, two per thread (default: number of cores)').argParser(positiveInt('--concurrency')))
     .option('--lossless-normals', 'keep normal maps exact (lossless WebP) instead of lossy like the other textures')
-    // Defaults as in ROOM_LIMITS (bake/settings.ts), not imported: --help stays instant.
+    // Defaults as in BAKE_LIMITS (bake/settings.ts), not imported: --help stays instant.
     .addOption(new Option('--room-timeout <s>', 'fail a room still baking after this many seconds (default: 300)').argParser(positiveInt('--room-timeout')))
     .addOption(new Option('--worker-memory <mb>', 'heap limit of each bake worker in MB; a room over it fails (default: 4096)').argParser(positiveInt('--worker-memory')))
     .option('--gc', 'after publishing, remove files no recent manifest references (as `bake gc` with its defaults)')

@@ -10,7 +10,7 @@
 import { promises as fs } from 'node:fs';
 import { dirname, isAbsolute, relative, resolve as resolvePath, sep } from 'node:path';
 import { BufferUtils, Format, GLB_BUFFER, Logger, NodeIO, type Document, type GLTF, type JSONDocument } from '@gltf-transform/core';
-import { ROOM_LIMITS } from './settings.ts';
+import { BAKE_LIMITS } from './settings.ts';
 
 /** A model that cannot be read; the message is one line meant for operators. */
 export class ModelError extends Error {
@@ -259,7 +259,7 @@ export async function parseModel(bytes: Uint8Array, loadResource?: ResourceLoade
     return resources[buffer.uri]!.byteLength;
   });
   checkRanges(json, bufferBytes);
-  checkAccessorTotal(json, ROOM_LIMITS.maxAccessorElements);
+  checkAccessorTotal(json, BAKE_LIMITS.maxAccessorElements);
   (json.images ?? []).forEach((image, i) => {
     if (image.bufferView === undefined && image.uri === undefined) throw new ModelError(`image ${i} has neither a uri nor a bufferView`);
   });

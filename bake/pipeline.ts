@@ -5,7 +5,7 @@
  *
  * A room that fails keeps its previous manifest entry (its previous artifacts stay served) and is
  * reported; the others are published anyway. Rooms bake in workers with a heap cap and a time limit
- * (ROOM_LIMITS), so a hostile model fails its room, not the run. Files are removed only by `bake gc`
+ * (BAKE_LIMITS), so a hostile model fails its room, not the run. Files are removed only by `bake gc`
  * (bake/gc.ts).
  */
 import { randomBytes } from 'node:crypto';
@@ -21,7 +21,7 @@ import { collectGarbageUnderLock, type GcOptions, type GcSummary } from './gc.ts
 import { readQaFacts, writeQaFacts } from './qa-facts.ts';
 import type { QaRoom } from './report.ts';
 import type { RoomBakeResult, RoomJob } from './room.ts';
-import { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings, ROOM_LIMITS } from './settings.ts';
+import { BAKE_LIMITS, OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
 import { SLOT_ALGORITHM } from './slots/algorithm.ts';
 import type { SlotChanges } from './slots/index.ts';
 import { WorkerPool } from './workers.ts';
@@ -78,9 +78,9 @@ export interface BakeRunOptions {
   /** What the bake may fetch (default: BAKE_ALLOW_HOSTS and CONTENT_UPSTREAM_URL from the environment). */
   net?: NetPolicy;
   settings?: OptimizerSettings;
-  /** A room still baking after this fails (its worker is terminated). Default: ROOM_LIMITS. */
+  /** A room still baking after this fails (its worker is terminated). Default: BAKE_LIMITS. */
   roomTimeoutMs?: number;
-  /** Heap cap of each bake worker, in MB. Default: ROOM_LIMITS. */
+  /** Heap cap of each bake worker, in MB. Default: BAKE_LIMITS. */
   workerHeapMb?: number;
   /** Collect garbage after publishing (`bake rooms --gc`), under the same lock. */
   gc?: GcOptions;
@@ -227,10 +227,10 @@ async function prepareRun(options: BakeRunOptions): Promise<Run> {
   return { options, started, contentDir, dataDir, settings, concurrency, roomTimeoutMs, workerHeapMb, content, only, previous };
 }
 
-/** The run's room limits (ROOM_LIMITS unless given), checked. */
+/** The run's room limits (BAKE_LIMITS unless given), checked. */
 function checkedLimits(options: BakeRunOptions): { roomTimeoutMs: number; workerHeapMb: number } {
-  const roomTimeoutMs = options.roomTimeoutMs ?? ROOM_LIMITS.roomTimeoutMs;
-  const workerHeapMb = options.workerHeapMb ?? ROOM_LIMITS.workerHeapMb;
+  const roomTimeoutMs = options.roomTimeoutMs ?? BAKE_LIMITS.roomTimeoutMs;
+  const workerHeapMb = options.workerHeapMb ?? BAKE_LIMITS.workerHeapMb;
   if (!(roomTimeoutMs > 0)) throw new BakeRunError(`the room time limit must be positive (got ${roomTimeoutMs} ms)`);
   if (!Number.isInteger(workerHeapMb) || workerHeapMb < 1) throw new BakeRunError(`the worker heap limit must be a positive number of MB (got ${workerHeapMb})`);
   return { roomTimeoutMs, workerHeapMb };

@@ -55,10 +55,18 @@ export const OPTIMIZER_SETTINGS = {
 };
 
 /**
- * Limits on what a model may ask of the bake; a model over one fails its room (or, for slot
- * numbers, has the number refused). Not part of the incremental key: they never change output.
+ * Limits on what a model may ask of the bake: memory, time, and what the slot engine expands. A
+ * model over one fails its room alone (slot numbers are renumbered instead); the others bake on.
+ * Not part of the incremental key: they never change the output of a room that bakes.
  */
 export const BAKE_LIMITS = {
+  /**
+   * Accessor elements (count × components, summed over a model's accessors, zero-filled, sparse and
+   * Draco-decoded ones included) a model may declare. glTF-Transform allocates them all on read: a
+   * 250-byte .gltf declaring 1e8 VEC3 took 4.8 GB. The shared rooms declare 56k–210k; 5e7 (200 MB
+   * per float copy) leaves 200× headroom.
+   */
+  maxAccessorElements: 50_000_000,
   /**
    * Triangles the slot engine expands into world space (a mesh counts once per node and instance
    * that draws it). The shared rooms draw 5,364 and 11,358, the densest shared model 30,720; a
@@ -67,20 +75,6 @@ export const BAKE_LIMITS = {
   maxDrawnTriangles: 1_000_000,
   /** Highest Slot_NNN / Auto_NNN number taken as written; a higher one is renumbered (warning). */
   maxSlotNumber: 9999,
-};
-
-/**
- * Bounds on the memory and time one room's bake may take (beside BAKE_LIMITS, and like them not in
- * the incremental key). A room over one fails alone; the others bake on.
- */
-export const ROOM_LIMITS = {
-  /**
-   * Accessor elements (count × components, summed over a model's accessors, zero-filled, sparse and
-   * Draco-decoded ones included) a model may declare. glTF-Transform allocates them all on read: a
-   * 250-byte .gltf declaring 1e8 VEC3 took 4.8 GB. The shared rooms declare 56k–210k; 5e7 (200 MB
-   * per float copy) leaves 200× headroom.
-   */
-  maxAccessorElements: 50_000_000,
   /** A room still baking after this is stopped (its worker terminated) and fails. */
   roomTimeoutMs: 300_000,
   /**
@@ -91,7 +85,6 @@ export const ROOM_LIMITS = {
    */
   workerHeapMb: 4096,
 };
-export type RoomLimits = typeof ROOM_LIMITS;
 
 export type OptimizerSettings = Omit<typeof OPTIMIZER_SETTINGS, 'textures'> & {
   textures: Omit<(typeof OPTIMIZER_SETTINGS)['textures'], 'normalMapsLossless'> & { normalMapsLossless: boolean };
