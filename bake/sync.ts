@@ -63,6 +63,10 @@ export interface SyncOptions {
   net?: NetPolicy;
   /** Parallel file downloads (default 4). */
   concurrency?: number;
+  /** Most records read from one collection (default SYNC_LIMITS); a store that pages past it fails the sync. */
+  maxRecords?: number;
+  /** Largest page answer in bytes (default SYNC_LIMITS), counted as it streams in, before parsing. */
+  maxPageBytes?: number;
   /** Progress lines (stderr in the CLI). */
   log?: (line: string) => void;
 }
@@ -79,6 +83,12 @@ export interface SyncSummary {
   warnings: string[];
   ms: number;
 }
+
+/**
+ * Bounds on what a store may make the sync read (decisions: "Bounds decided after the second attack
+ * round"): a store whose pages never end, or one huge page, would otherwise grow it without end.
+ */
+export const SYNC_LIMITS = { maxRecords: 200_000, maxPageBytes: 64 * 1024 * 1024 };
 
 /** What a sync remembers about the files it wrote, to reuse them next time. */
 const SYNC_STATE = '.sync.json';
@@ -164,9 +174,10 @@ class StoreClient {
     return new SyncError(`content store at ${this.base}: ${what}: ${hint}`);
   }
 
-  private async send(url: string, init: { headers: Record<string, string> }, timeoutMs: number): Promise<Response> {
+  private async send(url: string, init: { headers: Record<string, string> }, timeoutMs: number, maxBytes?: number): Promise<Response> {
     try {
-      return await guardedGet(url, { ...init, policy: this.net, signal: AbortSignal.timeout(timeoutMs), maxBytes: this.o.maxFileBytes ?? 512 * 1024 * 1024 });
+      const signal = AbortSignal.timeout(timeoutMs);
+      return await guardedGet(url, { ...init, policy: this.net, signal, maxBytes: maxBytes ?? this.o.maxFileBytes ?? 512 * 1024 * 1024 });
     } catch (err) {
       if (err instanceof NetRefused) throw new SyncError(`content store at ${this.base}: ${err.message}`);
       throw new Transient((err as Error).name === 'TimeoutError' ? `timed out after ${timeoutMs} ms` : `unreachable (${causeOf(err)})`);
@@ -188,7 +199,7 @@ class StoreClient {
       const url = `${this.base}/items/${collection}?${query}`;
       const what = `reading ${collection} (offset ${offset})`;
       const page = await this.retrying(what, async () => {
-        const res = await this.send(url, { headers: this.headers({ accept: 'application/json' }) }, this.o.timeoutMs);
+        const res = await this.send(url, { headers: this.headers({ accept: 'application/json' }) }, this.o.timeoutMs, this.maxPageBytes);
         if (res.status >= 500 || res.status === 408 || res.status === 429) {
           await res.body?.cancel().catch(() => undefined);
           throw new Transient(`HTTP ${res.status}`);
@@ -198,7 +209,7 @@ class StoreClient {
           await res.body?.cancel().catch(() => undefined);
           throw this.refusal(what, res.status);
         }
-        const parsed = DirectusPage.safeParse(await this.readJson(res));
+        const parsed = DirectusPage.safeParse(await this.readJson(res, what));
         if (!parsed.success) throw new Transient('the answer is not a Directus item list');
         return parsed.data;
       }).catch((err: unknown) => {
@@ -217,6 +228,9 @@ class StoreClient {
         out.push(record);
         fresh++;
       }
+      if (out.length > this.maxRecords) {
+        throw new SyncError(`content store at ${this.base}: ${collection} has more than ${this.maxRecords} records (the sync reads at most that many per collection)`);
+      }
       if (page.data.length === 0) break;
       if (page.data.length < pageSize) {
         if (total === null || out.length >= total) break;
@@ -230,12 +244,29 @@ class StoreClient {
     return out;
   }
 
-  /** A JSON answer, or a Transient failure (interrupted, not JSON). */
-  private async readJson(res: Response): Promise<unknown> {
+  private get maxPageBytes(): number {
+    return this.o.maxPageBytes ?? SYNC_LIMITS.maxPageBytes;
+  }
+
+  private get maxRecords(): number {
+    return this.o.maxRecords ?? SYNC_LIMITS.maxRecords;
+  }
+
+  /**
+   * A JSON answer, or a Transient failure (interrupted, not JSON). A page answer over maxPageBytes
+   * fails the sync before anything is parsed: by its Content-Length, else as its bytes stream in.
+   */
+  private async readJson(res: Response, what: string): Promise<unknown> {
+    const tooLarge = () => new SyncError(`content store at ${this.base}: ${what}: the answer is larger than ${this.maxPageBytes} bytes`);
+    if (Number(res.headers.get('content-length') ?? 0) > this.maxPageBytes) {
+      await res.body?.cancel().catch(() => undefined);
+      throw tooLarge();
+    }
     let text: string;
     try {
       text = await res.text();
     } catch (err) {
+      if (err instanceof BodyTooLarge || (err as { cause?: unknown }).cause instanceof BodyTooLarge) throw tooLarge();
       throw new Transient(`interrupted (${causeOf(err)})`);
     }
     let json: unknown;
@@ -271,7 +302,7 @@ class StoreClient {
     const url = `${this.base}/files/${encodeURIComponent(id)}?fields=filesize,modified_on,uploaded_on`;
     const what = `reading the metadata of file ${id}`;
     return this.retrying(what, async () => {
-      const res = await this.send(url, { headers: this.headers({ accept: 'application/json' }) }, this.o.timeoutMs);
+      const res = await this.send(url, { headers: this.headers({ accept: 'application/json' }) }, this.o.timeoutMs, this.maxPageBytes);
       if (res.status >= 500 || res.status === 408 || res.status === 429) {
         await res.body?.cancel().catch(() => undefined);
         throw new Transient(`HTTP ${res.status}`);
@@ -281,7 +312,7 @@ class StoreClient {
         await res.body?.cancel().catch(() => undefined);
         return null; // the download decides whether the file is readable
       }
-      const meta = DirectusFile.safeParse(await this.readJson(res));
+      const meta = DirectusFile.safeParse(await this.readJson(res, what));
       if (!meta.success) throw new Transient('the answer is not Directus file metadata');
       const { filesize, modified_on, uploaded_on } = meta.data.data;
       const changed = modified_on ?? uploaded_on;
@@ -334,6 +365,10 @@ const fileId = (v: unknown): string | null => {
   const id = typeof v === 'object' && v !== null ? (v as { id?: unknown }).id : v;
   return typeof id === 'string' && /^[\w-]+$/.test(id) ? id : null;
 };
+/** A file id as warnings name it: a hostile one may be hundreds of characters long. */
+const shownId = (id: string) => (id.length > 64 ? `${id.slice(0, 64)}… (${id.length} characters)` : id);
+/** Errors of the local file system that make one file unstorable here (its name), not the sync. */
+const UNSTORABLE = new Set(['ENAMETOOLONG', 'EINVAL', 'EILSEQ']);
 // ---------------------------------------------------------------------------------------------
 // The sync
 
@@ -456,7 +491,7 @@ async function syncRoom(r: StoreRecord, files: FileFetcher, warnings: string[]):
   const imageId = fileId(r.image);
   const [model, image] = await Promise.all([files.fetch(modelId, 'model'), imageId ? files.fetch(imageId, 'image') : null]);
   if (!model) {
-    warnings.push(`room ${String(r.id)} skipped: its model file ${modelId} could not be used`);
+    warnings.push(`room ${String(r.id)} skipped: its model file ${shownId(modelId)} could not be used`);
     return null;
   }
   const parsed = ContentRoom.safeParse({
@@ -530,6 +565,18 @@ async function syncFile(
   };
   if (usable && version !== null && version === known!.version) return reuse();
   const temp = join(staging, FILES_DIR, `${id}.part`);
+  // Its name must fit this file system (a 300-character id does not): such a file skips its record.
+  const unstorable = await fs.writeFile(temp, '').then(
+    () => fs.rm(temp).then(() => null),
+    (err: NodeJS.ErrnoException) => {
+      if (err.code && UNSTORABLE.has(err.code)) return err.code;
+      throw err;
+    },
+  );
+  if (unstorable) {
+    warnings.push(`file ${shownId(id)} cannot be stored under its id here (${unstorable})`);
+    return null;
+  }
   const result = await client.download(id, temp, usable ? known!.etag : null);
   if (result.status === 'not-modified') return reuse();
   if (result.status === 'missing') {

@@ -304,6 +304,91 @@ describe('syncContent', () => {
     });
   });
 
+  it('skips a room whose file id cannot be stored here (300 characters: ENAMETOOLONG), with a warning; the rest syncs', async () => {
+    const content = sampleContentStore({ artworks: 10, rooms: 3 });
+    const longId = 'f'.repeat(300);
+    const room = content.rooms![1]!;
+    content.files![longId] = content.files![room.model as string]!;
+    room.model = longId;
+    await withStore({ content }, async (store) => {
+      const summary = await syncFrom(store, freshDir());
+      expect(summary.rooms).toBe(2);
+      const shown = `${'f'.repeat(64)}… (300 characters)`;
+      expect(summary.warnings).toContain(`file ${shown} cannot be stored under its id here (ENAMETOOLONG)`);
+      expect(summary.warnings).toContain(`room ${String(room.id)} skipped: its model file ${shown} could not be used`);
+    });
+  });
+
+  it('fails with one line, keeping the previous content, when a store pages on past the record cap', async () => {
+    // Full pages of fresh records at every offset, for ever.
+    const store = await startCanary((req, res) => {
+      const url = new URL(req.url!, 'http://x');
+      const offset = Number(url.searchParams.get('offset'));
+      const limit = Number(url.searchParams.get('limit'));
+      const data = Array.from({ length: limit }, (_, i) => ({ id: offset + i + 1, name: `c${offset + i}`, slug: `c${offset + i}`, status: 'published' }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data }));
+    });
+    try {
+      const dir = previousContent();
+      const before = snapshotDir(dir);
+      const error = await sync(dir, { upstreamUrl: store.url, maxRecords: 1_000 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SyncError);
+      expect((error as Error).message).toBe(
+        `content store at ${store.url}: collections has more than 1000 records (the sync reads at most that many per collection)`,
+      );
+      expect(store.requests.length).toBe(11); // 1,100 records read, then it stopped
+      expect(snapshotDir(dir)).toEqual(before);
+      expect(leftovers()).toEqual([]);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('refuses a page answer over 64 MB as it streams in, before parsing, keeping the previous content', async () => {
+    // Up to 1 GB, chunked (no Content-Length): the sync must count the bytes and cut it off.
+    const chunk = Buffer.alloc(1024 * 1024, 0x20);
+    let sent = 0;
+    const store = await startCanary((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.write('{"data":[');
+      const more = () => {
+        while (sent < 1024 * 1024 * 1024) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', more);
+        }
+        res.end(']}');
+      };
+      res.on('error', () => undefined);
+      more();
+    });
+    try {
+      const dir = previousContent();
+      const before = snapshotDir(dir);
+      const error = await sync(dir, { upstreamUrl: store.url, timeoutMs: 30_000 }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(SyncError);
+      expect((error as Error).message).toBe(`content store at ${store.url}: reading collections (offset 0): the answer is larger than 67108864 bytes`);
+      expect(store.requests).toHaveLength(1); // not retried
+      expect(sent).toBeLessThan(128 * 1024 * 1024); // the connection was cut just past 64 MB
+      expect(snapshotDir(dir)).toEqual(before);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('refuses a page answer whose Content-Length is over the cap without reading it', async () => {
+    const store = await startCanary((_req, res) => {
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': String(2_000_000) });
+      res.on('error', () => undefined);
+      res.write('{"data":[]');
+    });
+    try {
+      const error = await sync(freshDir(), { upstreamUrl: store.url, maxPageBytes: 1_000_000 }).catch((e: unknown) => e);
+      expect((error as Error).message).toBe(`content store at ${store.url}: reading collections (offset 0): the answer is larger than 1000000 bytes`);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('fails, keeping the previous content, when the records lack the fields it reads (another schema)', async () => {
     const content = sampleContentStore({ artworks: 10 });
     // The flat shape the sync used to read: no media blobs, no marketplace record.
