@@ -7,12 +7,17 @@ import { escapeHtml as e } from '../../common/html.ts';
 import type { ViewData } from '../../viewer/page-data.ts';
 import type { PageAssets } from './assets.ts';
 
-/** CSP of the 3D pages: own scripts and the Draco decoder's wasm, its blob worker, nothing inline. */
+/**
+ * CSP of the 3D pages: own scripts and the Draco decoder's wasm, its blob worker, nothing inline.
+ * GLTFLoader reads a GLB's embedded images through `blob:` URLs of its own buffers: fetched
+ * (ImageBitmapLoader: `connect-src blob:`; without it every textured model renders untextured), or
+ * as an <img> where createImageBitmap is missing (Safari: `img-src blob:`).
+ */
 export const VIEWER_CSP = [
   "default-src 'none'",
   "script-src 'self' 'wasm-unsafe-eval'",
   'worker-src blob:',
-  "connect-src 'self'",
+  "connect-src 'self' blob:",
   "img-src 'self' blob: data:",
   "style-src 'self'",
   "base-uri 'none'",
