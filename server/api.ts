@@ -41,6 +41,8 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.
   method: 'GET' | 'POST';
   /** OpenAPI-style path, e.g. `/v1/artworks/{id}`. */
   path: string;
+  /** The OpenAPI operationId, named for people (`listArtworks`, `getRoomSlots`); unique in the table. */
+  operationId: string;
   summary: string;
   tag: string;
   access: 'key' | 'public';

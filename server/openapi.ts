@@ -52,7 +52,10 @@ export function buildOpenApi(routes: readonly AnyRouteDef[], info: OpenApiInfo):
   schemaOf(ErrorEnvelope, 'output');
 
   const paths: Record<string, Record<string, unknown>> = {};
+  const operationIds = new Set<string>();
   for (const def of routes) {
+    if (operationIds.has(def.operationId)) throw new Error(`${def.method} ${def.path}: operationId ${def.operationId} is already taken`);
+    operationIds.add(def.operationId);
     const parameters: unknown[] = [];
     for (const [where, obj] of [['path', def.params], ['query', def.query]] as const) {
       if (!obj) continue;
@@ -86,7 +89,7 @@ export function buildOpenApi(routes: readonly AnyRouteDef[], info: OpenApiInfo):
           : { description: STATUS_TEXT[status] ?? 'Error', content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorEnvelope' } } } };
     }
     const operation: Record<string, unknown> = {
-      operationId: `${def.method.toLowerCase()}${def.path.replace(/[{}]/g, '').replace(/[^A-Za-z0-9]+(\w)?/g, (_, c: string) => (c ?? '').toUpperCase())}`,
+      operationId: def.operationId,
       summary: def.summary,
       tags: [def.tag],
       parameters,

@@ -116,6 +116,7 @@ export const artworkRoutes: RouteModule = (api, { content }) => {
   api.route({
     method: 'GET',
     path: '/v1/artworks',
+    operationId: 'listArtworks',
     summary: 'Artworks with normalized media, filtered by collection and/or search, paged',
     tag: 'artworks',
     access: 'key',
@@ -132,6 +133,7 @@ export const artworkRoutes: RouteModule = (api, { content }) => {
   api.route({
     method: 'GET',
     path: '/v1/artworks/{id}',
+    operationId: 'getArtwork',
     summary: 'One artwork by id',
     tag: 'artworks',
     access: 'key',

@@ -53,6 +53,7 @@ export const characterRoutes: RouteModule = (api, { characters: configured }) =>
   api.route({
     method: 'GET',
     path: '/v1/characters',
+    operationId: 'listCharacters',
     summary: 'List characters (lightweight fields; `fields` selects, heavy profiles never listed)',
     tag: 'characters',
     access: 'key',
@@ -70,6 +71,7 @@ export const characterRoutes: RouteModule = (api, { characters: configured }) =>
   api.route({
     method: 'GET',
     path: '/v1/characters/{id}',
+    operationId: 'getCharacter',
     summary: 'One character with the detail fields; include=profiles,codex adds the large extras',
     tag: 'characters',
     access: 'key',

@@ -24,6 +24,7 @@ export const collectionRoutes: RouteModule = (api, { content }) => {
   api.route({
     method: 'GET',
     path: '/v1/collections',
+    operationId: 'listCollections',
     summary: 'Published top-level collections, each with its child collections',
     tag: 'collections',
     access: 'key',
@@ -34,6 +35,7 @@ export const collectionRoutes: RouteModule = (api, { content }) => {
   api.route({
     method: 'GET',
     path: '/v1/collections/{slug}',
+    operationId: 'getCollection',
     summary: 'One published collection (top-level or child) by slug',
     tag: 'collections',
     access: 'key',

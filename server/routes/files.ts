@@ -49,6 +49,7 @@ export const filesRoutes: RouteModule = (api, { files, variants }) => {
   api.route({
     method: 'GET',
     path: '/files/{name}',
+    operationId: 'getFile',
     summary: 'A content-addressed artifact file (GLB model, image, JSON), optionally an image variant',
     tag: 'files',
     access: 'public',

@@ -107,6 +107,7 @@ function exhibitionRoutes(api: Api, store: ExhibitionStore, content: ContentStor
   api.route({
     method: 'POST',
     path: '/v1/guide/exhibitions',
+    operationId: 'registerExhibition',
     summary: 'Register or refresh an exhibition for the guide (museum-exhibition@1)',
     tag: 'guide',
     access: 'public',
@@ -131,6 +132,7 @@ function exhibitionRoutes(api: Api, store: ExhibitionStore, content: ContentStor
   api.route({
     method: 'GET',
     path: '/v1/guide/exhibitions/{id}',
+    operationId: 'getExhibition',
     summary: 'The guide context of an exhibition (starters appear shortly after registration)',
     tag: 'guide',
     access: 'public',
@@ -148,6 +150,7 @@ function exhibitionRoutes(api: Api, store: ExhibitionStore, content: ContentStor
   api.route({
     method: 'GET',
     path: '/v1/guide/exhibitions/{id}/suggestions',
+    operationId: 'getExhibitionSuggestions',
     summary: 'Visitor question suggestions (the same seed gives the same questions)',
     tag: 'guide',
     access: 'public',
@@ -185,6 +188,7 @@ function questionRoutes(api: Api, guide: Guide): void {
   api.route({
     method: 'POST',
     path: '/v1/guide/ask',
+    operationId: 'askGuide',
     summary: "Ask the guide a visitor's question (answered in persona; never an error page)",
     tag: 'guide',
     access: 'public',
@@ -208,6 +212,7 @@ function questionRoutes(api: Api, guide: Guide): void {
   api.route({
     method: 'GET',
     path: '/v1/guide/followup',
+    operationId: 'getGuideFollowup',
     summary: 'The real answer after a `consulting: true` reply (data null until it is ready)',
     tag: 'guide',
     access: 'public',
@@ -230,6 +235,7 @@ function speechRoutes(api: Api, speech: SpeechClips | null): void {
   api.route({
     method: 'GET',
     path: '/v1/guide/tts/{id}.mp3',
+    operationId: 'getGuideSpeech',
     summary: 'A spoken chunk of a guide answer (mp3; 404 once expired)',
     tag: 'guide',
     access: 'public',

@@ -64,6 +64,7 @@ export const libraryRoutes: RouteModule = (api, { library: configured, log }) =>
   api.route({
     method: 'POST',
     path: '/v1/library/ask',
+    operationId: 'askLibrary',
     summary: 'Ask the Library (retrieval Q&A with cited sources); use_agentic runs the deep mode',
     tag: 'library',
     access: 'key',
@@ -79,6 +80,7 @@ export const libraryRoutes: RouteModule = (api, { library: configured, log }) =>
   api.route({
     method: 'POST',
     path: '/v1/library/ask/stream',
+    operationId: 'streamLibraryAnswer',
     summary: 'Ask the Library and stream the answer (Server-Sent Events)',
     tag: 'library',
     access: 'key',
@@ -130,6 +132,7 @@ export const libraryRoutes: RouteModule = (api, { library: configured, log }) =>
   api.route({
     method: 'POST',
     path: '/v1/library/search',
+    operationId: 'searchLibrary',
     summary: 'Hybrid retrieval (vector, keyword, graph) without answer generation',
     tag: 'library',
     access: 'key',
@@ -145,6 +148,7 @@ export const libraryRoutes: RouteModule = (api, { library: configured, log }) =>
   api.route({
     method: 'GET',
     path: '/v1/library/collections',
+    operationId: 'listLibraryCollections',
     summary: 'Library collections (their id is the collection_id of ask and search)',
     tag: 'library',
     access: 'key',

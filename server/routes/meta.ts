@@ -22,6 +22,7 @@ export const metaRoutes: RouteModule = (api, { config }) => {
   api.route({
     method: 'GET',
     path: '/v1',
+    operationId: 'getApiIndex',
     summary: 'API index',
     tag: 'meta',
     access: 'public',
@@ -43,6 +44,7 @@ export const metaRoutes: RouteModule = (api, { config }) => {
   api.route({
     method: 'GET',
     path: '/v1/openapi.json',
+    operationId: 'getOpenApiDocument',
     summary: 'OpenAPI 3.1 description of this API',
     tag: 'meta',
     access: 'public',

@@ -54,6 +54,7 @@ export const presenceRoutes: RouteModule = (api, { presence: hub }) => {
   api.route({
     method: 'GET',
     path: '/v1/presence/stream',
+    operationId: 'streamPresence',
     summary: 'Presence feed (Server-Sent Events)',
     tag: 'presence',
     access: 'public',
@@ -78,6 +79,7 @@ export const presenceRoutes: RouteModule = (api, { presence: hub }) => {
   api.route({
     method: 'POST',
     path: '/v1/presence/ping',
+    operationId: 'pingPresence',
     summary: 'Announce a Library search to presence listeners (handle only)',
     tag: 'presence',
     access: 'public',

@@ -27,6 +27,7 @@ export const searchRoutes: RouteModule = (api, { content, characters: client }) 
   api.route({
     method: 'GET',
     path: '/v1/search',
+    operationId: 'search',
     summary: 'Search artworks, collections and characters at once',
     tag: 'search',
     access: 'key',

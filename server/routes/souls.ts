@@ -33,6 +33,7 @@ export const soulRoutes: RouteModule = (api, { souls: client }) => {
   api.route({
     method: 'GET',
     path: '/v1/souls/{chainId}/{contractAddress}',
+    operationId: 'listSouls',
     summary: 'Signed identity documents of one NFT collection, paged',
     tag: 'souls',
     access: 'key',
@@ -51,6 +52,7 @@ export const soulRoutes: RouteModule = (api, { souls: client }) => {
   api.route({
     method: 'GET',
     path: '/v1/souls/{chainId}/{contractAddress}/{tokenId}',
+    operationId: 'getSoul',
     summary: 'The latest signed identity document of one token, with its verification block',
     tag: 'souls',
     access: 'key',
