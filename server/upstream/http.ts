@@ -16,6 +16,7 @@
  *    body read, which then waits for undici's own 300 s body timeout.)
  */
 import { channel } from 'node:diagnostics_channel';
+import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
 import type { Logger } from 'pino';
 import { HttpError } from '../errors.ts';
 
@@ -83,8 +84,11 @@ export interface StreamOptions extends Omit<CallOptions, 'accept'> {
   maxTotalBytes?: number;
 }
 
-/** An open SSE stream: raw frames (each ending with a blank line) as they arrive; `close()` cancels it. */
-export interface SseStream extends AsyncIterable<string> {
+/** What an event stream said: an event (eventsource-parser's message) or a comment line (a heartbeat, say). */
+export type SseItem = { message: EventSourceMessage; comment?: undefined } | { comment: string; message?: undefined };
+
+/** An open SSE stream: its events and comments as they arrive; `close()` cancels it. */
+export interface SseStream extends AsyncIterable<SseItem> {
   close(): void;
   /** True once the stream was cancelled by `close()` or the caller's signal. */
   readonly cancelled: boolean;
@@ -245,17 +249,18 @@ export class UpstreamHttp {
   }
 
   /**
-   * The frames of a stream's body as they arrive, within its bounds: an idle timer re-armed by every
-   * chunk, the size of one frame and of the whole body. Leaving early cancels the upstream request.
+   * The events and comments of a stream's body as they arrive, within its bounds: an idle timer re-armed
+   * by every chunk, the size of one pending event and of the whole body. Leaving early cancels the upstream request.
    */
   private async *frames(
     path: string,
     reader: ReadableStreamDefaultReader<Uint8Array>,
     control: StreamControl,
     { idleMs, maxFrameChars, maxTotalBytes }: { idleMs: number; maxFrameChars: number; maxTotalBytes: number },
-  ): AsyncGenerator<string> {
+  ): AsyncGenerator<SseItem> {
     const decoder = new TextDecoder();
-    const splitter = new SseSplitter(maxFrameChars);
+    const parser = new SseParser(maxFrameChars);
+    const tooLarge = () => this.failure('body', `${path}: SSE frame over ${maxFrameChars} characters`);
     let total = 0;
     let timer: NodeJS.Timeout | undefined;
     const arm = () => {
@@ -280,17 +285,12 @@ export class UpstreamHttp {
         arm();
         total += chunk.value.byteLength;
         if (total > maxTotalBytes) throw this.failure('body', `${path}: stream over ${maxTotalBytes} bytes`);
-        let split: string[];
-        try {
-          split = splitter.push(decoder.decode(chunk.value, { stream: true }));
-        } catch (err) {
-          if (err instanceof FrameTooLarge) throw this.failure('body', `${path}: SSE frame over ${maxFrameChars} characters`);
-          throw err;
-        }
-        for (const frame of split) yield frame;
+        yield* parser.take(decoder.decode(chunk.value, { stream: true }));
+        if (parser.overflowed) throw tooLarge();
       }
-      const rest = splitter.end(decoder.decode());
-      if (rest !== null) yield rest;
+      // A last event without its blank line is kept (the SSE standard drops it; its `done` would be lost).
+      yield* parser.take(`${decoder.decode()}\n\n`);
+      if (parser.overflowed) throw tooLarge();
     } finally {
       clearTimeout(timer);
       control.detach();
@@ -376,67 +376,30 @@ export async function readBody(response: Response, maxBytes: number, signal?: Ab
   return Buffer.concat(chunks);
 }
 
-class FrameTooLarge extends Error {}
+/** eventsource-parser fed text by text, its events and comments handed out per text, a pending frame bounded. */
+class SseParser {
+  private parsed: SseItem[] = [];
+  /** A pending frame grew past the bound: the stream is broken. */
+  overflowed = false;
+  private readonly parser: EventSourceParser;
 
-/**
- * Splits decoded SSE text into frames (each ending with a blank line, LF line ends). Only the
- * text that arrived is scanned for a frame end — never the whole pending frame again — and a
- * pending frame longer than `maxFrameChars` throws FrameTooLarge, so neither time nor memory grows
- * with a frame that never ends.
- */
-export class SseSplitter {
-  /** The pending (unterminated) frame, in pieces. */
-  private parts: string[] = [];
-  private pending = 0;
-  /** The last piece ended with LF: an LF at the start of the next text ends the frame. */
-  private endsWithLf = false;
-  /** The last text ended with CR: it may be the first half of CRLF. */
-  private carriageReturn = false;
-
-  constructor(private readonly maxFrameChars: number) {}
-
-  /** Frames completed by `text` (blank frames dropped). */
-  push(input: string): string[] {
-    // SSE allows CR, LF and CRLF line ends; frames are passed on with LF only.
-    let text = this.carriageReturn ? `\r${input}` : input;
-    this.carriageReturn = text.endsWith('\r');
-    if (this.carriageReturn) text = text.slice(0, -1);
-    text = text.replace(/\r\n?/g, '\n');
-    const frames: string[] = [];
-    let start = 0;
-    if (this.endsWithLf && text.startsWith('\n')) {
-      this.emit(frames, '\n');
-      start = 1;
-    }
-    let end: number;
-    while ((end = text.indexOf('\n\n', start)) !== -1) {
-      this.emit(frames, text.slice(start, end + 2));
-      start = end + 2;
-    }
-    if (start < text.length) {
-      const rest = text.slice(start);
-      this.parts.push(rest);
-      this.pending += rest.length;
-      this.endsWithLf = rest.endsWith('\n');
-      if (this.pending > this.maxFrameChars) throw new FrameTooLarge();
-    }
-    return frames;
+  constructor(maxFrameChars: number) {
+    this.parser = createParser({
+      onEvent: (message) => this.parsed.push({ message }),
+      onComment: (comment) => this.parsed.push({ comment }),
+      onError: (error) => {
+        if (error.type === 'max-buffer-size-exceeded') this.overflowed = true;
+      },
+      maxBufferSize: maxFrameChars,
+    });
   }
 
-  /** What is left when the body ends: a last frame without its blank line, or null. */
-  end(tail: string): string | null {
-    const rest = (this.parts.join('') + tail + (this.carriageReturn ? '\n' : '')).trim();
-    this.parts = [];
-    this.pending = 0;
-    return rest === '' ? null : `${rest}\n\n`;
-  }
-
-  private emit(frames: string[], last: string): void {
-    const frame = this.parts.length ? this.parts.join('') + last : last;
-    this.parts = [];
-    this.pending = 0;
-    this.endsWithLf = false;
-    if (frame.trim() !== '') frames.push(frame);
+  /** The items `text` completes (those before a frame over the bound, if one is). */
+  take(text: string): SseItem[] {
+    this.parser.feed(text);
+    const items = this.parsed;
+    this.parsed = [];
+    return items;
   }
 }
 
@@ -486,20 +449,10 @@ export function untilAborted<T>(promise: Promise<T>, signal: AbortSignal | undef
   });
 }
 
-/** Parse one SSE frame: its `data:` payload as JSON (undefined for comments / non-JSON) and comment lines. */
-export function parseSseFrame(frame: string): { data?: unknown; comment?: string; event?: string } {
-  const data: string[] = [];
-  let comment: string | undefined;
-  let event: string | undefined;
-  for (const line of frame.split('\n')) {
-    if (line.startsWith(':')) comment = line.slice(1).trim();
-    else if (line.startsWith('data:')) data.push(line.slice(line.startsWith('data: ') ? 6 : 5));
-    else if (line.startsWith('event:')) event = line.slice(6).trim();
-  }
-  if (data.length === 0) return { comment, event };
-  try {
-    return { data: JSON.parse(data.join('\n')), comment, event };
-  } catch {
-    return { comment, event };
-  }
+/** An event or comment as SSE text, for relaying it (LF line ends, one item a frame). */
+export function formatSse(item: SseItem): string {
+  if (item.message === undefined) return `: ${item.comment}\n\n`;
+  const { event, id, data } = item.message;
+  const head = (event === undefined ? '' : `event: ${event}\n`) + (id === undefined ? '' : `id: ${id}\n`);
+  return `${head}data: ${data.split('\n').join('\ndata: ')}\n\n`;
 }

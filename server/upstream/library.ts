@@ -10,7 +10,7 @@
  */
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { deadline, parseSseFrame, type SseStream, UpstreamError, UpstreamHttp } from './http.ts';
+import { deadline, formatSse, type SseStream, UpstreamError, UpstreamHttp } from './http.ts';
 
 export const LIBRARY_SERVICE = 'Library';
 /** Longest answer frame we take (characters): a `sources` frame of 20 excerpts is a few tens of KB. */
@@ -148,8 +148,13 @@ export interface LibraryCall {
   signal?: AbortSignal;
 }
 
-/** Frames of an answer as they arrive, until the upstream closes (`memory_update` and `event: shutdown` after `done` included). */
-export type LibraryStream = SseStream;
+/**
+ * Frames of an answer as SSE text, as they arrive, until the upstream closes (`memory_update` and
+ * `event: shutdown` after `done` included); `close()` cancels the upstream request.
+ */
+export interface LibraryStream extends AsyncIterable<string> {
+  close(): void;
+}
 
 export class LibraryClient {
   private readonly http: UpstreamHttp;
@@ -185,13 +190,24 @@ export class LibraryClient {
   }
 
   /**
-   * Open an answer stream. Resolves once the upstream accepted the request (failures before that
-   * throw `UpstreamError`); iterate for raw SSE frames (`data: …`, `event: …` and `: ping`
+   * Open an answer stream to relay. Resolves once the upstream accepted the request (failures before that
+   * throw `UpstreamError`); iterate for its SSE frames (`data: …`, `event: …` and `: ping`
    * comments), every one until the upstream closes — `{done:true}` is not the end: `memory_update`
    * and `event: shutdown` may follow — within the idle timeout; `close()` (or the caller's signal)
    * cancels the upstream request.
    */
-  askStream(request: LibraryAskRequest, call: LibraryCall = {}): Promise<LibraryStream> {
+  async askStream(request: LibraryAskRequest, call: LibraryCall = {}): Promise<LibraryStream> {
+    const stream = await this.openAnswer(request, call);
+    return {
+      async *[Symbol.asyncIterator]() {
+        for await (const item of stream) yield formatSse(item);
+      },
+      close: () => stream.close(),
+    };
+  }
+
+  /** The upstream answer stream, parsed (events and comments). */
+  private openAnswer(request: LibraryAskRequest, call: LibraryCall): Promise<SseStream> {
     return this.http.stream('/api/ask/stream', {
       method: 'POST',
       body: request,
@@ -239,10 +255,10 @@ export class LibraryClient {
     const answer: LibraryAnswer = { question: request.question, answer: '', sources: [] };
     let done = false;
     try {
-      const stream = await this.askStream(request, { signal });
+      const stream = await this.openAnswer(request, { signal });
       try {
-        for await (const frame of stream) {
-          const event = parseSseFrame(frame).data;
+        for await (const { message } of stream) {
+          const event = message && parseJson(message.data);
           if (typeof event !== 'object' || event === null) continue;
           const e = event as Record<string, unknown>;
           if (typeof e.content === 'string') answer.answer += e.content;
@@ -270,6 +286,15 @@ export class LibraryClient {
     if (timedOut()) throw tooSlow();
     if (call.signal?.aborted) throw new UpstreamError(LIBRARY_SERVICE, 'aborted', '/api/ask/stream: cancelled by the caller');
     throw this.http.failure('body', '/api/ask/stream: the stream ended before done');
+  }
+}
+
+/** An event's data as JSON, or undefined when it is something else. */
+function parseJson(data: string): unknown {
+  try {
+    return JSON.parse(data);
+  } catch {
+    return undefined;
   }
 }
 

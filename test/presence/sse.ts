@@ -1,8 +1,9 @@
 /**
- * A small SSE listener for presence tests: a real HTTP connection (node:http, no agent) that
- * parses `data:` frames and comments as they arrive and lets a test wait for a matching event.
+ * A small SSE listener for presence tests: a real HTTP connection (node:http, no agent) whose
+ * events and comments are parsed as they arrive (eventsource-parser), and a test waits for a matching event.
  */
 import { request, type IncomingMessage } from 'node:http';
+import { createParser } from 'eventsource-parser';
 
 export interface PresenceFrame {
   type: string;
@@ -35,31 +36,23 @@ export function openListener(url: string, options: { localAddress?: string } = {
       const events: PresenceFrame[] = [];
       const comments: string[] = [];
       const waiters: Array<{ match: (e: PresenceFrame) => boolean; resolve: (e: PresenceFrame) => void }> = [];
-      let buffer = '';
       let endedResolve!: () => void;
       const ended = new Promise<void>((r) => (endedResolve = r));
-      res.setEncoding('utf8');
-      res.on('data', (chunk: string) => {
-        buffer += chunk;
-        let cut: number;
-        while ((cut = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          for (const line of block.split('\n')) {
-            if (line.startsWith(':')) comments.push(line.slice(1).trim());
-            else if (line.startsWith('data: ')) {
-              const event = JSON.parse(line.slice(6)) as PresenceFrame;
-              events.push(event);
-              for (const w of [...waiters]) {
-                if (w.match(event)) {
-                  waiters.splice(waiters.indexOf(w), 1);
-                  w.resolve(event);
-                }
-              }
+      const parser = createParser({
+        onComment: (comment) => comments.push(comment.trim()),
+        onEvent: ({ data }) => {
+          const event = JSON.parse(data) as PresenceFrame;
+          events.push(event);
+          for (const w of [...waiters]) {
+            if (w.match(event)) {
+              waiters.splice(waiters.indexOf(w), 1);
+              w.resolve(event);
             }
           }
-        }
+        },
       });
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => parser.feed(chunk));
       res.on('error', () => undefined);
       res.on('close', () => endedResolve());
       resolve({

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseSseFrame, SseSplitter, UpstreamError, UpstreamHttp } from '../../server/upstream/http.ts';
+import { formatSse, type SseItem, UpstreamError, UpstreamHttp } from '../../server/upstream/http.ts';
 import { type FakeServer, sendJson, sleep, startFakeServer } from '../fakes/faults.ts';
 
 let upstream: FakeServer;
@@ -16,6 +16,16 @@ beforeAll(async () => {
         await sleep(5);
       }
       res.end();
+      return;
+    }
+    if (req.path === '/endless') {
+      // A frame that never ends, in pieces (`after` = a whole frame first, then the endless one in one write).
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      if (req.query.has('after')) res.write('data: ' + 'x'.repeat(200) + '\n\n' + 'y'.repeat(101));
+      else for (const part of ['event: long\r', 'data: ' + 'x'.repeat(50), 'x'.repeat(60)]) {
+        res.write(part);
+        await sleep(5);
+      }
       return;
     }
     if (req.path === '/half-json') {
@@ -75,19 +85,30 @@ describe('UpstreamHttp', () => {
     expect(await pending.catch((e: UpstreamError) => e.reason)).toBe('aborted');
   });
 
-  it('splits SSE frames on any line ending, across chunk boundaries', async () => {
+  it('parses SSE on any line ending, across chunk boundaries, and keeps a last event without its blank line', async () => {
     const stream = await client().stream('/crlf', { idleMs: 1_000 });
-    const frames: string[] = [];
-    for await (const frame of stream) frames.push(frame);
-    expect(frames).toEqual(['data: {"n":1}\n\n', ': ping\n\n', 'data: {"n":2}\n\n', 'data: {"n":3}\n\n']);
-    expect(frames.map((f) => parseSseFrame(f))).toEqual([{ data: { n: 1 } }, { comment: 'ping' }, { data: { n: 2 } }, { data: { n: 3 } }]);
+    const items: SseItem[] = [];
+    for await (const item of stream) items.push(item);
+    expect(items).toEqual([{ message: { data: '{"n":1}' } }, { comment: 'ping' }, { message: { data: '{"n":2}' } }, { message: { data: '{"n":3}' } }]);
+    expect(items.map(formatSse)).toEqual(['data: {"n":1}\n\n', ': ping\n\n', 'data: {"n":2}\n\n', 'data: {"n":3}\n\n']);
+  });
+
+  it('fails a stream whose pending frame grows past maxFrameChars, however it arrives', async () => {
+    for (const path of ['/endless', '/endless?after']) {
+      const items: SseItem[] = [];
+      const err = await (async () => {
+        for await (const item of await client().stream(path, { idleMs: 1_000, maxFrameChars: 100 })) items.push(item);
+      })().catch((e: unknown) => e);
+      expect((err as UpstreamError).reason, path).toBe('body');
+      expect(items.map(formatSse), path).toEqual(path === '/endless' ? [] : [`data: ${'x'.repeat(200)}\n\n`]);
+    }
   });
 
   it('fails a stream that stays silent longer than the idle limit, and cancels it upstream', async () => {
     const stream = await client().stream('/silent', { idleMs: 150 });
     const frames: string[] = [];
     const err = await (async () => {
-      for await (const frame of stream) frames.push(frame);
+      for await (const item of stream) frames.push(formatSse(item));
     })().catch((e: unknown) => e);
     expect(frames).toEqual(['data: {"n":1}\n\n']);
     expect((err as UpstreamError).reason).toBe('timeout');
@@ -113,26 +134,9 @@ describe('UpstreamHttp', () => {
   });
 });
 
-describe('SseSplitter', () => {
-  const text = 'data: {"a":1}\r\n\r\n: ping\n\nevent: shutdown\rdata: {}\r\rdata: {"b":"é"}\n\ndata: tail';
-  const expected = ['data: {"a":1}\n\n', ': ping\n\n', 'event: shutdown\ndata: {}\n\n', 'data: {"b":"é"}\n\n', 'data: tail\n\n'];
-
-  it('gives the same frames wherever the text is cut into chunks', () => {
-    for (let i = 0; i <= text.length; i++) {
-      for (let j = i; j <= text.length; j++) {
-        const splitter = new SseSplitter(1_000);
-        const frames = [...splitter.push(text.slice(0, i)), ...splitter.push(text.slice(i, j)), ...splitter.push(text.slice(j))];
-        const rest = splitter.end('');
-        expect([...frames, ...(rest === null ? [] : [rest])], `cut at ${i}, ${j}`).toEqual(expected);
-      }
-    }
-  });
-
-  it('refuses a pending frame longer than its bound, however it arrives', () => {
-    const splitter = new SseSplitter(100);
-    expect(splitter.push('data: ' + 'x'.repeat(50))).toEqual([]);
-    expect(() => splitter.push('x'.repeat(60))).toThrow();
-    const whole = new SseSplitter(100);
-    expect(() => whole.push('data: ' + 'x'.repeat(200) + '\n\n' + 'y'.repeat(101))).toThrow();
+describe('formatSse', () => {
+  it('writes events (type, id, multi-line data) and comments as SSE text', () => {
+    expect(formatSse({ message: { event: 'shutdown', id: '7', data: '{"a":1}\n{"b":2}' } })).toBe('event: shutdown\nid: 7\ndata: {"a":1}\ndata: {"b":2}\n\n');
+    expect(formatSse({ comment: 'ping' })).toBe(': ping\n\n');
   });
 });
