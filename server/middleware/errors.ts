@@ -2,17 +2,20 @@
  * The error envelope: every failure leaves as `{ errors: [{ message, extensions: { code } }] }`
  * with the right status. Unexpected exceptions become a generic 500 (the detail is logged with
  * the request id, never sent). Unmatched routes become 404. A refused request whose body has not
- * been read (401, 429, 413…) is answered without reading it, and its connection closed. A client
+ * been read (401, 429, 413…) is answered without reading it, and its connection closed lingeringly
+ * (lingering-close.ts: the client still sending reads its answer, not a reset). A client
  * that hung up before sending its whole request is logged as such (status 499), not as a failure.
  */
 import { STATUS_CODES } from 'node:http';
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { codeForStatus, envelope, type ErrorCode, HttpError } from '../errors.ts';
 import { JSON_TYPE } from '../http-conditional.ts';
 import type { MuseumContext, MuseumMiddleware, RawAnswer } from '../types.ts';
 import { CORS_HEADERS } from './cors.ts';
+import { lingerAfterLastAnswer, lingeringClose, isLingering } from './lingering-close.ts';
 import { freshRequestId } from './request-id.ts';
 
 const CLIENT_MESSAGES: Record<number, string> = {
@@ -84,7 +87,10 @@ export function errorEnvelope(log: Logger): MuseumMiddleware {
         return;
       }
       // Never read a refused request's body: answer, then close (the client may still be sending).
-      if (bodyUnread(ctx.req)) ctx.set('Connection', 'close');
+      if (bodyUnread(ctx.req)) {
+        ctx.set('Connection', 'close');
+        lingerAfterLastAnswer(ctx.req.socket);
+      }
       setAnswer(ctx, errorAnswer(httpErrorOf(err, log, { requestId: ctx.state.requestId, method: ctx.method, url: ctx.url })));
     }
   };
@@ -132,15 +138,14 @@ export function rawErrorResponse(status: number, message: string, code = codeFor
 /** The same answer through node's response object (requests node refuses before Koa sees them); the connection closes after it. */
 export function sendErrorAndClose(res: ServerResponse, status: number, message: string, code = codeForStatus(status)): void {
   const answer = closingErrorAnswer(status, message, code, {});
+  lingerAfterLastAnswer(res.socket as Socket);
   res.writeHead(status, answer.headers);
   res.end(answer.body);
 }
 
-/** Send `response` and close the connection, without waiting for a peer that keeps sending. */
+/** Send `response` and close the connection lingeringly: a peer still sending reads it, one that keeps sending is cut off. */
 export function answerAndClose(socket: Duplex, response: string): void {
-  socket.end(response);
-  // A peer still sending keeps a half-closed socket open: destroy it once the answer had its chance.
-  setTimeout(() => socket.destroy(), 2_000).unref();
+  lingeringClose(socket, response);
 }
 
 /**
@@ -149,6 +154,8 @@ export function answerAndClose(socket: Duplex, response: string): void {
  */
 export function clientErrorResponder() {
   return (err: NodeJS.ErrnoException, socket: Duplex): void => {
+    // A connection closing lingeringly ends the client's request by design: its bounds close it.
+    if (isLingering(socket)) return;
     const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
     if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
       socket.destroy();

@@ -35,19 +35,39 @@ export function jsonBody(options: { optional?: boolean; limit?: number } = {}): 
   };
 }
 
-async function readLimited(ctx: MuseumContext, limit: number): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of ctx.req as AsyncIterable<Buffer>) {
-    size += chunk.length;
-    if (size > limit) {
-      // Stop reading; the connection is closed after the 413 so the client stops sending.
-      ctx.set('Connection', 'close');
-      throw new HttpError(413, 'PAYLOAD_TOO_LARGE', 'Request body exceeds 1 MB');
-    }
-    chunks.push(chunk);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+/**
+ * The body as text, refused (413) as soon as it grows past `limit`. Not `for await`: leaving that
+ * loop early destroys the request, and with it the socket, before the 413 is written.
+ */
+function readLimited(ctx: MuseumContext, limit: number): Promise<string> {
+  const req = ctx.req;
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= limit) return void chunks.push(chunk);
+      // Stop reading; the 413 closes the connection lingeringly (errors.ts) while the client may still send.
+      cleanup();
+      req.pause();
+      reject(new HttpError(413, 'PAYLOAD_TOO_LARGE', 'Request body exceeds 1 MB'));
+    };
+    const onEnd = () => {
+      cleanup();
+      resolve(Buffer.concat(chunks).toString('utf8'));
+    };
+    const onError = (err: Error) => {
+      cleanup();
+      reject(err);
+    };
+    const onClose = () => {
+      if (!req.complete) onError(Object.assign(new Error('client closed the request'), { code: 'ECONNRESET' }));
+    };
+    const cleanup = () => {
+      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
+    };
+    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
+  });
 }
 
 /** Deepest nesting of a parsed JSON value (iterative: a hostile body cannot exhaust the stack). */
