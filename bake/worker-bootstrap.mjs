@@ -1,7 +1,6 @@
-// Worker threads do not inherit the TypeScript loader of the main thread: register tsx here, then
-// load the TypeScript entry named by the pool (it serves jobs when loaded).
-import { workerData } from 'node:worker_threads';
+// A pool worker process running from source has no TypeScript loader of its own: register tsx here,
+// then load the TypeScript entry named by the pool (its first argument; it serves jobs when loaded).
 import { register } from 'tsx/esm/api';
 
 register();
-await import(workerData.entry);
+await import(process.argv[2]);

@@ -1,17 +1,22 @@
 /**
- * A fixed-size pool of worker threads (one process tree): the bake runs rooms in parallel without
- * a process per room or per step. Each worker runs up to `jobsPerWorker` jobs at once (their
- * awaits interleave, as rooms do on the main thread). A worker loads its entry module, which serves
- * jobs when loaded: a bundled `.mjs` directly, a TypeScript source through worker-bootstrap.mjs
- * (which registers tsx).
+ * A fixed-size pool of worker processes: the bake runs rooms in parallel without a process per room
+ * or per step. Each worker runs up to `jobsPerWorker` jobs at once (their awaits interleave, as rooms
+ * do on the main thread). A worker loads its entry module, which serves jobs when loaded: a bundled
+ * `.mjs` directly, a TypeScript source through worker-bootstrap.mjs (which registers tsx).
+ *
+ * Workers are child processes, not threads, so that stopping one stops all of its work: native
+ * work (sharp/libvips jobs) runs on the process's shared thread pools, where a terminated worker
+ * thread's queued jobs ran on for tens of seconds and delayed every room behind them (decisions:
+ * the room time limit bounds the room's whole work). A killed process leaves nothing behind.
  *
  * Jobs are hostile input, so a job may kill its worker (uncaught error, heap limit) or overrun its
- * time (the pool then terminates the worker). Only the guilty job fails: a job that overran, or that
+ * time (the pool then kills the worker). Only the guilty job fails: a job that overran, or that
  * ran alone on a worker that died. Jobs that shared a dying worker are retried, each alone on a
  * fresh worker, since which of them killed it is unknown; jobs that shared an overrunning one are
  * simply retried.
  */
-import { parentPort, type ResourceLimits, Worker } from 'node:worker_threads';
+import { type ChildProcess, fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 
 interface Request<J> {
   id: number;
@@ -35,20 +40,26 @@ export interface WorkerPoolSpec {
   /** Jobs a worker runs at once (default 1). */
   jobsPerWorker?: number;
   workerData?: Record<string, unknown>;
-  /** V8 heap caps of each worker; a worker over them dies (ERR_WORKER_OUT_OF_MEMORY). */
-  resourceLimits?: ResourceLimits;
+  /** V8 old-generation heap cap of each worker, in MB; a worker over it dies ("out of memory"). */
+  heapMb?: number;
   /** A job still running this long after its worker took it fails, and its worker is terminated. */
   jobTimeoutMs?: number;
 }
 
 const BOOTSTRAP = new URL('./worker-bootstrap.mjs', import.meta.url);
+/** What V8 prints on stderr when a process dies at its heap limit. */
+const OUT_OF_MEMORY = /heap out of memory|Reached heap limit/;
+/** The end of a worker's stderr kept to tell why it died (its stderr is not shown otherwise). */
+const STDERR_TAIL = 4096;
 const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 const seconds = (ms: number) => `${Number((ms / 1000).toPrecision(3))} s`;
 
 export class WorkerPool<J, R> {
   /** Every live worker and the jobs it runs, by request id. */
-  private readonly workers = new Map<Worker, Map<number, Task<J, R>>>();
+  private readonly workers = new Map<ChildProcess, Map<number, Task<J, R>>>();
   private readonly queue: Array<Task<J, R>> = [];
+  /** Workers whose process has ended but whose 'close' (the end of their stderr) has not come yet. */
+  private readonly exited = new WeakSet<ChildProcess>();
   private readonly jobsPerWorker: number;
   private nextId = 0;
   private closed = false;
@@ -83,15 +94,17 @@ export class WorkerPool<J, R> {
       const task = this.queue.shift()!;
       const id = this.nextId++;
       this.workers.get(worker)!.set(id, task);
-      worker.postMessage({ id, job: task.job } satisfies Request<J>);
+      // A worker that died meanwhile fails its jobs through 'close'.
+      worker.send({ id, job: task.job } satisfies Request<J>, (err) => err && this.exited.add(worker));
     }
   }
 
   /** A new worker starts only while every live one is busy; a job retried alone needs an idle one. */
-  private workerFor(task: Task<J, R>): Worker | undefined {
-    let worker: Worker | undefined;
+  private workerFor(task: Task<J, R>): ChildProcess | undefined {
+    let worker: ChildProcess | undefined;
     let least = task.alone ? 1 : this.jobsPerWorker;
     for (const [candidate, running] of this.workers) {
+      if (this.exited.has(candidate)) continue;
       const soloed = [...running.values()].some((t) => t.alone);
       if (running.size < least && !soloed) [worker, least] = [candidate, running.size];
     }
@@ -99,20 +112,28 @@ export class WorkerPool<J, R> {
     return worker;
   }
 
-  private spawn(): Worker {
-    const { entry, resourceLimits } = this.spec;
-    const worker = entry.pathname.endsWith('.ts')
-      ? new Worker(BOOTSTRAP, { workerData: { ...this.spec.workerData, entry: entry.href }, resourceLimits })
-      : new Worker(entry, { workerData: this.spec.workerData, resourceLimits });
+  private spawn(): ChildProcess {
+    const { entry, heapMb } = this.spec;
+    const script = fileURLToPath(entry.pathname.endsWith('.ts') ? BOOTSTRAP : entry);
+    const worker = fork(script, [entry.href, JSON.stringify(this.spec.workerData ?? {})], {
+      // Nothing of the parent's flags (a test runner's, a loader's): only the heap cap.
+      execArgv: heapMb ? [`--max-old-space-size=${heapMb}`] : [],
+      serialization: 'advanced', // structured clone, as worker threads had: buffers and typed arrays travel as such
+      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+    });
     const running = new Map<number, Task<J, R>>();
     this.workers.set(worker, running);
+    let stderr = '';
+    worker.stderr!.setEncoding('utf8').on('data', (text: string) => void (stderr = (stderr + text).slice(-STDERR_TAIL)));
     worker.on('message', (reply: Reply<R>) => this.answer(worker, running, reply));
-    worker.on('error', (err) => this.lose(worker, this.deathReason(err)));
-    worker.on('exit', (code) => this.lose(worker, `exit code ${code}`));
+    worker.on('error', (err) => this.lose(worker, oneLine(err)));
+    worker.on('exit', () => this.exited.add(worker));
+    // 'close': its stderr has been read to the end, so an out-of-memory death is told as such.
+    worker.on('close', (code, signal) => this.lose(worker, this.deathReason(code, signal, stderr)));
     return worker;
   }
 
-  private answer(worker: Worker, running: Map<number, Task<J, R>>, reply: Reply<R>): void {
+  private answer(worker: ChildProcess, running: Map<number, Task<J, R>>, reply: Reply<R>): void {
     const task = running.get(reply.id);
     if (!task) return;
     if ('started' in reply) return this.startClock(worker, reply.id, task);
@@ -124,7 +145,7 @@ export class WorkerPool<J, R> {
   }
 
   /** The limit counts from when the worker takes the job: not its start-up, not the queue. */
-  private startClock(worker: Worker, id: number, task: Task<J, R>): void {
+  private startClock(worker: ChildProcess, id: number, task: Task<J, R>): void {
     const limit = this.spec.jobTimeoutMs;
     if (!limit) return;
     task.timer = setTimeout(() => this.overrun(worker, id, limit), limit);
@@ -132,7 +153,7 @@ export class WorkerPool<J, R> {
   }
 
   /** A job over its time: it fails; its worker is terminated; the worker's other jobs are retried. */
-  private overrun(worker: Worker, id: number, limit: number): void {
+  private overrun(worker: ChildProcess, id: number, limit: number): void {
     const running = this.workers.get(worker);
     const task = running?.get(id);
     if (!running || !task) return;
@@ -141,18 +162,17 @@ export class WorkerPool<J, R> {
     task.reject(new Error(`took longer than ${seconds(limit)} (stopped)`));
     this.requeue([...running.values()], false);
     running.clear();
-    void worker.terminate();
+    worker.kill('SIGKILL'); // with it, every native job the room queued
     this.dispatch();
   }
 
-  private deathReason(err: Error & { code?: string }): string {
-    if (err.code !== 'ERR_WORKER_OUT_OF_MEMORY') return oneLine(err);
-    const mb = this.spec.resourceLimits?.maxOldGenerationSizeMb;
-    return `out of memory${mb ? ` (over the ${mb} MB heap limit)` : ''}`;
+  private deathReason(code: number | null, signal: NodeJS.Signals | null, stderr: string): string {
+    if (OUT_OF_MEMORY.test(stderr)) return `out of memory${this.spec.heapMb ? ` (over the ${this.spec.heapMb} MB heap limit)` : ''}`;
+    return signal ? `killed by ${signal}` : `exit code ${code}`;
   }
 
-  /** A worker died ('error' is followed by 'exit': the first one counts). */
-  private lose(worker: Worker, reason: string): void {
+  /** A worker died or could not start (the first of 'error' and 'close' counts). */
+  private lose(worker: ChildProcess, reason: string): void {
     const running = this.workers.get(worker);
     if (!running || !this.workers.delete(worker)) return;
     const tasks = [...running.values()];
@@ -175,19 +195,35 @@ export class WorkerPool<J, R> {
     this.closed = true;
     const workers = [...this.workers.keys()];
     for (const task of this.queue.splice(0)) task.reject(new Error('worker pool closed'));
-    await Promise.all(workers.map((w) => w.terminate()));
+    await Promise.all(workers.map((w) => stop(w)));
   }
+}
+
+/** Kill a worker process and wait until it is gone. */
+function stop(worker: ChildProcess): Promise<void> {
+  if (worker.exitCode !== null || worker.signalCode !== null) return Promise.resolve();
+  const gone = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
+  worker.kill('SIGKILL');
+  return gone;
+}
+
+/** Worker side: the pool's workerData (the entry's second argument). */
+export function poolWorkerData<T extends Record<string, unknown>>(): Partial<T> {
+  const json = process.argv[3];
+  return json ? (JSON.parse(json) as Partial<T>) : {};
 }
 
 /** Worker side: acknowledge each job (its time starts), then answer with its result or one-line error. */
 export function serveJobs<J, R>(handler: (job: J) => Promise<R>): void {
-  const port = parentPort;
-  if (!port) throw new Error('serveJobs must run in a worker thread');
-  port.on('message', ({ id, job }: Request<J>) => {
-    port.postMessage({ id, started: true } satisfies Reply<R>);
+  if (!process.send) throw new Error('serveJobs must run in a pool worker process');
+  const send = (reply: Reply<R>) => process.send!(reply);
+  process.on('message', ({ id, job }: Request<J>) => {
+    send({ id, started: true });
     handler(job).then(
-      (result) => port.postMessage({ id, ok: true, result } satisfies Reply<R>),
-      (err: unknown) => port.postMessage({ id, ok: false, error: oneLine(err) } satisfies Reply<R>),
+      (result) => send({ id, ok: true, result }),
+      (err: unknown) => send({ id, ok: false, error: oneLine(err) }),
     );
   });
+  // The pool went away (its process ended): nothing is left to answer to.
+  process.on('disconnect', () => process.exit(0));
 }

@@ -1,3 +1,6 @@
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { WorkerPool } from '../../bake/workers.ts';
 import type { PoolTestJob } from '../helpers/pool-worker.ts';
@@ -69,6 +72,19 @@ describe('WorkerPool', () => {
     }
   }, 30_000);
 
+  it('a job over the time limit leaves nothing running: its worker process is gone, native work and all', async () => {
+    const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 1, jobTimeoutMs: 1_000 });
+    const pidFile = join(mkdtempSync(join(tmpdir(), 'pool-')), 'pid');
+    try {
+      await expect(pool.run({ value: 1, waitMs: 60_000, pidFile })).rejects.toThrow('took longer than 1 s (stopped)');
+      const pid = Number(readFileSync(pidFile, 'utf8'));
+      expect(pid).not.toBe(process.pid); // a process of its own: the test process's threads ran none of its work
+      await expect.poll(() => isAlive(pid), { timeout: 5_000 }).toBe(false);
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('close rejects queued jobs and refuses new ones', async () => {
     const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 1 });
     const running = Promise.allSettled([pool.run({ value: 1, waitMs: 5_000 })]);
@@ -79,3 +95,12 @@ describe('WorkerPool', () => {
     await expect(pool.run({ value: 3 })).rejects.toThrow('worker pool is closed');
   });
 });
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,6 +1,6 @@
 // A WorkerPool entry for test/bake/workers.test.ts: answers jobs after a delay or once another job
-// arrived on the same thread (which proves they run at once), fails or dies on request.
-import { threadId } from 'node:worker_threads';
+// arrived on the same worker (which proves they run at once), fails or dies on request.
+import { writeFileSync } from 'node:fs';
 import { serveJobs } from '../../bake/workers.ts';
 
 export interface PoolTestJob {
@@ -10,6 +10,8 @@ export interface PoolTestJob {
   after?: number;
   fail?: string;
   die?: boolean;
+  /** Write this worker's process id here when the job starts. */
+  pidFile?: string;
 }
 
 const arrived = new Map<number, () => void>();
@@ -22,9 +24,10 @@ const arrivalOf = (value: number) => {
 serveJobs(async (job: PoolTestJob) => {
   void arrivalOf(job.value);
   arrived.get(job.value)!();
+  if (job.pidFile) writeFileSync(job.pidFile, String(process.pid));
   if (job.after !== undefined) await arrivalOf(job.after);
   await new Promise((resolve) => setTimeout(resolve, job.waitMs ?? 0));
-  if (job.die) process.exit(3); // in a worker: ends this thread only
+  if (job.die) process.exit(3); // ends this worker process
   if (job.fail) throw new Error(`${job.fail}\nsecond line`);
-  return { value: job.value, thread: threadId };
+  return { value: job.value, thread: process.pid };
 });
