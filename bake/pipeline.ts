@@ -14,7 +14,7 @@ import { availableParallelism } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
 import { artifactPaths, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom, RoomSlotData } from '../artifacts/format.ts';
 import { DataDirBusyError, lockDataDir, publishManifest, putContentFile, readManifest, sha256, writeFileAtomic } from '../artifacts/store.ts';
-import { type ContentRoom, loadContent, publicCatalog, storeArtworkFiles } from './content.ts';
+import { type ContentRoom, loadContent, publicCatalog } from './content.ts';
 import type { NetPolicy } from '../common/net.ts';
 import { type FetchOptions, modelFiles, SourceResolver } from './fetch.ts';
 import { collectGarbageUnderLock, type GcOptions, type GcSummary } from './gc.ts';
@@ -98,9 +98,7 @@ export function roomBakeKey(parts: { model: string; onchainSlots: number; image:
 }
 
 const fileRefs = (room: ManifestRoom): FileRef[] =>
-  [room.model, room.model_optimized, room.image, room.thumbnail, room.slot_data, ...(room.model_variants ?? []).map((v) => v.file)].filter(
-    (r): r is FileRef => r !== null,
-  );
+  [room.model, room.model_optimized, room.image, room.thumbnail, room.slot_data].filter((r): r is FileRef => r !== null);
 
 async function filesExist(dataDir: string, room: ManifestRoom): Promise<boolean> {
   const checks = await Promise.all(
@@ -184,8 +182,6 @@ interface Run {
 
 async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
   const run = await prepareRun(options);
-  // Artworks' content files (the sample's pictures) first: a bad one fails the bake before any room work.
-  const artworkFiles = await storeArtworkFiles(run.content, run.dataDir, run.settings.maxTexturePixels);
   const resolver = new SourceResolver({ baseDir: run.contentDir, cacheDir: artifactPaths(run.dataDir).cache, fetch: options.fetch, net: options.net });
   // When every selected room is to be baked (--force, or nothing published yet), the bakers start
   // now: their start-up (loading the bake's libraries) overlaps the planning.
@@ -199,7 +195,7 @@ async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
     throw err;
   }
   const { outcomes, results } = await bakePlanned(run, plans, early);
-  const manifest = assembleManifest(run, plans, results, artworkFiles);
+  const manifest = assembleManifest(run, plans, results);
   const published = await publish(run, manifest, plans, results, outcomes);
   await resolver.save().catch(() => undefined); // a cache that cannot be saved only costs re-hashing
   const gc = options.gc ? await collectGarbageUnderLock(run.dataDir, options.gc) : null;
@@ -398,12 +394,7 @@ function roomOrder(rooms: Planned[]): (lane: number) => Planned | undefined {
 }
 
 /** 3. The new manifest: content order; failed and unselected rooms keep their previous entries. */
-function assembleManifest(
-  run: Run,
-  plans: Planned[],
-  results: Map<number, RoomBakeResult>,
-  artworkFiles: ReadonlyMap<string, FileRef>,
-): Manifest {
+function assembleManifest(run: Run, plans: Planned[], results: Map<number, RoomBakeResult>): Manifest {
   const bakedAt = new Date().toISOString();
   const rooms: ManifestRoom[] = [];
   for (const plan of plans) {
@@ -419,7 +410,6 @@ function assembleManifest(
         token_id: plan.room.token_id,
         model: result.model,
         model_optimized: result.model_optimized,
-        model_variants: result.model_variants,
         image: result.image,
         thumbnail: result.thumbnail,
         slot_data: result.slot_data,
@@ -432,7 +422,7 @@ function assembleManifest(
       rooms.push(plan.previous);
     }
   }
-  const catalog = publicCatalog(run.content, { ipfsGateway: run.options.ipfsGateway ?? process.env.IPFS_GATEWAY ?? 'https://ipfs.io', files: artworkFiles });
+  const catalog = publicCatalog(run.content, { ipfsGateway: run.options.ipfsGateway ?? process.env.IPFS_GATEWAY ?? 'https://ipfs.io' });
   return {
     format: MANIFEST_FORMAT,
     bake_id: `${bakedAt.replace(/[-:.]/g, '')}-${randomBytes(3).toString('hex')}`,
