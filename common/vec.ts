@@ -1,6 +1,9 @@
 /**
- * Small vector and quaternion helpers over plain tuples (the engine's, the sample room builder's and
- * the QA report's one copy). Quaternions are [x, y, z, w]; matrices are column-major 4×4 (glTF).
+ * The bake's one math vocabulary: vectors and quaternions as plain tuples, as glTF and the published
+ * slot JSON hold them (the slot engine, the sample room builder, the QA report). Quaternions are
+ * [x, y, z, w]; matrices are column-major 4×4 (glTF). three's classes appear only where three-mesh-bvh's
+ * API takes them (bake/slots/scene.ts): three's normalize and applyQuaternion round differently
+ * (bits differ on ~70 % of inputs, bench/RESULTS.md), and anchors must stay bit-identical.
  */
 export type V3 = [number, number, number];
 export type Quat = [number, number, number, number];

@@ -7,7 +7,8 @@
 import type { Document, Node } from '@gltf-transform/core';
 import { SLOT_MATERIAL_NAME, slotId } from '../../artifacts/format.ts';
 import { appendWorldTriangles, forEachDrawnPrimitive, isSlotPrimitive, SLOT_NAME_PATTERN, TriangleSoup } from './scene.ts';
-import { cross, dot, length, levelledFrame, normalize, type V3 } from './orient.ts';
+import { cross, dot, length, normalize, type V3 } from '../../common/vec.ts';
+import { levelledFrame } from './orient.ts';
 import { BAKE_LIMITS } from '../settings.ts';
 
 /** Numbers above it are renumbered like duplicates: ids stay Slot_NNN, the gap report stays short. */

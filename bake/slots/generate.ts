@@ -29,7 +29,8 @@
 import type { RoomSlot, SlotShortfall } from '../../artifacts/format.ts';
 import { seededRandom } from '../../common/random.ts';
 import type { GenerationKindTunables, SlotEngineTunables } from './options.ts';
-import { distance, dot, frameOfQuaternion, levelledFrame, madd, scale, type Frame, type V3 } from './orient.ts';
+import { distance, dot, madd, scale, type V3 } from '../../common/vec.ts';
+import { frameOfQuaternion, levelledFrame, type Frame } from './orient.ts';
 import type { Interior, RoomKind } from './probe.ts';
 import type { WorldScene } from './scene.ts';
 import { boxesOverlap, frameBox, SpatialHash, type OrientedBox } from './spatial.ts';

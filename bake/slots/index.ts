@@ -11,7 +11,7 @@
  *   changes.ts   what a re-bake did to the published anchors (kept / moved / added / removed)
  *   options.ts   the engine's tunables and their DEFAULTS
  *   algorithm.ts the revision (SLOT_ALGORITHM; the incremental key reads it without the engine)
- *   orient.ts    the levelled orientation rule (vectors: common/vec.ts)
+ *   orient.ts    the levelled orientation rule
  *   spatial.ts   hash grid (neighbour queries) and the frame-overlap test
  *   plan.ts      the plan view drawn by the QA report (bake/report.ts)
  *
@@ -27,7 +27,8 @@ import { SLOT_ALGORITHM } from './algorithm.ts';
 import { extractSlotQuads, type SlotQuad } from './extract.ts';
 import { generateAnchors, type PreviousAnchors } from './generate.ts';
 import { resolveTunables, type SlotEngineTunables } from './options.ts';
-import { levelledFrame, quaternionOfFrame, round, roundV, scale, type Frame, type V3 } from './orient.ts';
+import { scale, type V3 } from '../../common/vec.ts';
+import { levelledFrame, quaternionOfFrame, round, roundV, type Frame } from './orient.ts';
 import { planFromScene, type RoomPlan } from './plan.ts';
 import { analyseInterior, decideFacings, probeQuad, type Interior, type RoomKind } from './probe.ts';
 import { buildWorldScene, type WorldScene } from './scene.ts';

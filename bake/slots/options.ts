@@ -36,12 +36,13 @@ export interface SlotEngineTunables {
   reseatTolerance?: number;
 }
 
-const degrees = (d: number) => Math.sin((d * Math.PI) / 180);
+/** The sine of an angle given in degrees (the `wallSin` tunables are sines of tilts). */
+const sinOfDegrees = (d: number) => Math.sin((d * Math.PI) / 180);
 
 export const SLOT_ENGINE_DEFAULTS: Required<SlotEngineTunables> = {
   sizeLadder: [1.6, 1.4, 1.2, 1.0, 0.85, 0.7, 0.6, 0.5, 0.4, 0.32, 0.25, 0.2],
-  room: { minSize: 0.32, maxSize: 1.6, wallSin: degrees(10), gap: 0.1, bottomClearance: 0.3 },
-  sculpture: { minSize: 0.2, maxSize: 1.0, wallSin: degrees(20), gap: 0.1, bottomClearance: 0 },
+  room: { minSize: 0.32, maxSize: 1.6, wallSin: sinOfDegrees(10), gap: 0.1, bottomClearance: 0.3 },
+  sculpture: { minSize: 0.2, maxSize: 1.0, wallSin: sinOfDegrees(20), gap: 0.1, bottomClearance: 0 },
   wallOffset: 0.005,
   eyeHeight: 1.5,
   samples: 8192,

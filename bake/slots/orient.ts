@@ -1,5 +1,5 @@
 /**
- * The levelled slot frame (vectors: common/vec.ts, re-exported for the engine).
+ * The levelled slot frame (its vectors: common/vec.ts).
  *
  * Levelling rule (the contract of RoomSlot.quaternion): local +Z = facing; local +Y = world up
  * projected onto the slot plane; local +X = Y × Z (right-handed). When the slot is horizontal
@@ -8,8 +8,6 @@
  * threshold is wide enough that quantization (Draco) cannot move a slot across it.
  */
 import { cross, dot, madd, normalize, quatFromBasis, rotateByQuaternion, type Quat, type V3 } from '../../common/vec.ts';
-
-export * from '../../common/vec.ts';
 
 /** |facing · world up| above this counts as a horizontal slot (≈ 1.15° from ±Y). */
 export const HORIZONTAL_COS = 0.9998;

@@ -23,7 +23,7 @@
  *   6. both sides open and nothing against it → the authored normal stands;
  *   7. ambiguous: into the room interior (rooms) or outward (sculptures).
  */
-import { add, dot, madd, normalize, scale, sub, type V3 } from './orient.ts';
+import { add, dot, madd, normalize, scale, sub, type V3 } from '../../common/vec.ts';
 import { levelledFrame } from './orient.ts';
 import type { SlotQuad } from './extract.ts';
 import type { WorldScene } from './scene.ts';

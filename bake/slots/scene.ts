@@ -7,6 +7,7 @@
  * renderer shows: mirrored transforms (negative determinant) swap two vertices.
  */
 import { type Document, MathUtils, type Node, type Primitive, type Scene } from '@gltf-transform/core';
+// three's types only to talk to three-mesh-bvh; the engine's maths is common/vec.ts (see there why).
 import { Box3, BufferAttribute, BufferGeometry, DoubleSide, Matrix4, Ray, Vector3 } from 'three';
 import { MeshBVH } from 'three-mesh-bvh';
 import { isSlotMaterialName, SLOT_NAME_PATTERN } from '../../artifacts/format.ts';

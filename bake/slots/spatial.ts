@@ -2,7 +2,8 @@
  * Spatial helpers shared by probing and generation: a uniform hash grid over points (neighbour
  * queries without all-pairs loops) and the frame-overlap test (oriented boxes, separating axes).
  */
-import { add, cross, dot, scale, type Frame, type V3 } from './orient.ts';
+import { add, cross, dot, scale, type V3 } from '../../common/vec.ts';
+import type { Frame } from './orient.ts';
 
 /** Uniform grid of point ids: neighbour queries visit the cells around the query point only. */
 export class SpatialHash {

@@ -3,7 +3,8 @@
  * and the frame boxes clash exactly when frames overlap or come closer than the gap on a wall.
  */
 import { describe, expect, it } from 'vitest';
-import { levelledFrame, type V3 } from '../../bake/slots/orient.ts';
+import type { V3 } from '../../common/vec.ts';
+import { levelledFrame } from '../../bake/slots/orient.ts';
 import { boxesOverlap, frameBox, SpatialHash } from '../../bake/slots/spatial.ts';
 import { mulberry32 } from '../../common/random.ts';
 
