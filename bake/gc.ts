@@ -75,6 +75,9 @@ export function parseDuration(text: string): number {
 
 export async function collectGarbage(dataDir: string, options: GcOptions = {}): Promise<GcSummary> {
   const dir = resolvePath(dataDir);
+  // Taking the lock would create the directory: a mistyped --out must not turn into an empty one.
+  const isDir = await fs.stat(dir).then((s) => s.isDirectory(), () => false);
+  if (!isDir) throw new GcError(`${dir} is not a data directory (it does not exist): nothing to collect`);
   const release = await lockDataDir(dir).catch((err: unknown) => {
     throw err instanceof DataDirBusyError ? new GcError(err.message) : err;
   });

@@ -5,6 +5,7 @@
  */
 import { Command, CommanderError } from 'commander';
 import { bakeCommand } from '../bake/cli.ts';
+import { loadDotEnv } from '../common/env.ts';
 import { printable } from '../common/terminal.ts';
 import { keysCommand, serveCommand, soulsCommand } from '../server/cli.ts';
 
@@ -32,6 +33,7 @@ export function buildProgram(): Command {
 export async function main(argv: string[]): Promise<void> {
   const program = buildProgram();
   try {
+    loadDotEnv(process.cwd());
     await program.parseAsync(argv);
   } catch (err) {
     if (err instanceof CommanderError) {

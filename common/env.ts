@@ -2,6 +2,9 @@
  * Environment parsing shared by the server and the bake (decisions: one set of variable names).
  * The bake never imports server/: what both read from the environment is defined here.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseEnv } from 'node:util';
 import { z } from 'zod';
 
 export const url = z
@@ -36,4 +39,26 @@ export function contentStoreFromEnv(env: Record<string, string | undefined> = pr
   }
   const e = parsed.data;
   return e.CONTENT_UPSTREAM_URL ? { url: e.CONTENT_UPSTREAM_URL, token: e.CONTENT_UPSTREAM_TOKEN } : undefined;
+}
+
+/**
+ * `.env` in `dir` (the working directory), when there is one, into `env` (decisions: `museum` reads
+ * it; the process environment wins). Parsed by node's own dotenv parser. Returns the names it set.
+ */
+export function loadDotEnv(dir: string, env: Record<string, string | undefined> = process.env): string[] {
+  const path = join(dir, '.env');
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw new EnvError(`${path} is not readable (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`);
+  }
+  const set: string[] = [];
+  for (const [name, value] of Object.entries(parseEnv(text))) {
+    if (env[name] !== undefined) continue;
+    env[name] = value;
+    set.push(name);
+  }
+  return set;
 }

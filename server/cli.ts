@@ -1,5 +1,7 @@
 /** `museum serve`, `museum keys …`, `museum souls verify`. */
-import { readFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { Command } from 'commander';
 import { printable } from '../common/terminal.ts';
 import { loadConfig } from './config.ts';
@@ -25,10 +27,13 @@ export function serveCommand(): Command {
       if (missing.length > 0) {
         lines.push(`museum: note   node runs without ${missing.join(' ')} (bin/museum passes it: npx museum, make run): a server that idled after start measured ~25 % more CPU per request`);
       }
+      if (!process.env.PUBLIC_URL?.trim() && !isLoopbackHost(config.host)) {
+        lines.push(`museum: note   PUBLIC_URL is not set: the URLs handed out name ${config.publicUrl}, which clients on other machines cannot reach (set PUBLIC_URL)`);
+      }
       if (options.devKey) {
-        const { key } = await server.services.keys.replace('dev');
+        const { key, path } = await developmentKey(server.services.keys, config.stateDb);
         lines.push(
-          `museum: development key (shown once): ${key}`,
+          `museum: development key: ${key} (kept in ${path}, the same on every start)`,
           `museum: try  curl -H 'X-API-Key: ${key}' ${server.url}/v1/rooms`,
         );
       }
@@ -64,11 +69,40 @@ export const SERVER_NODE_FLAGS = ['--no-memory-reducer'] as const;
 /** Of SERVER_NODE_FLAGS, those this process was not started with. */
 export const missingServerFlags = (execArgv: readonly string[]): string[] => SERVER_NODE_FLAGS.filter((flag) => !execArgv.includes(flag));
 
-/** Run `fn` against the configured key store (STATE_DB, or PostgreSQL with DATABASE_URL). */
-async function withKeys<T>(fn: (keys: KeyStore) => Promise<T>): Promise<T> {
+/** HOST values that only this machine can reach. */
+export const isLoopbackHost = (host: string): boolean => /^(localhost|127(\.\d{1,3}){3}|::1|\[::1\])$/i.test(host.trim());
+
+/**
+ * The development key of `serve --dev-key`: one key kept across restarts in `dev-key` beside
+ * STATE_DB (mode 0600), so a client's saved key keeps working; a new one only when that key is
+ * missing or no longer valid (revoked, another database).
+ */
+async function developmentKey(keys: KeyStore, stateDb: string): Promise<{ key: string; path: string }> {
+  const path = join(dirname(stateDb === ':memory:' ? resolve('state/museum.db') : stateDb), 'dev-key');
+  const saved = (await readFile(path, 'utf8').catch(() => '')).trim();
+  const dev = await keys.find('dev');
+  if (saved && dev?.status === 'active' && (await keys.verify(saved)) === dev.id) return { key: saved, path };
+  const { key } = await keys.replace('dev');
+  await mkdir(dirname(path), { recursive: true });
+  const temp = `${path}.${process.pid}.tmp`;
+  await writeFile(temp, `${key}\n`, { mode: 0o600 });
+  await rename(temp, path);
+  return { key, path };
+}
+
+/**
+ * Run `fn` against the configured key store (STATE_DB, or PostgreSQL with DATABASE_URL). A read-only
+ * command (`readOnly`) never creates a database: a STATE_DB that does not exist is an error (a typo
+ * in the path would otherwise list the keys of a new, empty database).
+ */
+async function withKeys<T>(fn: (keys: KeyStore) => Promise<T>, { readOnly = false } = {}): Promise<T> {
+  const config = loadConfig();
+  if (readOnly && !config.databaseUrl && config.stateDb !== ':memory:' && !existsSync(config.stateDb)) {
+    throw new Error(`STATE_DB ${config.stateDb} does not exist (no keys yet: \`museum keys create\` makes it)`);
+  }
   const { openStateStore } = await import('./state/store.ts');
   const { default: pino } = await import('pino');
-  const store = await openStateStore(loadConfig(), pino({ level: 'warn', base: undefined }, pino.destination(2)));
+  const store = await openStateStore(config, pino({ level: 'warn', base: undefined }, pino.destination(2)));
   try {
     return await fn(store.keys);
   } finally {
@@ -96,7 +130,7 @@ export function keysCommand(): Command {
     .description('List keys: id, name, prefix, status, last use')
     .option('--json', 'print one JSON document')
     .action(async (options: { json?: boolean }) => {
-      const list = await withKeys((store) => store.list());
+      const list = await withKeys((store) => store.list(), { readOnly: true });
       if (options.json) {
         process.stdout.write(JSON.stringify(list) + '\n');
         return;

@@ -42,7 +42,7 @@ function serve(): Promise<{ url: string; key: string; stderr: () => string }> {
     child!.stderr!.on('data', (chunk: Buffer) => {
       stderr += chunk.toString();
       const url = /serving .* at (http:\/\/[\d.:]+)/.exec(stderr)?.[1];
-      const key = /development key \(shown once\): (museum_[0-9a-f]{48})/.exec(stderr)?.[1];
+      const key = /development key: (museum_[0-9a-f]{48})/.exec(stderr)?.[1];
       if (url && key) done({ url, key, stderr: () => stderr });
     });
     child!.once('exit', (code) => fail(new Error(`museum serve exited (${code}): ${stderr}`)));
