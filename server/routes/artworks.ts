@@ -1,15 +1,17 @@
 /**
  * Artworks (keyed): the list with `collection`, `search`, `page`, `limit` and `meta {total, page,
- * limit}`, and one artwork by id. Media come normalized from the bake. Page bodies are serialized once
- * per bake and query (bounded LRU per snapshot), so a repeated page costs a map lookup; both are read
- * from the content snapshot (fast path and Koa alike).
+ * limit}`, and one artwork by id. Media come normalized from the bake. Page answers are serialized
+ * (and compressed, when asked) once per bake and query (bounded LRU per snapshot), so a repeated page
+ * costs a map lookup; both are read from the content snapshot (fast path and Koa alike) as snapshot
+ * answers (strong ETag, 304).
  */
 import { z } from 'zod';
 import { LruMap } from '../../common/lru.ts';
 import { Artwork } from '../../artifacts/format.ts';
 import { idParam, limitParam, pageParam, type RouteModule } from '../api.ts';
-import { type ContentSnapshot, freeze, perSnapshot } from '../content.ts';
+import { type ContentSnapshot, perSnapshot } from '../content.ts';
 import { notFound } from '../errors.ts';
+import { KEYED_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
 
 export const ARTWORKS_DEFAULT_LIMIT = 25;
 const CACHED_PAGES = 512;
@@ -33,16 +35,20 @@ export function expandCollectionFilter(snapshot: ContentSnapshot, filter: string
 }
 
 interface ArtworkQueries {
-  pages: LruMap<string, Buffer>;
+  pages: LruMap<string, SnapshotAnswer>;
   matches: LruMap<string, number[]>;
-  byId: Map<number, Buffer>;
+  byId: Map<number, SnapshotAnswer>;
 }
+
+/** One artwork is fixed per bake; a page is made per query (its compression kept cheaper). */
+const ONE_ARTWORK = { cacheControl: KEYED_CACHE_CONTROL };
+const PAGE = { cacheControl: KEYED_CACHE_CONTROL, effort: 'cached' } as const;
 
 const queriesOf = perSnapshot(
   (snapshot): ArtworkQueries => ({
     pages: new LruMap(CACHED_PAGES),
     matches: new LruMap(CACHED_MATCHES),
-    byId: new Map(snapshot.artworks.map((a) => [a.id, freeze({ data: a }).body])),
+    byId: new Map(snapshot.artworks.map((a) => [a.id, SnapshotAnswer.of({ data: a }, ONE_ARTWORK)])),
   }),
 );
 
@@ -60,7 +66,7 @@ function matching(snapshot: ContentSnapshot, collection: string, search: string)
   return out;
 }
 
-function pageBody(snapshot: ContentSnapshot, collection: string, search: string, page: number, limit: number): Buffer {
+function pageAnswer(snapshot: ContentSnapshot, collection: string, search: string, page: number, limit: number): SnapshotAnswer {
   const queries = queriesOf(snapshot);
   const filterKey = `${collection}\u0000${search}`;
   const pageKey = `${filterKey}\u0000${page}\u0000${limit}`;
@@ -80,9 +86,9 @@ function pageBody(snapshot: ContentSnapshot, collection: string, search: string,
       : indexes
         ? indexes.slice(start, start + limit).map((i) => snapshot.artworks[i]!)
         : snapshot.artworks.slice(start, start + limit);
-  const body = freeze({ data, meta: { total, page, limit } }).body;
-  if (cacheable) queries.pages.set(pageKey, body);
-  return body;
+  const answer = SnapshotAnswer.of({ data, meta: { total, page, limit } }, PAGE);
+  if (cacheable) queries.pages.set(pageKey, answer);
+  return answer;
 }
 
 const ListQuery = z.object({
@@ -98,18 +104,18 @@ const ListQuery = z.object({
 });
 const ArtworkId = idParam().describe('artwork id');
 
-/** The list body for a query (the Koa route and the fast path both answer with it). */
-function listBody(snapshot: ContentSnapshot, query: z.output<typeof ListQuery>): Buffer {
+/** The list answer for a query (the Koa route and the fast path both answer with it). */
+function listAnswer(snapshot: ContentSnapshot, query: z.output<typeof ListQuery>): SnapshotAnswer {
   const search = (query.search ?? '').trim().toLowerCase();
   // The search text joins title and artist with a newline: a needle with one matches neither field.
-  if (search.includes('\n')) return freeze({ data: [], meta: { total: 0, page: query.page, limit: query.limit } }).body;
-  return pageBody(snapshot, (query.collection ?? '').trim(), search, query.page, query.limit);
+  if (search.includes('\n')) return SnapshotAnswer.of({ data: [], meta: { total: 0, page: query.page, limit: query.limit } }, PAGE);
+  return pageAnswer(snapshot, (query.collection ?? '').trim(), search, query.page, query.limit);
 }
 
-function artworkBody(snapshot: ContentSnapshot, id: number): Buffer {
-  const body = queriesOf(snapshot).byId.get(id);
-  if (!body) throw notFound('No artwork with this id');
-  return body;
+function artworkAnswer(snapshot: ContentSnapshot, id: number): SnapshotAnswer {
+  const answer = queriesOf(snapshot).byId.get(id);
+  if (!answer) throw notFound('No artwork with this id');
+  return answer;
 }
 
 export const artworkRoutes: RouteModule = (api, { content }) => {
@@ -127,7 +133,8 @@ export const artworkRoutes: RouteModule = (api, { content }) => {
         meta: z.object({ total: z.number().int(), page: z.number().int(), limit: z.number().int() }),
       }),
     },
-    fast: ({ query }) => () => listBody(content.snapshot, query),
+    errors: [304],
+    fast: ({ query }, req) => () => listAnswer(content.snapshot, query).answer(req),
   });
 
   api.route({
@@ -139,7 +146,7 @@ export const artworkRoutes: RouteModule = (api, { content }) => {
     access: 'key',
     params: z.object({ id: ArtworkId }),
     response: { json: z.object({ data: Artwork }) },
-    errors: [404],
-    fast: ({ params }) => () => artworkBody(content.snapshot, params.id),
+    errors: [304, 404],
+    fast: ({ params }, req) => () => artworkAnswer(content.snapshot, params.id).answer(req),
   });
 };

@@ -1,23 +1,25 @@
 /**
  * Collections (keyed): the published top-level collections with their `child_collections`, and any
- * published collection by slug. Bodies are serialized once per bake and read from the content
- * snapshot (fast path and Koa alike).
+ * published collection by slug. Answers are read from the content snapshot (fast path and Koa alike)
+ * as snapshot answers: serialized and compressed once per bake, strong ETag, 304.
  */
 import { z } from 'zod';
 import { Collection } from '../../artifacts/format.ts';
 import type { RouteModule } from '../api.ts';
-import { type ContentSnapshot, freeze, perSnapshot } from '../content.ts';
+import { type ContentSnapshot, perSnapshot } from '../content.ts';
 import { notFound } from '../errors.ts';
+import { KEYED_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
 
-const listBody = perSnapshot((snapshot) => freeze({ data: snapshot.topCollections }).body);
-const bySlugBodies = perSnapshot(
-  (snapshot) => new Map([...snapshot.collectionsBySlug].map(([slug, collection]) => [slug, freeze({ data: collection }).body])),
+const keyed = { cacheControl: KEYED_CACHE_CONTROL };
+const listAnswer = perSnapshot((snapshot) => SnapshotAnswer.of({ data: snapshot.topCollections }, keyed));
+const bySlugAnswers = perSnapshot(
+  (snapshot) => new Map([...snapshot.collectionsBySlug].map(([slug, collection]) => [slug, SnapshotAnswer.of({ data: collection }, keyed)])),
 );
 
-function collectionBody(snapshot: ContentSnapshot, slug: string): Buffer {
-  const body = bySlugBodies(snapshot).get(slug);
-  if (!body) throw notFound('No published collection with this slug');
-  return body;
+function collectionAnswer(snapshot: ContentSnapshot, slug: string): SnapshotAnswer {
+  const answer = bySlugAnswers(snapshot).get(slug);
+  if (!answer) throw notFound('No published collection with this slug');
+  return answer;
 }
 
 export const collectionRoutes: RouteModule = (api, { content }) => {
@@ -29,7 +31,8 @@ export const collectionRoutes: RouteModule = (api, { content }) => {
     tag: 'collections',
     access: 'key',
     response: { json: z.object({ data: z.array(Collection) }) },
-    fast: () => () => listBody(content.snapshot),
+    errors: [304],
+    fast: (_input, req) => () => listAnswer(content.snapshot).answer(req),
   });
 
   api.route({
@@ -41,7 +44,7 @@ export const collectionRoutes: RouteModule = (api, { content }) => {
     access: 'key',
     params: z.object({ slug: z.string().min(1).max(200).describe('collection slug') }),
     response: { json: z.object({ data: Collection }) },
-    errors: [404],
-    fast: ({ params }) => () => collectionBody(content.snapshot, params.slug),
+    errors: [304, 404],
+    fast: ({ params }, req) => () => collectionAnswer(content.snapshot, params.slug).answer(req),
   });
 };

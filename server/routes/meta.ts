@@ -1,8 +1,23 @@
-/** GET /v1 (the index) and GET /v1/openapi.json (generated from the route declarations). */
+/**
+ * GET /v1 (the index) and GET /v1/openapi.json (generated from the route declarations). Both are
+ * fixed for the life of the process: built on first request (every route is registered by then) as
+ * snapshot answers (strong ETag, 304, br/gzip compressed once).
+ */
 import { z } from 'zod';
-import type { RouteModule } from '../api.ts';
+import type { Api, RouteModule } from '../api.ts';
+import type { OpenApiInfo } from '../openapi.ts';
+import { PUBLIC_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
 
 export const API_VERSION = '1.0.0';
+const API_NAME = 'Museum Art Data API';
+const DESCRIPTION =
+  "The museum's published collections, artworks with normalized media, 3D rooms with baked wall-slot anchors, characters, search, the Library, souls, presence and the exhibition guide.";
+
+/** What the document says about itself; `publicUrl` is offered as a second server beside this origin. */
+export const openApiInfo = (publicUrl: string): OpenApiInfo => ({ title: API_NAME, version: API_VERSION, description: DESCRIPTION, publicUrl });
+
+/** The OpenAPI document of a route table, as GET /v1/openapi.json serves it. */
+export const openApiDocument = (api: Api, publicUrl: string) => api.openapi(openApiInfo(publicUrl));
 
 const Index = z.object({
   data: z.object({
@@ -15,10 +30,26 @@ const Index = z.object({
   }),
 });
 
+const publicAnswer = { cacheControl: PUBLIC_CACHE_CONTROL };
+
 export const metaRoutes: RouteModule = (api, { config }) => {
-  let openapi: Buffer | null = null;
-  const description =
-    "The museum's published collections, artworks with normalized media, 3D rooms with baked wall-slot anchors, characters, search, the Library, souls, presence and the exhibition guide.";
+  let index: SnapshotAnswer | undefined;
+  let openapi: SnapshotAnswer | undefined;
+  const indexAnswer = () =>
+    (index ??= SnapshotAnswer.of(
+      {
+        data: {
+          name: API_NAME,
+          version: API_VERSION,
+          description: DESCRIPTION,
+          documentation: `${config.publicUrl}/v1/openapi.json`,
+          authentication:
+            'Send your key as `X-API-Key: <key>` or `Authorization: Bearer <key>`. Public: GET /v1, GET /v1/rooms/{id}/slots, presence and guide routes.',
+          endpoints: api.endpoints,
+        },
+      },
+      publicAnswer,
+    ));
   api.route({
     method: 'GET',
     path: '/v1',
@@ -27,19 +58,8 @@ export const metaRoutes: RouteModule = (api, { config }) => {
     tag: 'meta',
     access: 'public',
     response: { json: Index },
-    handler(ctx) {
-      ctx.body = {
-        data: {
-          name: 'Museum Art Data API',
-          version: API_VERSION,
-          description,
-          documentation: `${config.publicUrl}/v1/openapi.json`,
-          authentication:
-            'Send your key as `X-API-Key: <key>` or `Authorization: Bearer <key>`. Public: GET /v1, GET /v1/rooms/{id}/slots, presence and guide routes.',
-          endpoints: api.endpoints,
-        },
-      };
-    },
+    errors: [304],
+    fast: (_input, req) => () => indexAnswer().answer(req),
   });
   api.route({
     method: 'GET',
@@ -49,12 +69,7 @@ export const metaRoutes: RouteModule = (api, { config }) => {
     tag: 'meta',
     access: 'public',
     response: { json: z.record(z.string(), z.unknown()) },
-    handler(ctx) {
-      openapi ??= Buffer.from(
-        JSON.stringify(api.openapi({ title: 'Museum Art Data API', version: API_VERSION, description, serverUrl: config.publicUrl })),
-      );
-      ctx.type = 'application/json';
-      ctx.body = openapi;
-    },
+    errors: [304],
+    fast: (_input, req) => () => (openapi ??= SnapshotAnswer.of(openApiDocument(api, config.publicUrl), publicAnswer)).answer(req),
   });
 };

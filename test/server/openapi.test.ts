@@ -48,7 +48,7 @@ describe('the document', () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(doc).toMatchObject({
       info: { title: expect.any(String), version: '1.0.0' },
-      servers: [{ url: 'http://museum.test' }],
+      servers: [{ url: '/' }, { url: 'http://museum.test' }],
       components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' }, bearer: { type: 'http', scheme: 'bearer' } } },
     });
     for (const path of ['/v1', '/v1/openapi.json', '/v1/collections', '/v1/collections/{slug}', '/v1/artworks', '/v1/artworks/{id}', '/v1/rooms', '/v1/rooms/{id}/slots', '/files/{name}']) {
@@ -87,8 +87,9 @@ describe('the document', () => {
     const refs = [...JSON.stringify(doc).matchAll(/"\$ref":"([^"]+)"/g)].map((m) => m[1]!);
     expect(refs.length).toBeGreaterThan(0);
     for (const ref of new Set(refs)) {
-      expect(ref, ref).toMatch(/^#\/components\/schemas\//);
-      expect(doc.components!.schemas, ref).toHaveProperty(ref.slice('#/components/schemas/'.length));
+      const [, kind, name] = /^#\/components\/(schemas|headers)\/(.+)$/.exec(ref) ?? [];
+      expect(kind, ref).toBeDefined();
+      expect((doc.components as Record<string, object>)[kind!], ref).toHaveProperty([name!]);
     }
     const ajv = new Ajv2020({ strict: false, validateFormats: false });
     for (const [name, schema] of Object.entries(doc.components!.schemas!)) {
@@ -106,6 +107,112 @@ describe('the document', () => {
     expect(openApiProblems(doc, 'GET', '/v1/rooms', 418, {}).join()).toMatch(/not documented/);
     expect(openApiProblems(doc, 'GET', '/v1/rooms/1/slots', 404, { error: 'nope' }).length).toBeGreaterThan(0);
     expect(openApiProblems(doc, 'GET', '/v1/nothing/here', 200, {}).join()).toMatch(/no documented path/);
+  });
+});
+
+interface DocumentedResponse {
+  description: string;
+  headers?: Record<string, { $ref: string }>;
+  content?: Record<string, { schema: unknown; example?: unknown }>;
+}
+const responsesOf = (operation: { responses: unknown }) => Object.entries(operation.responses as Record<string, DocumentedResponse>);
+
+/** A schema with its `$ref`s replaced by the components they name (cycles cut at depth 20). */
+function resolved(schema: unknown, depth = 0): unknown {
+  if (depth > 20 || schema === null || typeof schema !== 'object') return schema;
+  if (Array.isArray(schema)) return schema.map((s) => resolved(s, depth + 1));
+  const ref = (schema as { $ref?: string }).$ref;
+  if (ref) return resolved(doc.components!.schemas![ref.split('/').pop()!], depth + 1);
+  return Object.fromEntries(Object.entries(schema).map(([k, v]) => [k, resolved(v, depth + 1)]));
+}
+
+describe('fit for code generators (decisions.md "Clients of the HTTP API")', () => {
+  it('names operations for people', () => {
+    const ids = Object.fromEntries(operations().map((o) => [`${o.method} ${o.template}`, o.operation.operationId]));
+    expect(ids).toMatchObject({
+      'GET /v1/artworks': 'listArtworks',
+      'GET /v1/artworks/{id}': 'getArtwork',
+      'GET /v1/rooms': 'listRooms',
+      'GET /v1/rooms/{id}': 'getRoom',
+      'GET /v1/rooms/{id}/slots': 'getRoomSlots',
+      'GET /v1/search': 'search',
+      'POST /v1/library/ask': 'askLibrary',
+      'GET /v1/souls/{chainId}/{contractAddress}/{tokenId}': 'getSoul',
+    });
+    for (const id of Object.values(ids)) expect(id).toMatch(/^[a-z][A-Za-z]{2,30}$/);
+  });
+
+  it('gives every JSON and event-stream answer an example, and every JSON example matches its schema', () => {
+    const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
+    const problems: string[] = [];
+    for (const { template, method, operation } of operations()) {
+      for (const [status, response] of responsesOf(operation)) {
+        for (const [type, media] of Object.entries(response.content ?? {})) {
+          const where = `${method} ${template} ${status} ${type}`;
+          if (type === 'text/event-stream') {
+            if (typeof media.example !== 'string' || !media.example.startsWith('data: ')) problems.push(`${where}: no event-stream example`);
+          } else if (type === 'application/json') {
+            if (media.example === undefined) problems.push(`${where}: no example`);
+            else if (!ajv.validate({ ...(media.schema as object), components: doc.components }, media.example)) {
+              problems.push(`${where}: ${ajv.errorsText(ajv.errors)}`);
+            }
+          }
+        }
+      }
+    }
+    expect(problems).toEqual([]);
+    // Real-looking values, not invented extremes.
+    const room = (doc.paths['/v1/rooms/{id}']!.get!.responses['200'] as DocumentedResponse).content!['application/json']!.example as { data: { id: number } };
+    expect(room.data.id).toBe(1);
+  });
+
+  it('documents the response headers: request id everywhere, limits on keyed routes, Retry-After, validators where sent', () => {
+    const problems: string[] = [];
+    for (const { template, method, operation } of operations()) {
+      const keyed = (operation.security ?? []).length > 0;
+      const validated = '304' in operation.responses;
+      for (const [status, response] of responsesOf(operation)) {
+        const names = Object.keys(response.headers ?? {});
+        const want = ['X-Request-Id'];
+        if (keyed && status !== '401') want.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
+        if (status === '429' || status === '503') want.push('Retry-After');
+        if (status === '401') want.push('WWW-Authenticate');
+        if (validated && (status === '200' || status === '304')) want.push('ETag', 'Cache-Control', 'Vary');
+        for (const name of want) if (!names.includes(name)) problems.push(`${method} ${template} ${status}: no ${name}`);
+      }
+    }
+    expect(problems).toEqual([]);
+    for (const path of ['/v1', '/v1/openapi.json', '/v1/collections', '/v1/artworks', '/v1/artworks/{id}', '/v1/rooms', '/v1/rooms/{id}', '/v1/rooms/{id}/slots']) {
+      expect(doc.paths[path]!.get!.responses, path).toHaveProperty('304');
+    }
+  });
+
+  it("types each status's error code as an enum", () => {
+    const codesOf = (template: string, method: string, status: string) => {
+      const response = doc.paths[template]![method]!.responses[status] as DocumentedResponse;
+      const schema = resolved(response.content!['application/json']!.schema) as any;
+      return schema.properties.errors.items.properties.extensions.properties.code.enum as string[];
+    };
+    expect(codesOf('/v1/rooms/{id}', 'get', '404')).toEqual(['NOT_FOUND']);
+    expect(codesOf('/v1/rooms', 'get', '401')).toEqual(['UNAUTHORIZED']);
+    expect(codesOf('/v1/rooms', 'get', '429')).toEqual(['RATE_LIMITED']);
+    expect(codesOf('/v1/library/ask', 'post', '503')).toEqual(['UNCONFIGURED', 'BUSY', 'UNAVAILABLE']);
+    expect(codesOf('/v1/library/ask', 'post', '502')).toEqual(['UPSTREAM']);
+    expect(codesOf('/v1/search', 'get', '400')).toEqual(['BAD_REQUEST']);
+    // A code outside the status's enum does not validate.
+    expect(openApiProblems(doc, 'GET', '/v1/rooms/1', 404, { errors: [{ message: 'x', extensions: { code: 'GONE' } }] }).length).toBeGreaterThan(0);
+  });
+
+  it('keeps response objects open to new fields (no additionalProperties: false in any answer)', () => {
+    for (const { template, method, operation } of operations()) {
+      for (const [status, response] of responsesOf(operation)) {
+        const schema = response.content?.['application/json']?.schema;
+        if (schema) expect(JSON.stringify(resolved(schema)), `${method} ${template} ${status}`).not.toContain('"additionalProperties":false');
+      }
+    }
+    const room = { ...(doc.paths['/v1/rooms/{id}']!.get!.responses['200'] as DocumentedResponse).content!['application/json']!.example as object };
+    const withNewField = { data: { ...(room as { data: object }).data, opening_hours: '10-18' }, later: true };
+    expect(openApiProblems(doc, 'GET', '/v1/rooms/1', 200, withNewField)).toEqual([]);
   });
 });
 
