@@ -1,6 +1,7 @@
 /**
- * JSON request bodies (decisions: 1 MB cap → 413; wrong content type or unparsable JSON → 400).
- * The size is enforced while reading, so an oversized body is never buffered whole.
+ * JSON request bodies (decisions: 1 MB cap → 413, smaller per route, e.g. the presence ping's 1 KB;
+ * wrong content type or unparsable JSON → 400). The size is enforced before and while reading, so an
+ * oversized body is never buffered whole, nor parsed.
  */
 import { HttpError } from '../errors.ts';
 import type { MuseumContext, MuseumMiddleware } from '../types.ts';
@@ -10,6 +11,7 @@ export const JSON_BODY_LIMIT = 1024 * 1024;
 
 export function jsonBody(options: { optional?: boolean; limit?: number } = {}): MuseumMiddleware {
   const limit = options.limit ?? JSON_BODY_LIMIT;
+  const tooLarge = new HttpError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${sizeText(limit)}`);
   return async function jsonBodyMiddleware(ctx, next) {
     const declared = Number(ctx.get('content-length') || 0);
     const hasBody = declared > 0 || ctx.get('transfer-encoding') !== '';
@@ -19,9 +21,9 @@ export function jsonBody(options: { optional?: boolean; limit?: number } = {}): 
       return next();
     }
     if (!ctx.is('application/json')) throw new HttpError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
-    if (declared > limit) throw new HttpError(413, 'PAYLOAD_TOO_LARGE', 'Request body exceeds 1 MB');
+    if (declared > limit) throw tooLarge;
     continueIfExpected(ctx.res);
-    const text = await readLimited(ctx, limit);
+    const text = await readLimited(ctx, limit, tooLarge);
     if (options.optional && text.trim() === '') {
       ctx.state.body = undefined;
       return next();
@@ -39,7 +41,7 @@ export function jsonBody(options: { optional?: boolean; limit?: number } = {}): 
  * The body as text, refused (413) as soon as it grows past `limit`. Not `for await`: leaving that
  * loop early destroys the request, and with it the socket, before the 413 is written.
  */
-function readLimited(ctx: MuseumContext, limit: number): Promise<string> {
+function readLimited(ctx: MuseumContext, limit: number, tooLarge: HttpError): Promise<string> {
   const req = ctx.req;
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -50,7 +52,7 @@ function readLimited(ctx: MuseumContext, limit: number): Promise<string> {
       // Stop reading; the 413 closes the connection lingeringly (errors.ts) while the client may still send.
       cleanup();
       req.pause();
-      reject(new HttpError(413, 'PAYLOAD_TOO_LARGE', 'Request body exceeds 1 MB'));
+      reject(tooLarge);
     };
     const onEnd = () => {
       cleanup();
@@ -69,6 +71,10 @@ function readLimited(ctx: MuseumContext, limit: number): Promise<string> {
     req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
   });
 }
+
+/** `1 MB`, `1 KB`, `300 bytes`: a limit as the 413 tells it. */
+const sizeText = (bytes: number): string =>
+  bytes % (1024 * 1024) === 0 ? `${bytes / (1024 * 1024)} MB` : bytes % 1024 === 0 ? `${bytes / 1024} KB` : `${bytes} bytes`;
 
 /** Deepest nesting of a parsed JSON value (iterative: a hostile body cannot exhaust the stack). */
 export function depthOf(value: unknown, stopAt = Infinity): number {

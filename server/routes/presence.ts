@@ -86,6 +86,7 @@ export const presenceRoutes: RouteModule = (api, { presence: hub }) => {
     ipLimit: { name: 'presence-ping', perMinute: 12 },
     body: PingBody,
     bodyOptional: true,
+    bodyLimit: 1024, // decisions: public bodies capped per route before parsing
     response: { json: PingResponse },
     handler(ctx, { body }) {
       const here = hub.librarySearch(cleanHandle(body?.handle));
