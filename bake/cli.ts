@@ -4,8 +4,9 @@
  * The heavy modules are imported when a command runs, so `--help` stays instant.
  */
 import { once } from 'node:events';
+import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { Command, InvalidArgumentError, Option } from 'commander';
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { printable } from '../common/terminal.ts';
 import type { GcRemoval, GcSummary } from './gc.ts';
 import type { BakeEvent, BakeSummary, RoomOutcome } from './pipeline.ts';
@@ -38,32 +39,83 @@ const outPaced = async (text: string): Promise<void> => {
 };
 const err = (text: string) => process.stderr.write(text.endsWith('\n') ? text : `${text}\n`);
 
-/** Progress on stderr: a bar redrawn in place on a terminal, one plain line per room otherwise. */
-function progressReporter(stream: NodeJS.WriteStream): (event: BakeEvent) => void {
+/** Where progress goes: stderr, or a test's stream. */
+export interface ProgressStream {
+  write(text: string): unknown;
+  isTTY?: boolean;
+  columns?: number;
+}
+
+export interface ProgressReporter {
+  onEvent(event: BakeEvent): void;
+  /** Stop the clock and end the status line (after the run, also a failed one). */
+  stop(): void;
+}
+
+/**
+ * Progress on stderr. Each room that settles gets a line; the rooms in flight and for how long are
+ * shown as a status line redrawn every second on a terminal, and as a plain line every `everyMs`
+ * (default 10 s) otherwise (logs), so a long room is never silence.
+ */
+export function progressReporter(stream: ProgressStream, { everyMs = 10_000, now = () => performance.now() } = {}): ProgressReporter {
   const tty = Boolean(stream.isTTY);
-  return (event) => {
-    if (event.type === 'plan') {
-      stream.write(`bake: ${event.total} rooms, ${event.toBake} to bake\n`);
-      return;
-    }
-    const { outcome, done, total } = event;
-    const title = printable(outcome.title);
-    const line = `${outcome.status.padEnd(7)} room ${outcome.id} ${title}${outcome.ms !== null ? ` (${formatMs(outcome.ms)})` : ''}${
-      outcome.status === 'failed' ? `: ${printable(outcome.reason)}` : ''
-    }`;
-    if (!tty) {
+  const inFlight = new Map<number, { title: string; since: number }>();
+  let [done, total] = [0, 0];
+  const flying = () =>
+    [...inFlight].map(([id, room]) => `room ${id} ${printable(room.title)} ${formatMs(now() - room.since)}`).join(', ');
+  const status = () => {
+    const width = 20;
+    const filled = total ? Math.round((done / total) * width) : 0;
+    const line = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${total}${inFlight.size ? ` · baking ${flying()}` : ''}`;
+    const columns = stream.columns || 120; // 0 or unset: a pseudo-terminal without a size
+    return line.length > columns - 1 ? `${line.slice(0, columns - 2)}…` : line;
+  };
+  // A terminal's status line is erased before each line above it and redrawn after.
+  const write = (text: string) => stream.write(tty ? `\r\x1b[2K${text}${status()}` : text);
+  const timer = setInterval(() => {
+    if (tty) write('');
+    else if (inFlight.size) stream.write(`bake: ${done}/${total} done, in flight: ${flying()}\n`);
+  }, tty ? 1_000 : everyMs);
+  timer.unref();
+  return {
+    onEvent(event) {
+      if (event.type === 'plan') {
+        total = event.total;
+        return write(`bake: ${event.total} rooms, ${event.toBake} to bake\n`);
+      }
+      if (event.type === 'start') {
+        inFlight.set(event.id, { title: event.title, since: now() });
+        return tty ? write('') : undefined;
+      }
+      const { outcome } = event;
+      ({ done, total } = event);
+      inFlight.delete(outcome.id);
+      const line = `${outcome.status.padEnd(7)} room ${outcome.id} ${printable(outcome.title)}${outcome.ms !== null ? ` (${formatMs(outcome.ms)})` : ''}${
+        outcome.status === 'failed' ? `: ${printable(outcome.reason)}` : ''
+      }`;
       // Unchanged rooms are listed only for small runs; the summary counts them anyway.
-      if (outcome.status !== 'skipped' || total <= 50) stream.write(`[${done}/${total}] ${line}\n`);
-      return;
-    }
-    const width = 24;
-    const filled = Math.round((done / total) * width);
-    const bar = `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${total} ${title}`;
-    stream.write(`\r\x1b[2K${outcome.status === 'failed' ? `${line}\n` : ''}${bar}${done === total ? '\n' : ''}`);
+      if (outcome.status !== 'skipped' || total <= 50) write(`[${done}/${total}] ${line}\n`);
+      else if (tty) write('');
+    },
+    stop() {
+      clearInterval(timer);
+      if (tty) stream.write('\r\x1b[2K');
+    },
   };
 }
 
-export function summaryTable(summary: BakeSummary): string {
+/** JSON for --json: durations (`ms`, `*_ms`) as whole milliseconds, not float noise. */
+export const jsonDocument = (value: unknown): string =>
+  JSON.stringify(value, (key, v: unknown) => (typeof v === 'number' && (key === 'ms' || key.endsWith('_ms')) ? Math.round(v) : v));
+
+/** Where the published QA report is: its file, and its URL on the server (PUBLIC_URL or the default). */
+export function reportLocation(path: string, env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.PUBLIC_URL?.trim() ? env.PUBLIC_URL.trim().replace(/\/+$/, '') : `http://localhost:${env.PORT?.trim() || 8080}`;
+  return `QA report: ${path} · served at ${base}/report`;
+}
+
+/** The summary for people; `reportPath`: the published QA report (this run's, or the one still served). */
+export function summaryTable(summary: BakeSummary, reportPath: string | null = summary.report): string {
   const rows = summary.rooms.map((r: RoomOutcome) => [
     String(r.id),
     printable(r.title),
@@ -81,7 +133,8 @@ export function summaryTable(summary: BakeSummary): string {
     `${formatBytes(summary.bytes_in)} → ${formatBytes(summary.bytes_out)} · ${formatMs(summary.ms)} · ` +
     (summary.published ? `published ${summary.bake_id}` : 'nothing changed, manifest kept');
   const gc = summary.gc ? [gcLine(summary.gc)] : [];
-  return [line(header), ...rows.map(line), total, ...gc].join('\n') + '\n';
+  const report = reportPath ? [reportLocation(reportPath)] : [];
+  return [line(header), ...rows.map(line), total, ...gc, ...report].join('\n') + '\n';
 }
 
 function gcLine(gc: GcSummary): string {
@@ -136,6 +189,7 @@ function roomsCommand(): Command {
     .option('--json', 'print the summary as one JSON document on stdout')
     .action(async (opts: RoomsOptions) => {
       const [{ bakeRooms }, { withLosslessNormals }] = await Promise.all([import('./pipeline.ts'), import('./settings.ts')]);
+      const progress = progressReporter(process.stderr);
       const summary = await bakeRooms({
         contentDir: opts.content ?? process.env.CONTENT_DIR ?? 'content',
         dataDir: opts.out ?? process.env.DATA_DIR ?? 'data',
@@ -146,10 +200,14 @@ function roomsCommand(): Command {
         workerHeapMb: opts.workerMemory,
         settings: withLosslessNormals(Boolean(opts.losslessNormals)),
         gc: opts.gc ? {} : undefined,
-        onEvent: progressReporter(process.stderr),
-      });
-      if (opts.json) out(JSON.stringify(summary));
-      else out(summaryTable(summary));
+        onEvent: (event) => progress.onEvent(event),
+      }).finally(() => progress.stop());
+      if (opts.json) out(jsonDocument(summary));
+      else {
+        const { artifactPaths } = await import('../artifacts/format.ts');
+        const served = artifactPaths(summary.data_dir).report;
+        out(summaryTable(summary, summary.report ?? (existsSync(served) ? served : null)));
+      }
       if (summary.failed > 0) process.exitCode = 1;
     });
 }
@@ -166,65 +224,93 @@ function roomCommand(): Command {
     .option('--lossless-normals', 'keep normal maps exact (lossless WebP)')
     .requiredOption('--out <dir>', 'data directory to write files into')
     .option('--json', 'print one JSON document on stdout')
-    .action(async (model: string, opts: { room: number; slots: number; image?: string; kind?: 'room' | 'sculpture'; previous?: string; losslessNormals?: boolean; out: string; json?: boolean }, command: Command) => {
-      const [{ SourceResolver, modelFiles }, { bakeRoom }, { artifactPaths, filePath, RoomSlotData }, { withLosslessNormals }, { readFile }] = await Promise.all([
-        import('./fetch.ts'),
-        import('./room.ts'),
-        import('../artifacts/format.ts'),
-        import('./settings.ts'),
-        import('node:fs/promises'),
-      ]);
-      let previousSlots = null;
-      if (opts.previous) {
-        const parsed = RoomSlotData.safeParse(await readFile(opts.previous, 'utf8').then(JSON.parse, () => null));
-        // A usage error found by the action: commander prints it and exits with 2 (a thrown error would be silent).
-        if (!parsed.success) command.error(`error: --previous ${opts.previous} is not readable RoomSlotData`, { exitCode: 2 });
-        previousSlots = parsed.data;
+    .action(async (model: string, opts: RoomOptions, command: Command) => {
+      try {
+        await bakeOneRoom(model, opts, command);
+      } catch (error) {
+        // --json: one JSON document on stdout also when it fails (the one line still goes to stderr).
+        if (opts.json && !(error instanceof CommanderError)) out(JSON.stringify({ room: opts.room, ok: false, error: oneLine(error) }));
+        throw error;
       }
-      const dataDir = resolve(opts.out);
-      const resolver = new SourceResolver({ baseDir: process.cwd(), cacheDir: artifactPaths(dataDir).cache });
-      const [source, image] = await Promise.all([resolver.resolveModel(model), opts.image ? resolver.resolveFile(opts.image) : null]);
-      const result = await bakeRoom({
-        roomId: opts.room,
-        onchainSlots: opts.slots,
-        kind: opts.kind,
-        model: modelFiles(source),
-        image: image ? { path: image.path } : null,
-        dataDir,
-        settings: withLosslessNormals(Boolean(opts.losslessNormals)),
-        previousSlots,
-        planPicture: false, // only the QA report of `bake rooms` shows it
-      });
-      await resolver.save().catch(() => undefined);
-      const files = Object.fromEntries(
-        (['model', 'model_optimized', 'image', 'thumbnail', 'slot_data'] as const).map((k) => {
-          const ref = result[k];
-          return [k, ref ? { ...ref, path: filePath(dataDir, ref) } : null];
-        }),
-      );
-      const report = {
-        room: result.roomId,
-        kind: result.engine.kind,
-        files,
-        slot_summary: result.slot_summary,
-        slot_changes: result.slotChanges,
-        warnings: result.warnings,
-        optimizer: { skipped: result.optimizer.skipped, steps: result.optimizer.steps.map((s) => ({ name: s.name, ms: Math.round(s.ms) })) },
-        bytes_in: result.bytesIn,
-        bytes_out: result.bytesOut,
-        ms: Math.round(result.ms),
-      };
-      if (opts.json) {
-        out(JSON.stringify(report));
-        return;
-      }
-      for (const [name, file] of Object.entries(files)) if (file) out(`${name.padEnd(16)} ${file.path} (${formatBytes(file.bytes)})`);
-      const s = result.slot_summary;
-      out(`slots            ${s.count} (${s.authored} authored, ${s.generated} generated, ${s.flipped} flipped, ${s.ambiguous} ambiguous)`);
-      if (result.slotChanges.had_previous) out(`anchors          ${describeSlotChanges(result.slotChanges)} against --previous`);
-      out(`model            ${formatBytes(result.bytesIn)} → ${formatBytes(result.bytesOut)} in ${formatMs(result.ms)}`);
-      for (const w of result.warnings) err(`warning: ${printable(w)}`);
     });
+}
+
+interface RoomOptions {
+  room: number;
+  slots: number;
+  image?: string;
+  kind?: 'room' | 'sculpture';
+  previous?: string;
+  losslessNormals?: boolean;
+  out: string;
+  json?: boolean;
+}
+
+const oneLine = (error: unknown) => (error instanceof Error ? error.message : String(error)).split('\n')[0]!;
+
+/** `bake room`: its steps on stderr as they begin, then the files written (or one JSON document). */
+async function bakeOneRoom(model: string, opts: RoomOptions, command: Command): Promise<void> {
+  const started = performance.now();
+  const step = (what: string) => err(`bake room: ${what} (${formatMs(performance.now() - started)})`);
+  const [{ SourceResolver, modelFiles }, { bakeRoom }, { artifactPaths, filePath, RoomSlotData }, { withLosslessNormals }, { readFile }] = await Promise.all([
+    import('./fetch.ts'),
+    import('./room.ts'),
+    import('../artifacts/format.ts'),
+    import('./settings.ts'),
+    import('node:fs/promises'),
+  ]);
+  let previousSlots = null;
+  if (opts.previous) {
+    const parsed = RoomSlotData.safeParse(await readFile(opts.previous, 'utf8').then(JSON.parse, () => null));
+    // A usage error found by the action: commander prints it and exits with 2 (a thrown error would be silent).
+    if (!parsed.success) command.error(`error: --previous ${opts.previous} is not readable RoomSlotData`, { exitCode: 2 });
+    previousSlots = parsed.data;
+  }
+  const dataDir = resolve(opts.out);
+  const resolver = new SourceResolver({ baseDir: process.cwd(), cacheDir: artifactPaths(dataDir).cache });
+  step(`resolving ${printable(model)}`);
+  const [source, image] = await Promise.all([resolver.resolveModel(model), opts.image ? resolver.resolveFile(opts.image) : null]);
+  const result = await bakeRoom({
+    roomId: opts.room,
+    onchainSlots: opts.slots,
+    kind: opts.kind,
+    model: modelFiles(source),
+    image: image ? { path: image.path } : null,
+    dataDir,
+    settings: withLosslessNormals(Boolean(opts.losslessNormals)),
+    previousSlots,
+    planPicture: false, // only the QA report of `bake rooms` shows it
+  }, step);
+  step('done');
+  await resolver.save().catch(() => undefined);
+  const files = Object.fromEntries(
+    (['model', 'model_optimized', 'image', 'thumbnail', 'slot_data'] as const).map((k) => {
+      const ref = result[k];
+      return [k, ref ? { ...ref, path: filePath(dataDir, ref) } : null];
+    }),
+  );
+  const report = {
+    room: result.roomId,
+    kind: result.engine.kind,
+    files,
+    slot_summary: result.slot_summary,
+    slot_changes: result.slotChanges,
+    warnings: result.warnings,
+    optimizer: { skipped: result.optimizer.skipped, steps: result.optimizer.steps.map((s) => ({ name: s.name, ms: Math.round(s.ms) })) },
+    bytes_in: result.bytesIn,
+    bytes_out: result.bytesOut,
+    ms: Math.round(result.ms),
+  };
+  if (opts.json) {
+    out(jsonDocument({ ok: true, ...report }));
+    return;
+  }
+  for (const [name, file] of Object.entries(files)) if (file) out(`${name.padEnd(16)} ${file.path} (${formatBytes(file.bytes)})`);
+  const s = result.slot_summary;
+  out(`slots            ${s.count} (${s.authored} authored, ${s.generated} generated, ${s.flipped} flipped, ${s.ambiguous} ambiguous)`);
+  if (result.slotChanges.had_previous) out(`anchors          ${describeSlotChanges(result.slotChanges)} against --previous`);
+  out(`model            ${formatBytes(result.bytesIn)} → ${formatBytes(result.bytesOut)} in ${formatMs(result.ms)}`);
+  for (const w of result.warnings) err(`warning: ${printable(w)}`);
 }
 
 function syncCommand(): Command {
@@ -243,7 +329,7 @@ function syncCommand(): Command {
         log: (line) => process.stderr.write(`${printable(line)}\n`),
       });
       for (const w of summary.warnings) process.stderr.write(`warning: ${printable(w)}\n`);
-      if (opts.json) out(JSON.stringify(summary));
+      if (opts.json) out(jsonDocument(summary));
       else {
         out(
           `synced ${summary.dir} from ${summary.upstream}: ${summary.collections} collections, ${summary.artworks} artworks` +
@@ -274,7 +360,7 @@ function gcCommand(): Command {
       // went), at the pace stdout takes it: a slow reader does not make the output pile up in memory.
       const onRemove = opts.json ? undefined : (r: GcRemoval) => outPaced(`${opts.dryRun ? 'would remove' : 'removed'} ${r.path} (${formatBytes(r.bytes)})`);
       const summary = await collectGarbage(opts.out ?? process.env.DATA_DIR ?? 'data', { keep: opts.keep, graceMs, dryRun: opts.dryRun, onRemove });
-      out(opts.json ? JSON.stringify(summary) : gcLine(summary));
+      out(opts.json ? jsonDocument(summary) : gcLine(summary));
     });
 }
 

@@ -63,7 +63,9 @@ export interface BakeSummary {
 
 export type BakeEvent =
   | { type: 'plan'; total: number; toBake: number }
-  | { type: 'room'; outcome: RoomOutcome; done: number; total: number };
+  | { type: 'room'; outcome: RoomOutcome; done: number; total: number }
+  /** A room handed to a baker (progress shows the rooms in flight and for how long). */
+  | { type: 'start'; id: number; title: string };
 
 export interface BakeRunOptions {
   contentDir: string;
@@ -367,6 +369,7 @@ async function bakePlanned(run: Run, plans: Planned[], early: Bakers | null) {
     const next = roomOrder(toBake);
     const lane = async (index: number) => {
       for (let plan = next(index); plan; plan = next(index)) {
+        run.options.onEvent?.({ type: 'start', id: plan.room.id, title: plan.room.title });
         try {
           const result = await bakers.bake(plan.job!);
           results.set(plan.room.id, result);

@@ -102,10 +102,12 @@ async function bakePreview(path: string, dataDir: string, maxPixels: number): Pr
  * the plan picture) runs on sharp's threads and file writes on libuv's. So the image and file work
  * starts first and runs while the engine does: every output is the same bytes as in sequence.
  */
-export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
+/** `onStep` hears each step as it begins (`bake room` shows them: a large model takes seconds). */
+export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = () => {}): Promise<RoomBakeResult> {
   const startedAt = performance.now();
   const settings = job.settings ?? OPTIMIZER_SETTINGS;
   const preview = job.image ? started(bakePreview(job.image.path, job.dataDir, settings.maxTexturePixels)) : null;
+  onStep('reading the model');
   const source = await readSourceModel(job.model);
   assertTextureSizes(source.document, settings.maxTexturePixels);
   const model = started(putContentFile(job.dataDir, source.glb, 'glb'));
@@ -114,6 +116,7 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   // On the Document before the optimizer changes it.
   const previous = job.previousSlots ?? null;
   const withPlan = job.planPicture !== false;
+  onStep('placing the slot anchors');
   const slots = computeSlots(source.document, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: source.sha256, kind: job.kind, previous, plan: withPlan });
   const slotData: RoomSlotData = {
     version: SLOT_DATA_VERSION,
@@ -129,8 +132,10 @@ export async function bakeRoom(job: RoomJob): Promise<RoomBakeResult> {
   // Checked before anything else is built from the anchors (plan picture, embedded nodes).
   const slotJson = slotDataJson(slotData);
   const planPicture = slots.plan ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png'))) : null;
+  onStep('compressing the textures');
   await textures;
   // The optimized model carries every anchor in its slot nodes (the source stays as it is).
+  onStep('optimizing the model');
   const optimized = await optimizeModel({
     source: source.glb,
     read: source.read,

@@ -32,6 +32,12 @@ describe('museum bake (CLI)', () => {
     const summary = JSON.parse(run.stdout);
     expect(summary).toMatchObject({ published: true, baked: 7, skipped: 0, failed: 0 });
     expect(summary.rooms.map((room: { status: string }) => room.status)).toEqual(Array(7).fill('baked'));
+    // Durations without float noise.
+    expect([summary.ms, ...summary.rooms.map((room: { ms: number }) => room.ms)].every(Number.isInteger)).toBe(true);
+    // The summary for people says where the QA report is, as a file and as a URL.
+    const again = museum('bake', 'rooms', '--content', join(dir, 'content'), '--out', join(dir, 'data'));
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stdout).toContain(`QA report: ${join(dir, 'data', 'report.html')} · served at http://localhost:8080/report\n`);
   });
 
   it('a broken model fails with exit 1 and one line, no stack trace', async () => {
@@ -40,7 +46,25 @@ describe('museum bake (CLI)', () => {
     const run = museum('bake', 'room', join(dir, 'broken.glb'), '--room', '1', '--out', join(dir, 'data'));
     expect(run.status).toBe(1);
     expect(run.stdout).toBe('');
-    expect(run.stderr).toMatch(/^museum: truncated GLB: header declares \d+ bytes but the file has \d+\n$/);
+    // Its steps as they began, then the one line.
+    const lines = run.stderr.trimEnd().split('\n');
+    expect(lines.slice(0, -1).every((line) => line.startsWith('bake room: '))).toBe(true);
+    expect(lines.at(-1)).toMatch(/^museum: truncated GLB: header declares \d+ bytes but the file has \d+$/);
+    // --json: one JSON document on stdout with the error.
+    const json = museum('bake', 'room', join(dir, 'broken.glb'), '--room', '1', '--out', join(dir, 'data'), '--json');
+    expect(json.status).toBe(1);
+    expect(JSON.parse(json.stdout)).toEqual({ room: 1, ok: false, error: expect.stringMatching(/^truncated GLB: header declares \d+ bytes/) });
+  });
+
+  it('bake room shows its steps on stderr as they begin', async () => {
+    const dir = tmp('museum-cli-steps-');
+    await writeFile(join(dir, 'room.glb'), await smallRoomGlb());
+    const run = museum('bake', 'room', join(dir, 'room.glb'), '--room', '1', '--out', join(dir, 'data'), '--json');
+    expect(run.status, run.stderr).toBe(0);
+    const steps = run.stderr.trimEnd().split('\n').map((line) => /^bake room: (.+) \(\d+(?: ms|\.\d s)\)$/.exec(line)?.[1]);
+    expect(steps.slice(1)).toEqual(expect.arrayContaining(['reading the model', 'placing the slot anchors', 'compressing the textures', 'optimizing the model', 'done']));
+    expect(steps.at(-1)).toBe('done');
+    expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, room: 1 });
   });
 
   it('a missing content directory fails with exit 1 and says what is missing', () => {
@@ -64,13 +88,14 @@ describe('museum bake (CLI)', () => {
     try {
       const refused = await run({});
       expect(refused.code).toBe(1);
-      expect(refused.stderr).toBe(`museum: ${server.url}/m.glb refused: ${new URL(server.url).host} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)\n`);
+      const lastLine = (text: string) => text.trimEnd().split('\n').at(-1); // after the steps of `bake room`
+      expect(lastLine(refused.stderr)).toBe(`museum: ${server.url}/m.glb refused: ${new URL(server.url).host} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`);
       expect(server.requests.size).toBe(0);
       const allowed = await run({ BAKE_ALLOW_HOSTS: new URL(server.url).host });
       expect(allowed.code, allowed.stderr).toBe(0);
       expect(JSON.parse(allowed.stdout)).toMatchObject({ room: 1, slot_summary: { authored: 2 } });
       const badList = await run({ BAKE_ALLOW_HOSTS: 'http://nope/' });
-      expect([badList.code, badList.stderr]).toEqual([1, 'museum: BAKE_ALLOW_HOSTS: "http://nope/" is not host or host:port\n']);
+      expect([badList.code, lastLine(badList.stderr)]).toEqual([1, 'museum: BAKE_ALLOW_HOSTS: "http://nope/" is not host or host:port']);
     } finally {
       await server.close();
     }
