@@ -12,8 +12,8 @@
 import { createHash } from 'node:crypto';
 import { createReadStream, promises as fs } from 'node:fs';
 import { dirname, isAbsolute, join, resolve as resolvePath } from 'node:path';
+import { LRUCache } from 'lru-cache';
 import { sha256, writeFileAtomic } from '../artifacts/store.ts';
-import { LruMap } from '../common/lru.ts';
 import { BodyTooLarge, guardedGet, NetRefused, type NetPolicy, netPolicyFromEnv, RetriesExhausted, Transient, withRetries } from '../common/net.ts';
 import { externalUris, isGlb, localResourcePath } from './gltf-io.ts';
 
@@ -108,8 +108,8 @@ export interface SourceResolverOptions {
 export class SourceResolver {
   private readonly fetchOptions: FetchOptions;
   private readonly net: NetPolicy;
-  private readonly statCache: LruMap<string, StatEntry>;
-  private readonly remoteIndex: LruMap<string, RemoteEntry>;
+  private readonly statCache: LRUCache<string, StatEntry>;
+  private readonly remoteIndex: LRUCache<string, RemoteEntry>;
   private readonly inflight = new Map<string, Promise<ResolvedFile & { uris?: string[] }>>();
   private loaded = false;
   private dirty = false;
@@ -117,8 +117,8 @@ export class SourceResolver {
   constructor(private readonly options: SourceResolverOptions) {
     this.fetchOptions = { ...DEFAULT_FETCH_OPTIONS, ...options.fetch };
     this.net = options.net ?? netPolicyFromEnv();
-    this.statCache = new LruMap(options.maxStatEntries ?? 20_000);
-    this.remoteIndex = new LruMap(options.maxRemoteEntries ?? 5_000);
+    this.statCache = new LRUCache({ max: options.maxStatEntries ?? 20_000 });
+    this.remoteIndex = new LRUCache({ max: options.maxRemoteEntries ?? 5_000 });
   }
 
   private get statCachePath() {
@@ -134,7 +134,7 @@ export class SourceResolver {
   private async load(): Promise<void> {
     if (this.loaded) return;
     this.loaded = true;
-    const read = async <V>(path: string, into: LruMap<string, V>) => {
+    const read = async <V extends {}>(path: string, into: LRUCache<string, V>) => {
       // A missing or damaged cache only costs re-hashing; it is never an error.
       const text = await fs.readFile(path, 'utf8').catch(() => null);
       if (!text) return;
@@ -153,8 +153,9 @@ export class SourceResolver {
    */
   async save(): Promise<void> {
     if (!this.dirty) return;
-    await writeFileAtomic(this.statCachePath, JSON.stringify(Object.fromEntries(this.statCache)));
-    await writeFileAtomic(this.remoteIndexPath, JSON.stringify(Object.fromEntries(this.remoteIndex)));
+    // Least recently used first: loading sets them in that order, so the order survives.
+    await writeFileAtomic(this.statCachePath, JSON.stringify(Object.fromEntries(this.statCache.rentries())));
+    await writeFileAtomic(this.remoteIndexPath, JSON.stringify(Object.fromEntries(this.remoteIndex.rentries())));
     this.dirty = false;
     const kept = new Set([...this.remoteIndex.values()].map((e) => e.sha256));
     const blobs = await fs.readdir(join(this.options.cacheDir, 'blobs')).catch(() => [] as string[]);

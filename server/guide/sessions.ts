@@ -4,8 +4,8 @@
  * sessions, turns, follow-ups and idle time) or in Redis (REDIS_URL), shared between instances.
  */
 import type { Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
-import { LruMap } from '../../common/lru.ts';
 import { RedisOrLocal } from '../state/redis.ts';
 
 export interface Turn {
@@ -38,7 +38,6 @@ interface Session {
   turns: Turn[];
   ready: Followup[];
   pending: number;
-  touched: number;
 }
 
 export interface MemorySessionOptions {
@@ -50,21 +49,26 @@ export interface MemorySessionOptions {
 }
 
 export class MemorySessionStore implements GuideSessionStore {
-  /** Bounded by `maxSessions`: beyond it the least recently used session goes. */
-  private readonly sessions: LruMap<string, Session>;
+  /** Bounded by `maxSessions` (beyond it the least recently used session goes) and by idle time. */
+  private readonly sessions: LRUCache<string, Session>;
   private readonly maxTurns: number;
   private readonly maxFollowups: number;
-  private readonly idleMs: number;
-  private readonly now: () => number;
   private readonly sweeper: NodeJS.Timeout;
 
   constructor(options: MemorySessionOptions = {}) {
-    this.sessions = new LruMap(options.maxSessions ?? 10_000);
+    const idleMs = options.idleMs ?? 30 * 60_000;
+    this.sessions = new LRUCache({
+      max: options.maxSessions ?? 10_000,
+      ttl: idleMs,
+      updateAgeOnGet: true,
+      // The clock read at every check, not cached for a millisecond: tests move `now` by hand.
+      ttlResolution: 0,
+      ...(options.now ? { perf: { now: options.now } } : {}),
+    });
     this.maxTurns = options.maxTurns ?? 12;
     this.maxFollowups = options.maxFollowups ?? 3;
-    this.idleMs = options.idleMs ?? 30 * 60_000;
-    this.now = options.now ?? Date.now;
-    this.sweeper = setInterval(() => this.sweep(), Math.min(this.idleMs, 60_000));
+    // Idle sessions leave memory within a minute, not only when they are asked for or pushed out.
+    this.sweeper = setInterval(() => this.sessions.purgeStale(), Math.min(idleMs, 60_000));
     this.sweeper.unref();
   }
 
@@ -106,30 +110,16 @@ export class MemorySessionStore implements GuideSessionStore {
 
   /** The session if it exists and is not idle-expired (marking it as used). */
   private live(key: string): Session | undefined {
-    const s = this.sessions.get(key);
-    if (!s) return undefined;
-    if (this.now() - s.touched > this.idleMs) {
-      this.sessions.delete(key);
-      return undefined;
-    }
-    s.touched = this.now();
-    return s;
+    return this.sessions.get(key);
   }
 
   private session(key: string): Session {
     let s = this.live(key);
     if (!s) {
-      s = { turns: [], ready: [], pending: 0, touched: this.now() };
+      s = { turns: [], ready: [], pending: 0 };
       this.sessions.set(key, s);
     }
     return s;
-  }
-
-  private sweep(): void {
-    const cutoff = this.now() - this.idleMs;
-    // Every session is looked at: LruMap's order follows use only roughly (a hit among the newest
-    // quarter does not move), and a pass over at most maxSessions entries a minute costs little.
-    for (const [key, s] of this.sessions) if (s.touched <= cutoff) this.sessions.delete(key);
   }
 }
 

@@ -6,8 +6,8 @@
  * syntheses. With REDIS_URL, any instance serves any clip (RedisClipRegistry).
  */
 import { randomBytes } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
 import type { Redis } from 'ioredis';
-import { LruMap } from '../../common/lru.ts';
 import type { SpeechEngine } from '../upstream/tts.ts';
 
 export const CHUNK_CHARS = 220;
@@ -45,7 +45,6 @@ export function speechChunks(text: string, max = CHUNK_CHARS): string[] {
 interface Clip {
   text: string;
   voice?: string;
-  expiresAt: number;
   /** The synthesis in flight, shared by the requests that wait for it. */
   synthesis?: Promise<Buffer>;
 }
@@ -75,21 +74,29 @@ export interface SpeechOptions {
 export const CLIP_ID = /^[A-Za-z0-9_-]{22}$/;
 
 export class SpeechClips {
-  /**
-   * Registered clips, bounded by count, oldest registration out first. Looked up with `peek`, so
-   * the order stays registration order — which is expiry order (one TTL), what `expire` relies on.
-   */
-  private readonly clips: LruMap<string, Clip>;
+  /** Registered clips, bounded by count (least recently used out first) and by their lifetime; a clip's audio goes with it. */
+  private readonly clips: LRUCache<string, Clip>;
   /** Synthesized audio by clip id, bounded by bytes, least recently served out first (its clip's text stays). */
-  private readonly audioCache: LruMap<string, Buffer>;
+  private readonly audioCache: LRUCache<string, Buffer>;
   private running = 0;
   private readonly waiting: Array<() => void> = [];
   private readonly concurrency: number;
   private readonly now: () => number;
+  /** When expired clips were last swept out of memory (`now()` time). */
+  private sweptAt = -Infinity;
 
   constructor(private readonly options: SpeechOptions) {
-    this.audioCache = new LruMap(options.maxAudioBytes ?? 64 * 1024 * 1024, { weigh: (audio) => audio.length });
-    this.clips = new LruMap(options.maxClips ?? 20_000, { onEvict: (id) => this.audioCache.delete(id) });
+    this.audioCache = new LRUCache({ maxSize: options.maxAudioBytes ?? 64 * 1024 * 1024, sizeCalculation: (audio) => Math.max(1, audio.length) });
+    this.clips = new LRUCache({
+      max: options.maxClips ?? 20_000,
+      ttl: options.ttlMs,
+      // The clock read at every check, not cached for a millisecond: tests move `now` by hand.
+      ttlResolution: 0,
+      ...(options.now ? { perf: { now: options.now } } : {}),
+      dispose: (_clip, id, reason) => {
+        if (reason !== 'set') this.audioCache.delete(id);
+      },
+    });
     this.concurrency = options.concurrency ?? 2;
     this.now = options.now ?? Date.now;
   }
@@ -97,10 +104,10 @@ export class SpeechClips {
   /** Register the chunks of an answer; returns their URLs in order. */
   prepare(text: string, voice?: string): string[] {
     const urls: string[] = [];
-    this.expire();
+    this.sweep();
     for (const chunk of speechChunks(text)) {
       const id = randomBytes(16).toString('base64url');
-      const clip: Clip = { text: chunk, voice, expiresAt: this.now() + this.options.ttlMs };
+      const clip: Clip = { text: chunk, voice };
       this.clips.set(id, clip);
       this.options.shared?.put(id, { text: chunk, voice }, this.options.ttlMs);
       urls.push(`${this.options.publicUrl}/v1/guide/tts/${id}.mp3`);
@@ -112,12 +119,9 @@ export class SpeechClips {
 
   /** mp3 of a clip; null when unknown or expired. Engine failures reject (an UpstreamError). */
   async audio(id: string): Promise<Buffer | null> {
-    const clip = this.clips.peek(id) ?? (await this.adopt(id));
+    // `get` drops an expired clip (and its audio); another instance's registry has it expired too.
+    const clip = this.clips.get(id) ?? (await this.adopt(id));
     if (!clip) return null;
-    if (clip.expiresAt <= this.now()) {
-      this.forget(id);
-      return null;
-    }
     return this.audioOf(id, clip);
   }
 
@@ -131,8 +135,8 @@ export class SpeechClips {
     if (!found || found.ttlMs <= 0) return undefined;
     const existing = this.clips.peek(id); // adopted meanwhile by a concurrent request
     if (existing) return existing;
-    const clip: Clip = { text: found.text, voice: found.voice, expiresAt: this.now() + found.ttlMs };
-    this.clips.set(id, clip);
+    const clip: Clip = { text: found.text, voice: found.voice };
+    this.clips.set(id, clip, { ttl: found.ttlMs });
     return clip;
   }
 
@@ -156,18 +160,11 @@ export class SpeechClips {
     return clip.synthesis;
   }
 
-  private forget(id: string): void {
-    this.clips.delete(id);
-    this.audioCache.delete(id);
-  }
-
-  /** Clips are registered in expiry order (same TTL), so expired ones are at the front. */
-  private expire(): void {
-    const now = this.now();
-    for (const [id, clip] of this.clips) {
-      if (clip.expiresAt > now) break;
-      this.forget(id);
-    }
+  /** Expired clips (and their audio) leave memory at most a minute late, not only when asked for or pushed out. */
+  private sweep(): void {
+    if (this.now() - this.sweptAt < 60_000) return;
+    this.sweptAt = this.now();
+    this.clips.purgeStale();
   }
 
   private async limited<T>(task: () => Promise<T>): Promise<T> {

@@ -5,8 +5,8 @@
  *  - Starters are generated after registration, off the request path: by the language model
  *    when one is configured (and answers usefully), else from templates over the context.
  */
+import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
-import { LruMap } from '../../common/lru.ts';
 import { seededRandom } from '../../common/random.ts';
 import type { LlmClient } from '../upstream/llm.ts';
 import type { ExhibitionStore } from '../state/exhibitions.ts';
@@ -146,12 +146,12 @@ export function describeForPrompt(
  */
 export class StarterJobs {
   /**
-   * Queued jobs, exhibition id → content hash, oldest first. Never read with `get`, so an LruMap of
-   * `maxQueued` is a bounded queue: a newer registration of a queued id replaces it at the back, and
+   * Queued jobs, exhibition id → content hash. Never read with `get`, so an LRU cache of
+   * `maxQueued` is a bounded queue (the least recently set first): a newer registration of a queued id replaces it at the back, and
    * beyond the bound the oldest job gives way (that exhibition has no starters; suggestions still
    * draw on its content).
    */
-  private readonly queue: LruMap<string, string>;
+  private readonly queue: LRUCache<string, string>;
   private running = 0;
   private readonly abort = new AbortController();
   private idleWaiters: Array<() => void> = [];
@@ -160,8 +160,11 @@ export class StarterJobs {
     private readonly deps: { store: ExhibitionStore; llm: LlmClient | null; log: Logger },
     private readonly options: { concurrency?: number; maxQueued?: number } = {},
   ) {
-    this.queue = new LruMap(options.maxQueued ?? 500, {
-      onEvict: (id) => deps.log.warn({ exhibition: id }, 'starter generation skipped: too many exhibitions queued'),
+    this.queue = new LRUCache({
+      max: options.maxQueued ?? 500,
+      dispose: (_hash, id, reason) => {
+        if (reason === 'evict') deps.log.warn({ exhibition: id }, 'starter generation skipped: too many exhibitions queued');
+      },
     });
   }
 
@@ -185,7 +188,7 @@ export class StarterJobs {
 
   private pump(): void {
     while (this.running < (this.options.concurrency ?? 2) && this.queue.size > 0) {
-      const [id, contentHash] = this.queue[Symbol.iterator]().next().value!;
+      const [id, contentHash] = this.queue.rentries().next().value!;
       this.queue.delete(id);
       this.running++;
       void this.run(id, contentHash).finally(() => {

@@ -8,9 +8,9 @@
  * Answers are cached for about 5 minutes in a cache bounded by entries and bytes; concurrent misses
  * for the same key share one upstream call (single flight). Failures are never cached.
  */
+import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { LruMap } from '../../common/lru.ts';
 import { type FrozenBody, freeze } from '../content.ts';
 import { untilAborted, type UpstreamError, UpstreamHttp } from './http.ts';
 
@@ -151,23 +151,25 @@ const UpstreamOne = z.object({ data: UpstreamItem });
 interface Entry<T> {
   value: T;
   bytes: number;
-  expires: number;
   frozen?: FrozenBody | null;
 }
 
-/** Least-recently-used cache bounded by entry count and bytes (an LruMap); entries expire after `ttlMs`. */
+/** Least-recently-used cache bounded by entry count and bytes (lru-cache); entries expire after `ttlMs`. */
 export class TtlCache<T> {
-  private readonly entries: LruMap<string, Entry<T>>;
+  private readonly entries: LRUCache<string, Entry<T>>;
   private readonly inflight = new Map<string, Promise<Entry<T>>>();
 
-  constructor(
-    private readonly options: { ttlMs: number; maxEntries: number; maxBytes: number; now?: () => number },
-  ) {
-    this.entries = new LruMap(options.maxBytes, { weigh: (entry) => entry.bytes, maxEntries: options.maxEntries });
-  }
-
-  private now(): number {
-    return this.options.now?.() ?? Date.now();
+  constructor(options: { ttlMs: number; maxEntries: number; maxBytes: number; now?: () => number }) {
+    this.entries = new LRUCache({
+      max: options.maxEntries,
+      // One larger than the whole budget is answered uncached (lru-cache does not store it).
+      maxSize: options.maxBytes,
+      sizeCalculation: (entry) => Math.max(1, entry.bytes),
+      ttl: options.ttlMs,
+      // The clock read at every check, not cached for a millisecond: tests move `now` by hand.
+      ttlResolution: 0,
+      ...(options.now ? { perf: { now: options.now } } : {}),
+    });
   }
 
   /** The cached entry, or the shared result of one `load()` for all concurrent callers. */
@@ -178,9 +180,8 @@ export class TtlCache<T> {
     if (!pending) {
       pending = load()
         .then(({ value, bytes }) => {
-          const entry: Entry<T> = { value, bytes, expires: this.now() + this.options.ttlMs };
-          // One larger than the whole budget is answered uncached.
-          if (bytes <= this.options.maxBytes) this.entries.set(key, entry);
+          const entry: Entry<T> = { value, bytes };
+          this.entries.set(key, entry);
           return entry;
         })
         .finally(() => this.inflight.delete(key));
@@ -191,10 +192,7 @@ export class TtlCache<T> {
 
   /** The fresh cached entry for `key`, marked as used, without loading (the fast path's question: is it ready?). */
   peek(key: string): Entry<T> | undefined {
-    const hit = this.entries.get(key);
-    if (hit && hit.expires > this.now()) return hit;
-    if (hit) this.entries.delete(key);
-    return undefined;
+    return this.entries.get(key);
   }
 
   clear(): void {
@@ -202,7 +200,7 @@ export class TtlCache<T> {
   }
 
   get size(): { entries: number; bytes: number } {
-    return { entries: this.entries.size, bytes: this.entries.weight };
+    return { entries: this.entries.size, bytes: this.entries.calculatedSize };
   }
 }
 

@@ -39,7 +39,7 @@ describe('MemorySessionStore', () => {
     const keys = Array.from({ length: 8 }, (_, i) => `s${i}`);
     for (const key of keys) await store.addTurns(key, [{ role: 'user', content: key }]);
     c.advance(30);
-    // s6 is used again; among the newest quarter, the hit does not move it past the idle s7.
+    // s6 is used again: its idle time starts over, the others' does not.
     await store.turns('s6');
     c.advance(20);
     await new Promise((resolve) => setTimeout(resolve, 120)); // the sweep runs every idleMs
