@@ -123,6 +123,56 @@ export const Artwork = z
   .meta({ id: 'Artwork' });
 export type Artwork = z.infer<typeof Artwork>;
 
+/** The model variants a room is baked in (decisions, "Model variants"); `draco` is model_optimized itself. */
+export const MODEL_VARIANT_NAMES = ['draco', 'meshopt', 'plain'] as const;
+export type ModelVariantName = (typeof MODEL_VARIANT_NAMES)[number];
+
+/** What a loader must support, and the longest texture side: read back from the written GLB. */
+export const ModelVariantFacts = z.object({
+  extensions_required: z.array(z.string()).describe("exactly the GLB's extensionsRequired"),
+  max_texture_size: z.number().int().positive().nullable().describe('longest texture side in pixels; null: no textures'),
+});
+export type ModelVariantFacts = z.infer<typeof ModelVariantFacts>;
+
+export const RoomModelVariant = ModelVariantFacts.extend({
+  name: z.enum(MODEL_VARIANT_NAMES).describe(
+    'draco: model_optimized_url itself (KHR_draco_mesh_compression); meshopt: EXT_meshopt_compression + KHR_mesh_quantization; ' +
+      'plain: float32 geometry, no compression, textures at most 1024 px (loads with no decoder)',
+  ),
+  url: z.string(),
+  bytes: z.number().int().min(0).describe('bytes of the file (identity); /files sends it br/gzip-encoded when the client accepts it'),
+}).meta({ id: 'RoomModelVariant' });
+export type RoomModelVariant = z.infer<typeof RoomModelVariant>;
+
+/** The public Room (spec's twelve fields, meanings unchanged) plus its model variants. */
+export const Room = z
+  .object({
+    id: z.number().int(),
+    title: z.string(),
+    architect: z.string(),
+    description: z.string(),
+    series: z.string(),
+    slots: z.number().int(),
+    token_id: z.union([z.string(), z.number()]).nullable(),
+    image_url: z.string().nullable(),
+    thumbnail_url: z.string().nullable(),
+    model_url: z.string().nullable(),
+    model_optimized_url: z.string().nullable(),
+    slot_data_url: z.string().nullable(),
+    model_variants: z
+      .array(RoomModelVariant)
+      .describe('the optimized model in each variant a client can pick from (every one carries the same Slot_/Auto_ anchor nodes)')
+      .meta({
+        example: [
+          { name: 'draco', url: 'https://museum.example/files/<sha256>.glb', bytes: 124_000, extensions_required: ['KHR_draco_mesh_compression', 'EXT_texture_webp'], max_texture_size: 2048 },
+          { name: 'meshopt', url: 'https://museum.example/files/<sha256>.glb', bytes: 180_000, extensions_required: ['EXT_meshopt_compression', 'KHR_mesh_quantization', 'EXT_texture_webp'], max_texture_size: 2048 },
+          { name: 'plain', url: 'https://museum.example/files/<sha256>.glb', bytes: 410_000, extensions_required: ['EXT_texture_webp'], max_texture_size: 1024 },
+        ],
+      }),
+  })
+  .meta({ id: 'Room' });
+export type Room = z.infer<typeof Room>;
+
 /**
  * An artwork as the manifest keeps it: the public Artwork plus the slug of its museum collection
  * (the content store's `collection_type`), which the artworks list's `collection` filter matches.
@@ -163,6 +213,9 @@ export const SlotSummary = z.object({
 });
 export type SlotSummary = z.infer<typeof SlotSummary>;
 
+export const ManifestModelVariant = ModelVariantFacts.extend({ name: z.enum(MODEL_VARIANT_NAMES), file: FileRef });
+export type ManifestModelVariant = z.infer<typeof ManifestModelVariant>;
+
 export const ManifestRoom = z.object({
   id: z.number().int(),
   title: z.string(),
@@ -177,6 +230,8 @@ export const ManifestRoom = z.object({
   thumbnail: FileRef.nullable(),
   slot_data: FileRef.nullable().describe('RoomSlotData JSON'),
   slot_summary: SlotSummary.nullable(),
+  /** Every model variant, draco (= model_optimized) first; manifests written before variants existed have none. */
+  model_variants: z.array(ManifestModelVariant).optional(),
   /** What the bake needs to decide whether the room must be rebuilt (decisions: incremental rule). */
   bake: z
     .object({
@@ -219,7 +274,7 @@ export const artifactPaths = (dataDir: string) => ({
 
 /** Every file a manifest references (its rooms' files and its QA report). */
 export const manifestFileRefs = (manifest: Manifest): FileRef[] => [
-  ...manifest.rooms.flatMap((r) => [r.model, r.model_optimized, r.image, r.thumbnail, r.slot_data]),
+  ...manifest.rooms.flatMap((r) => [r.model, r.model_optimized, r.image, r.thumbnail, r.slot_data, ...(r.model_variants ?? []).map((v) => v.file)]),
   manifest.report ?? null,
 ].filter((r): r is FileRef => r !== null);
 
@@ -230,5 +285,17 @@ export const fileUrl = (publicUrl: string, ref: Pick<FileRef, 'sha256' | 'ext'>)
   `${publicUrl.replace(/\/+$/, '')}/files/${fileName(ref)}`;
 /** `/files/<sha256>.<ext>`: the only names the files route serves. */
 export const FILE_NAME_PATTERN = /^([0-9a-f]{64})\.([a-z0-9]{2,5})$/;
+/**
+ * Precompressed siblings of a compressible file, `<sha256>.<ext>.br` / `.gz` (decisions: answers are
+ * compressed once, at bake): written beside their file when they save bytes, kept and removed with it.
+ */
+export const PRECOMPRESSED_EXTENSIONS: ReadonlySet<FileExt> = new Set<FileExt>(['glb', 'json']);
+export const CONTENT_ENCODINGS = [
+  { encoding: 'br', suffix: 'br' },
+  { encoding: 'gzip', suffix: 'gz' },
+] as const;
+export type ContentEncoding = (typeof CONTENT_ENCODINGS)[number]['encoding'];
+/** `<sha256>.<ext>.br|gz` (group 1: the file's own name). */
+export const ENCODED_FILE_NAME_PATTERN = /^([0-9a-f]{64}\.[a-z0-9]{2,5})\.(br|gz)$/;
 export const contentTypeOf = (ext: string): string =>
   (FILE_EXTENSIONS as Record<string, string>)[ext] ?? 'application/octet-stream';

@@ -7,9 +7,13 @@ import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
+import { promisify } from 'node:util';
+import { brotliCompress, constants as zlibConstants, gzip } from 'node:zlib';
 import {
   artifactPaths,
+  CONTENT_ENCODINGS,
   filePath,
+  PRECOMPRESSED_EXTENSIONS,
   Manifest,
   MANIFEST_FORMAT,
   type FileExt,
@@ -43,10 +47,50 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string): 
   }
 }
 
-/** Store bytes under their content address; an existing file with that address is kept as is. */
+/**
+ * Compression levels of the precompressed siblings (part of the bake's settings, so of its key).
+ * Brotli 9, not 11: on cube-room 11 took 21.7 s for the 2.6 MB source GLB (9: 0.3 s, 0.5 % larger)
+ * and 1.1–1.7 s per 130–190 KB variant (9: 0.07–0.09 s, 1–8 % larger).
+ */
+export const PRECOMPRESS_LEVELS = { brotliQuality: 9, gzipLevel: 9 };
+
+const brotli = promisify(brotliCompress);
+const gzipAsync = promisify(gzip);
+const encoders: Record<(typeof CONTENT_ENCODINGS)[number]['suffix'], (data: Buffer) => Promise<Buffer>> = {
+  br: (data) =>
+    brotli(data, {
+      params: {
+        [zlibConstants.BROTLI_PARAM_QUALITY]: PRECOMPRESS_LEVELS.brotliQuality,
+        [zlibConstants.BROTLI_PARAM_SIZE_HINT]: data.byteLength,
+      },
+    }),
+  gz: (data) => gzipAsync(data, { level: PRECOMPRESS_LEVELS.gzipLevel }),
+};
+
+/**
+ * The `.br` / `.gz` siblings of a compressible file, each written (atomically, on the thread pool)
+ * when it is smaller than the file. An existing sibling is kept: same name, same content.
+ */
+async function putEncodedSiblings(path: string, data: Uint8Array | string): Promise<void> {
+  const bytes = typeof data === 'string' ? Buffer.from(data) : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  await Promise.all(
+    CONTENT_ENCODINGS.map(async ({ suffix }) => {
+      const target = `${path}.${suffix}`;
+      if (await fs.stat(target).then((s) => s.isFile(), () => false)) return;
+      const encoded = await encoders[suffix](bytes);
+      if (encoded.byteLength < bytes.byteLength) await writeFileAtomic(target, encoded);
+    }),
+  );
+}
+
+/**
+ * Store bytes under their content address; an existing file with that address is kept as is. GLB and
+ * JSON files get their precompressed siblings first, so whoever sees the file sees them too.
+ */
 export async function putContentFile(dataDir: string, data: Uint8Array | string, ext: FileExt): Promise<FileRef> {
   const ref: FileRef = { sha256: sha256(data), ext, bytes: typeof data === 'string' ? Buffer.byteLength(data) : data.byteLength };
   const path = filePath(dataDir, ref);
+  if (PRECOMPRESSED_EXTENSIONS.has(ext)) await putEncodedSiblings(path, data);
   const existing = await fs.stat(path).catch(() => null);
   if (!existing || existing.size !== ref.bytes) await writeFileAtomic(path, data);
   return ref;

@@ -18,7 +18,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { join, resolve as resolvePath } from 'node:path';
-import { artifactPaths, FILE_NAME_PATTERN, fileName, type Manifest, manifestFileRefs } from '../artifacts/format.ts';
+import { artifactPaths, ENCODED_FILE_NAME_PATTERN, FILE_NAME_PATTERN, fileName, type Manifest, manifestFileRefs } from '../artifacts/format.ts';
 import { DataDirBusyError, listManifests, lockDataDir, type PublishedManifest, TEMP_FILE_PATTERN } from '../artifacts/store.ts';
 import { QA_FACTS_NAME_PATTERN, qaFactsDir, readQaFactsFile } from './qa-facts.ts';
 
@@ -205,18 +205,21 @@ async function sweepFiles(run: GcRun, refs: References, summary: GcSummary): Pro
   const dir = artifactPaths(run.dataDir).files;
   const entries = (await fs.readdir(dir).catch(() => [] as string[])).sort();
   for (const name of entries) {
-    const isFile = FILE_NAME_PATTERN.test(name);
+    // A precompressed sibling (`<file>.br` / `.gz`) lives and goes with its file (and is not counted apart).
+    const owner = ENCODED_FILE_NAME_PATTERN.exec(name)?.[1];
+    const isFile = FILE_NAME_PATTERN.test(owner ?? name);
     if (!isFile && !TEMP_FILE_PATTERN.test(name)) continue;
     const path = join(dir, name);
     const stat = await fs.stat(path).catch(() => null);
     if (!stat?.isFile()) continue;
-    if (isFile && refs.files.has(name)) {
-      summary.kept_files++;
+    const counted = owner === undefined ? 1 : 0;
+    if (isFile && refs.files.has(owner ?? name)) {
+      summary.kept_files += counted;
       continue;
     }
-    if (run.now - stat.mtimeMs < run.graceMs || refs.graceFiles.has(name)) {
-      summary.kept_files++;
-      summary.in_grace++;
+    if (run.now - stat.mtimeMs < run.graceMs || refs.graceFiles.has(owner ?? name)) {
+      summary.kept_files += counted;
+      summary.in_grace += counted;
       continue;
     }
     if (!(await remove(run, path, `files/${name}`, stat.size))) continue;

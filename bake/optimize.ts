@@ -10,7 +10,7 @@
  */
 import { Document, ImageUtils, PropertyType, type Node, type Texture, type Transform } from '@gltf-transform/core';
 import { EXTTextureWebP } from '@gltf-transform/extensions';
-import { compressTexture, dedup, draco, join, listTextureSlots, palette, prune, weld } from '@gltf-transform/functions';
+import { cloneDocument, compressTexture, dedup, draco, join, listTextureSlots, palette, prune, weld } from '@gltf-transform/functions';
 import sharp from 'sharp';
 import { ModelError, writeGlb } from './gltf-io.ts';
 import { OPTIMIZER_SETTINGS, type OptimizerSettings } from './settings.ts';
@@ -200,6 +200,11 @@ export interface OptimizeInput {
   settings?: OptimizerSettings;
   /** A Document already read (and used for slots) for the first attempt, to save a parse. */
   first?: Document;
+  /**
+   * Given a copy of the first attempt's document after every step before Draco (what the model
+   * variants are made from, bake/variants.ts), before the slot anchors are embedded.
+   */
+  prepared?: (document: Document) => void;
 }
 
 export interface OptimizeResult {
@@ -213,10 +218,11 @@ export interface OptimizeResult {
   warnings: string[];
 }
 
-async function runAttempt(document: Document, settings: OptimizerSettings, skip: Set<StepName>, finish: OptimizeInput['finish']) {
+async function runAttempt(document: Document, settings: OptimizerSettings, skip: Set<StepName>, finish: OptimizeInput['finish'], prepared?: OptimizeInput['prepared']) {
   const steps: OptimizeResult['steps'] = [];
   const before = slotNodeFacts(document);
   for (const step of optimizeSteps(settings, skip)) {
+    if (step.name === 'draco' && prepared) prepared(cloneDocument(document));
     const t0 = performance.now();
     await document.transform(step.transform);
     steps.push({ name: step.name, ms: performance.now() - t0 });
@@ -248,7 +254,7 @@ export async function optimizeModel(input: OptimizeInput): Promise<OptimizeResul
   let embedded = false;
   for (const [i, skipped] of plans.entries()) {
     const document = i === 0 && input.first ? input.first : await input.read();
-    const attempt = await runAttempt(document, settings, new Set(skipped), input.finish);
+    const attempt = await runAttempt(document, settings, new Set(skipped), input.finish, i === 0 ? input.prepared : undefined);
     embedded = attempt.embedded;
     if (!best || attempt.glb.byteLength < best.glb.byteLength) best = { glb: attempt.glb, steps: attempt.steps, skipped };
     if (attempt.glb.byteLength <= limit) break;

@@ -100,7 +100,9 @@ export function roomBakeKey(parts: { model: string; onchainSlots: number; image:
 }
 
 const fileRefs = (room: ManifestRoom): FileRef[] =>
-  [room.model, room.model_optimized, room.image, room.thumbnail, room.slot_data].filter((r): r is FileRef => r !== null);
+  [room.model, room.model_optimized, room.image, room.thumbnail, room.slot_data, ...(room.model_variants ?? []).map((v) => v.file)].filter(
+    (r): r is FileRef => r !== null,
+  );
 
 async function filesExist(dataDir: string, room: ManifestRoom): Promise<boolean> {
   const checks = await Promise.all(
@@ -413,6 +415,7 @@ function assembleManifest(run: Run, plans: Planned[], results: Map<number, RoomB
         token_id: plan.room.token_id,
         model: result.model,
         model_optimized: result.model_optimized,
+        model_variants: result.model_variants,
         image: result.image,
         thumbnail: result.thumbnail,
         slot_data: result.slot_data,

@@ -7,13 +7,15 @@
  */
 import { workerData } from 'node:worker_threads';
 import sharp from 'sharp';
-import { type FileRef, RoomSlotData, SLOT_DATA_VERSION, type SlotSummary } from '../artifacts/format.ts';
+import type { Document } from '@gltf-transform/core';
+import { type FileRef, type ManifestModelVariant, RoomSlotData, SLOT_DATA_VERSION, type SlotSummary } from '../artifacts/format.ts';
 import { putContentFile } from '../artifacts/store.ts';
 import { renderPlanPng } from './report.ts';
 import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, startTextureCompression, type OptimizerSettings, type StepName } from './optimize.ts';
 import { compareSlots, computeSlots, embedAnchors, SLOT_ALGORITHM, type RoomKind, type SlotChanges } from './slots/index.ts';
 import { readSource, readSourceModel, type ModelFiles } from './source-model.ts';
 import { makeThumbnail, publishablePreview } from './thumbnail.ts';
+import { glbFacts, makeVariants } from './variants.ts';
 import { serveJobs } from './workers.ts';
 
 export interface RoomJob {
@@ -36,6 +38,8 @@ export interface RoomBakeResult {
   roomId: number;
   model: FileRef;
   model_optimized: FileRef;
+  /** draco (= model_optimized), meshopt, plain: files and what loading each requires. */
+  model_variants: ManifestModelVariant[];
   image: FileRef | null;
   thumbnail: FileRef | null;
   slot_data: FileRef;
@@ -52,6 +56,8 @@ export interface RoomBakeResult {
   /** The optimizer's notes alone (the report lists the engine's separately). */
   optimizerWarnings: string[];
   optimizer: { skipped: StepName[]; isSource: boolean; steps: Array<{ name: string; ms: number }> };
+  /** Time making each model variant (from the prepared document to its GLB), ms. */
+  variantsMs: Record<'meshopt' | 'plain', number>;
   /** Source model GLB bytes → optimized GLB bytes. */
   bytesIn: number;
   bytesOut: number;
@@ -135,30 +141,42 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   onStep('compressing the textures');
   await textures;
   // The optimized model carries every anchor in its slot nodes (the source stays as it is).
+  const finish = (document: Document) => {
+    if (!slots.slots.length) return false;
+    embedAnchors(document, slots.slots);
+    return true;
+  };
+  let prepared: Document | null = null;
   onStep('optimizing the model');
   const optimized = await optimizeModel({
     source: source.glb,
     read: source.read,
     first: source.document,
     settings,
-    finish: (document) => {
-      if (!slots.slots.length) return false;
-      embedAnchors(document, slots.slots);
-      return true;
-    },
+    finish,
+    prepared: (document) => (prepared = document),
   });
   if (optimized.isSource && slots.slots.length) {
     // Cannot happen (embedding forces a written model); guards the slot node contract.
     throw new Error('optimized model lost its slot anchors');
   }
+  const draco = started(putContentFile(job.dataDir, optimized.glb, 'glb'));
+  if (!prepared) throw new Error('the optimizer gave no prepared document for the model variants');
+  const variants = await makeVariants(prepared, settings, finish);
+  const variantFiles = variants.map((v) => putContentFile(job.dataDir, v.glb, 'glb'));
 
-  const [modelRef, modelOptimized, slotFile, images, planRef] = await Promise.all([
+  const [modelRef, modelOptimized, slotFile, images, planRef, ...variantRefs] = await Promise.all([
     model,
-    putContentFile(job.dataDir, optimized.glb, 'glb'),
+    draco,
     putContentFile(job.dataDir, slotJson, 'json'),
     preview,
     planPicture,
+    ...variantFiles,
   ]);
+  const modelVariants: ManifestModelVariant[] = [
+    { name: 'draco', file: modelOptimized, ...glbFacts(optimized.glb) },
+    ...variants.map((v, i) => ({ name: v.name, file: variantRefs[i]!, extensions_required: v.extensions_required, max_texture_size: v.max_texture_size })),
+  ];
 
   const warnings = [...slots.warnings, ...optimized.warnings];
   if (slots.shortfall) warnings.push(`only ${slots.shortfall.placed} of ${slots.shortfall.expected} slots placed: ${slots.shortfall.reason}`);
@@ -166,6 +184,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     roomId: job.roomId,
     model: modelRef,
     model_optimized: modelOptimized,
+    model_variants: modelVariants,
     image: images?.image ?? null,
     thumbnail: images?.thumbnail ?? null,
     slot_data: slotFile,
@@ -176,6 +195,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     warnings: [...new Set(warnings)],
     optimizerWarnings: optimized.warnings,
     optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },
+    variantsMs: { meshopt: variants.find((v) => v.name === 'meshopt')!.ms, plain: variants.find((v) => v.name === 'plain')!.ms },
     bytesIn: source.glb.byteLength,
     bytesOut: optimized.glb.byteLength,
     ms: performance.now() - startedAt,

@@ -3,15 +3,16 @@
  * deciding what to rebuild (the incremental key) does not load the image and geometry libraries.
  */
 import { readFileSync } from 'node:fs';
-import { sha256 } from '../artifacts/store.ts';
+import { PRECOMPRESS_LEVELS, sha256 } from '../artifacts/store.ts';
 
 export const OPTIMIZER_SETTINGS = {
   /**
    * Bump when the step code changes in a way that changes output. 3: hostile-input checks (textures
    * must be images, SVG previews rasterized) — every room is re-checked once. 4: accessor bounds and
    * primitive modes written compactly (gltf-io compactJson). 5: Draco at speed 4 (see draco).
+   * 6: meshopt and plain model variants, br/gz siblings of GLB and JSON files.
    */
-  revision: 5,
+  revision: 6,
   textures: {
     format: 'webp' as const,
     /** Longest side after resizing, in pixels. */
@@ -52,6 +53,18 @@ export const OPTIMIZER_SETTINGS = {
     quantizeGeneric: 12,
     quantizationVolume: 'mesh' as const,
   },
+  /** The model variants beside the Draco model (bake/variants.ts; decisions, "Model variants"). */
+  variants: {
+    /** glTF-Transform's quantize defaults, as its `meshopt` (level high) uses them; slot placeholders stay float. */
+    meshopt: { quantizePosition: 14, quantizeTexcoord: 12, quantizeColor: 8, quantizeNormal: 8, quantizationVolume: 'mesh' as const },
+    /** Longest texture side of the plain variant (what decoder-less worlds take). */
+    plain: { maxTextureSize: 1024 },
+  },
+  /**
+   * Precompressed `.br` / `.gz` siblings of GLB and JSON files (artifacts/store.ts), written when
+   * they save bytes. Brotli quality: see bench/RESULTS.md (bake time against bytes on the wire).
+   */
+  precompress: PRECOMPRESS_LEVELS,
 };
 
 /**

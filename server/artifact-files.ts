@@ -9,8 +9,9 @@ import { promises as fs } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
 import { resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
+import Negotiator from 'negotiator';
 import { LruMap } from '../common/lru.ts';
-import { contentTypeOf, FILE_EXTENSIONS, FILE_NAME_PATTERN } from '../artifacts/format.ts';
+import { CONTENT_ENCODINGS, type ContentEncoding, contentTypeOf, FILE_EXTENSIONS, FILE_NAME_PATTERN, type FileExt, PRECOMPRESSED_EXTENSIONS } from '../artifacts/format.ts';
 import { HttpError, notFound } from './errors.ts';
 import { type ByteRange, etagMatches, IMMUTABLE_CACHE_CONTROL, parseRange } from './http-conditional.ts';
 import type { RawAnswer } from './types.ts';
@@ -25,6 +26,11 @@ export interface StoredFile {
   notModified: Readonly<Record<string, string>>;
   /** The bytes when the file is small enough to keep in memory; null: streamed from disk. */
   data: Buffer | null;
+  /**
+   * Its precompressed representations (the bake's `.br` / `.gz` siblings), each with its own strong
+   * ETag and headers; empty when it has none.
+   */
+  encoded: ReadonlyArray<{ encoding: ContentEncoding; file: StoredFile }>;
 }
 
 export interface FileSlice extends ByteRange {
@@ -47,6 +53,9 @@ export interface ArtifactFilesLimits {
   maxStreamedEntries: number;
 }
 
+/** Bytes a stored file keeps in memory, its precompressed representations included. */
+const bytesHeld = (file: StoredFile): number => (file.data?.length ?? 0) + file.encoded.reduce((n, e) => n + (e.file.data?.length ?? 0), 0);
+
 const DEFAULT_LIMITS: ArtifactFilesLimits = { memoryBytes: 64 * 1024 * 1024, maxInMemoryFile: 1024 * 1024, maxStreamedEntries: 4096 };
 
 /**
@@ -67,7 +76,7 @@ export class ArtifactFiles {
   constructor(filesDir: string, limits: Partial<ArtifactFilesLimits> = {}) {
     this.filesDir = resolve(filesDir);
     this.limits = { ...DEFAULT_LIMITS, ...limits };
-    this.inMemory = new LruMap(this.limits.memoryBytes, { weigh: (file) => file.size });
+    this.inMemory = new LruMap(this.limits.memoryBytes, { weigh: bytesHeld });
     this.streamed = new LruMap(this.limits.maxStreamedEntries);
   }
 
@@ -89,7 +98,7 @@ export class ArtifactFiles {
   byName(name: string): Promise<StoredFile | null> {
     if (!ArtifactFiles.isPublicName(name)) return Promise.resolve(null);
     const ext = name.slice(name.lastIndexOf('.') + 1);
-    return this.load(this.pathOf(name), contentTypeOf(ext), `"${name.slice(0, name.indexOf('.'))}"`);
+    return this.load(this.pathOf(name), contentTypeOf(ext), `"${name.slice(0, name.indexOf('.'))}"`, PRECOMPRESSED_EXTENSIONS.has(ext as FileExt));
   }
 
   /** A public name is a single plain segment, so plain concatenation is its path (no normalizing). */
@@ -97,13 +106,16 @@ export class ArtifactFiles {
     return `${this.filesDir}${sep}${name}`;
   }
 
-  /** A file at an absolute path chosen by the server (e.g. an image variant), or null when missing. */
-  load(path: string, contentType: string, etag: string): Promise<StoredFile | null> {
+  /**
+   * A file at an absolute path chosen by the server (e.g. an image variant), or null when missing.
+   * `withEncoded`: look for its precompressed siblings too.
+   */
+  load(path: string, contentType: string, etag: string, withEncoded = false): Promise<StoredFile | null> {
     const hit = this.known(path);
     if (hit) return Promise.resolve(hit);
     let pending = this.loading.get(path);
     if (!pending) {
-      pending = this.read(path, contentType, etag).finally(() => this.loading.delete(path));
+      pending = this.read(path, contentType, etag, withEncoded).finally(() => this.loading.delete(path));
       this.loading.set(path, pending);
     }
     return pending;
@@ -136,40 +148,80 @@ export class ArtifactFiles {
     return this.inMemory.get(path) ?? this.streamed.get(path);
   }
 
-  private async read(path: string, contentType: string, etag: string): Promise<StoredFile | null> {
-    const stat = await fs.stat(path).catch((err: NodeJS.ErrnoException) => {
-      if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null;
-      throw err;
-    });
-    if (!stat?.isFile()) return null;
+  private async read(path: string, contentType: string, etag: string, withEncoded: boolean): Promise<StoredFile | null> {
+    // The siblings first: the bake writes them before their file, so a file seen has its siblings.
+    let encoded = withEncoded ? await this.readEncoded(path, contentType, etag) : [];
     // (nosniff and the sandbox CSP are the /files route's headers, on every answer of it)
-    const notModified = { ETag: etag, 'Cache-Control': IMMUTABLE_CACHE_CONTROL };
-    const headersFor = (size: number) => ({
-      'Content-Type': contentType,
-      'Content-Length': String(size),
-      'Accept-Ranges': 'bytes',
-      ...notModified,
-    });
-    if (stat.size <= this.limits.maxInMemoryFile) {
-      const data = await fs.readFile(path).catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'ENOENT') return null;
-        throw err;
-      });
-      if (!data) return null;
-      const file: StoredFile = { path, size: data.length, etag, full: headersFor(data.length), notModified, data };
-      if (file.size <= this.limits.memoryBytes) this.inMemory.set(path, file);
-      return file;
-    }
-    const file: StoredFile = { path, size: stat.size, etag, full: headersFor(stat.size), notModified, data: null };
-    this.streamed.set(path, file);
-    return file;
+    const vary: Record<string, string> = encoded.length ? { Vary: 'Accept-Encoding' } : {};
+    const file = await readOne(path, this.limits.maxInMemoryFile, { 'Content-Type': contentType, 'Accept-Ranges': 'bytes' }, { ETag: etag, ...vary });
+    if (!file) return null;
+    // A streamed file's entry is bounded by count, not bytes: its siblings stream too.
+    if (!file.data) encoded = encoded.map((e) => ({ ...e, file: { ...e.file, data: null } }));
+    const stored: StoredFile = { ...file, encoded };
+    if (stored.data && bytesHeld(stored) <= this.limits.memoryBytes) this.inMemory.set(path, stored);
+    else if (!stored.data) this.streamed.set(path, stored);
+    return stored;
   }
+
+  /**
+   * The `.br` / `.gz` siblings of a file. Their bytes stay in memory only when they are small (the
+   * file's own entry accounts for them); a Range request never gets them, so they need no ranges.
+   */
+  private async readEncoded(path: string, contentType: string, etag: string): Promise<StoredFile['encoded']> {
+    const found = await Promise.all(
+      CONTENT_ENCODINGS.map(async ({ encoding, suffix }) => {
+        const headers = { 'Content-Type': contentType, 'Content-Encoding': encoding };
+        const file = await readOne(`${path}.${suffix}`, this.limits.maxInMemoryFile, headers, { ETag: `${etag.slice(0, -1)}.${suffix}"`, Vary: 'Accept-Encoding' });
+        return file ? { encoding, file: { ...file, encoded: [] } } : null;
+      }),
+    );
+    return found.filter((e) => e !== null);
+  }
+}
+
+/** One file's metadata and headers, and its bytes when it is small enough to keep; null when missing. */
+async function readOne(path: string, maxInMemory: number, typeHeaders: Record<string, string>, validators: Record<string, string>): Promise<Omit<StoredFile, 'encoded'> | null> {
+  const stat = await fs.stat(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null;
+    throw err;
+  });
+  if (!stat?.isFile()) return null;
+  const notModified = { ...validators, 'Cache-Control': IMMUTABLE_CACHE_CONTROL };
+  const headersFor = (size: number) => ({ ...typeHeaders, 'Content-Length': String(size), ...notModified });
+  if (stat.size > maxInMemory) return { path, size: stat.size, etag: validators.ETag!, full: headersFor(stat.size), notModified, data: null };
+  const data = await fs.readFile(path).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') return null;
+    throw err;
+  });
+  if (!data) return null;
+  return { path, size: data.length, etag: validators.ETag!, full: headersFor(data.length), notModified, data };
 }
 
 const single = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value[0] : value);
 
-/** The answer for a GET/HEAD of a stored file: 304, 206 for one satisfiable range, else 200. Throws 416. */
-export function answerFile(file: StoredFile, method: string, headers: IncomingHttpHeaders): FileAnswer {
+/** Best first when the client rates them equally: brotli is the smaller. */
+const ENCODING_PREFERENCE = [...CONTENT_ENCODINGS.map((e) => e.encoding), 'identity'];
+
+/**
+ * The representation a request gets (decisions, "Clients of the HTTP API"): the encoding its
+ * Accept-Encoding prefers among those the file has, br before gzip on a tie; identity for a Range
+ * request, or when the client accepts none of them.
+ */
+export function representationFor(file: StoredFile, headers: IncomingHttpHeaders): StoredFile {
+  if (!file.encoded.length || headers.range !== undefined) return file;
+  const available = [...file.encoded.map((e) => e.encoding), 'identity'];
+  // negotiator 1's `preferred` (ties go to the server's order) is missing from @types/negotiator 0.6.
+  const negotiator = new Negotiator({ headers }) as unknown as { encodings(available: string[], options: { preferred: string[] }): string[] };
+  const best = negotiator.encodings(available, { preferred: ENCODING_PREFERENCE })[0];
+  return file.encoded.find((e) => e.encoding === best)?.file ?? file;
+}
+
+/**
+ * The answer for a GET/HEAD of a stored file in the representation the request negotiates: 304, 206
+ * for one satisfiable range (identity), else 200. Throws 416.
+ */
+export function answerFile(stored: StoredFile, method: string, headers: IncomingHttpHeaders): FileAnswer {
+  const file = representationFor(stored, headers);
   if (etagMatches(headers['if-none-match'], file.etag)) return { status: 304, headers: file.notModified, body: null };
   const head = method === 'HEAD';
   // If-Range: a range applies only to the representation the client already has part of.

@@ -7,7 +7,6 @@
 import { createHash } from 'node:crypto';
 import { watch, type FSWatcher, promises as fs } from 'node:fs';
 import type { Logger } from 'pino';
-import { z } from 'zod';
 import {
   artifactPaths,
   type Artwork,
@@ -16,27 +15,10 @@ import {
   filePath,
   type Manifest,
   type ManifestRoom,
+  type Room,
   RoomSlotData,
 } from '../artifacts/format.ts';
 import { emptyManifest, readManifest } from '../artifacts/store.ts';
-
-export const Room = z
-  .object({
-    id: z.number().int(),
-    title: z.string(),
-    architect: z.string(),
-    description: z.string(),
-    series: z.string(),
-    slots: z.number().int(),
-    token_id: z.union([z.string(), z.number()]).nullable(),
-    image_url: z.string().nullable(),
-    thumbnail_url: z.string().nullable(),
-    model_url: z.string().nullable(),
-    model_optimized_url: z.string().nullable(),
-    slot_data_url: z.string().nullable(),
-  })
-  .meta({ id: 'Room' });
-export type Room = z.infer<typeof Room>;
 
 /** A pre-serialized response body with its strong validator. */
 export interface FrozenBody {
@@ -107,6 +89,13 @@ export async function buildSnapshot(dataDir: string, manifest: Manifest, publicU
       model_url: url(room.model),
       model_optimized_url: url(room.model_optimized),
       slot_data_url: room.slot_data ? `${publicUrl}/v1/rooms/${room.id}/slots` : null,
+      model_variants: (room.model_variants ?? []).map(({ name, file, extensions_required, max_texture_size }) => ({
+        name,
+        url: fileUrl(publicUrl, file),
+        bytes: file.bytes,
+        extensions_required,
+        max_texture_size,
+      })),
     });
   }
   const collectionsBySlug = new Map(manifest.collections.map((c) => [c.slug, c]));

@@ -125,7 +125,8 @@ describe('files', () => {
       'room1.slot_data': 'application/json',
     };
     for (const [role, type] of Object.entries(expected)) {
-      const res = await server.get(fileUrl(role), { key: null });
+      // (GLB and JSON files are also sent encoded: test/server/files-encoding.test.ts)
+      const res = await server.get(fileUrl(role), { key: null, headers: { 'Accept-Encoding': 'identity' } });
       expect(res.status, role).toBe(200);
       expect(res.headers.get('content-type'), role).toBe(type);
       expect(res.headers.get('etag')).toBe(`"${fx.files[role]!.ref.sha256}"`);
@@ -135,7 +136,7 @@ describe('files', () => {
       expect(res.headers.get('content-length')).toBe(String(fx.files[role]!.bytes.length));
       expect(Buffer.from(await res.arrayBuffer()).equals(fx.files[role]!.bytes)).toBe(true);
     }
-    const large = await server.get(bigUrl(), { key: null });
+    const large = await server.get(bigUrl(), { key: null, headers: { 'Accept-Encoding': 'identity' } });
     expect(large.headers.get('content-length')).toBe(String(big.bytes.length));
     expect(Buffer.from(await large.arrayBuffer()).equals(big.bytes)).toBe(true);
   });
@@ -147,7 +148,7 @@ describe('files', () => {
       expect(Number(head.headers['content-length'])).toBeGreaterThan(0);
       expect(head.body.length).toBe(0);
       const etag = head.headers.etag!;
-      const revalidated = await server.get(path, { key: null, headers: { 'If-None-Match': etag } });
+      const revalidated = await server.get(path, { key: null, headers: { 'If-None-Match': etag, 'Accept-Encoding': 'identity' } });
       expect(revalidated.status).toBe(304);
       expect(revalidated.headers.get('etag')).toBe(etag);
     }

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artwork, Collection, RoomSlotData } from '../../artifacts/format.ts';
 import { artifactPaths } from '../../artifacts/format.ts';
 import { writeFileAtomic } from '../../artifacts/store.ts';
-import type { Room } from '../../server/content.ts';
+import type { Room } from '../../artifacts/format.ts';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
