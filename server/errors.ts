@@ -31,12 +31,20 @@ const DEFAULT_CODE: Record<number, ErrorCode> = {
   503: 'UNCONFIGURED',
 };
 
+/** One thing wrong with a request's input: what, and which field (a parameter name or a dotted body path). */
+export interface Problem {
+  message: string;
+  field: string;
+}
+
 export class HttpError extends Error {
   constructor(
     readonly status: number,
     readonly code: ErrorCode,
     message: string,
     readonly headers: Record<string, string> = {},
+    /** Input problems (400): each is an error object of its own, with its field. */
+    readonly problems: readonly Problem[] = [],
   ) {
     super(message);
   }
@@ -46,6 +54,12 @@ export const codeForStatus = (status: number): ErrorCode =>
   DEFAULT_CODE[status] ?? (status >= 500 ? 'INTERNAL' : 'BAD_REQUEST');
 
 export const envelope = (message: string, code: ErrorCode) => ({ errors: [{ message, extensions: { code } }] });
+
+/** The envelope of an error: one error object per input problem, or the error's own message. */
+export const envelopeOf = (error: HttpError) =>
+  error.problems.length === 0
+    ? envelope(error.message, error.code)
+    : { errors: error.problems.map(({ message, field }) => ({ message, extensions: { code: error.code, field } })) };
 
 export const badRequest = (message: string) => new HttpError(400, 'BAD_REQUEST', message);
 export const notFound = (message = 'Not found') => new HttpError(404, 'NOT_FOUND', message);

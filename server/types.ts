@@ -6,7 +6,6 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import type { Middleware, ParameterizedContext } from 'koa';
-import type { RouterContext } from '@koa/router';
 import type { Logger } from 'pino';
 import type { ArtifactFiles } from './artifact-files.ts';
 import type { Config } from './config.ts';
@@ -17,6 +16,7 @@ import type { StarterJobs } from './guide/suggestions.ts';
 import type { ImageVariants } from './image-variants.ts';
 import type { RateLimitStore } from './middleware/rate-limit.ts';
 import type { PresenceHub } from './presence/hub.ts';
+import type { AnyRouteDef, PathMatch } from './route-table.ts';
 import type { KeyStore } from './state/keys.ts';
 import type { ExhibitionStore } from './state/exhibitions.ts';
 import type { StateStore } from './state/store.ts';
@@ -35,12 +35,16 @@ export interface MuseumState {
   keyId?: number;
   /** The JSON body as parsed, before the route's schema validates it (json-body middleware). */
   body?: unknown;
+  /** The declarations of the request's path (route match stage); null: no route has this path. */
+  match?: PathMatch | null;
+  /** The declaration answering the request (dispatch stage): metrics, the access line and the shutdown read it. */
+  route?: AnyRouteDef;
 }
 
 export type MuseumContext = ParameterizedContext<MuseumState>;
 export type MuseumMiddleware = Middleware<MuseumState>;
-/** The context a route handler gets (route params included). */
-export type RouteContext = RouterContext<MuseumState>;
+/** The context a route handler gets: its path parameters as sent (percent-decoded), before validation. */
+export type RouteContext = MuseumContext & { params: Record<string, string> };
 
 /** A raw node:http handler tried before Koa; true when it answered the request. */
 export type FastPathHandler = (req: IncomingMessage, res: ServerResponse) => boolean;

@@ -1,4 +1,9 @@
-/** API-key authentication for keyed routes: `X-API-Key: <key>` or `Authorization: Bearer <key>`. */
+/**
+ * Authentication stages: API keys for keyed routes (`X-API-Key: <key>` or `Authorization: Bearer
+ * <key>`), counted against the key's budget; a fixed bearer token for /metrics. Every 401 carries
+ * `WWW-Authenticate: Bearer realm="museum"`.
+ */
+import { timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError } from '../errors.ts';
 import type { KeyStore } from '../state/keys.ts';
@@ -18,9 +23,13 @@ export const presentedKey = (headers: IncomingHttpHeaders): string | null => {
   return keyFromHeaders(Array.isArray(apiKey) ? apiKey[0] : apiKey, headers.authorization);
 };
 
+/** On every 401 (RFC 9110: a 401 names the scheme it wants). */
+export const WWW_AUTHENTICATE = { 'WWW-Authenticate': 'Bearer realm="museum"' } as const;
+
 // Shared instances: refusing a request should cost little (an Error captures a stack when created).
-const KEY_INVALID = new HttpError(401, 'UNAUTHORIZED', 'Invalid or revoked API key');
-const KEY_MISSING = new HttpError(401, 'UNAUTHORIZED', 'An API key is required (X-API-Key or Authorization: Bearer)');
+const KEY_INVALID = new HttpError(401, 'UNAUTHORIZED', 'Invalid or revoked API key', WWW_AUTHENTICATE);
+const KEY_MISSING = new HttpError(401, 'UNAUTHORIZED', 'An API key is required (X-API-Key or Authorization: Bearer)', WWW_AUTHENTICATE);
+const TOKEN_MISSING = new HttpError(401, 'UNAUTHORIZED', 'Metrics need Authorization: Bearer <METRICS_TOKEN>', WWW_AUTHENTICATE);
 
 const verdict = (keyId: number | null): number | HttpError => keyId ?? KEY_INVALID;
 const failure = (err: unknown): HttpError => {
@@ -48,6 +57,18 @@ export function requireKey(keys: KeyStore, limiter: RateLimitStore): MuseumMiddl
     const decision = await hitKeyLimit(limiter, keyId);
     ctx.set(keyLimitHeaders(decision));
     if (!decision.allowed) throw keyLimitExceeded();
+    await next();
+  };
+}
+
+/** Routes behind a fixed token (/metrics with METRICS_TOKEN): `Authorization: Bearer <token>`, compared in constant time. */
+export function requireBearer(token: string): MuseumMiddleware {
+  const expected = Buffer.from(token);
+  return async function requireBearerMiddleware(ctx, next) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('authorization'));
+    const presented = Buffer.from(match?.[1] ?? '');
+    // Constant time for equal lengths; the length of a token is no secret worth the complexity.
+    if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) throw TOKEN_MISSING;
     await next();
   };
 }

@@ -16,17 +16,23 @@ export const CORS_HEADERS = {
 export const CORS_LIST: readonly string[] = Object.entries(CORS_HEADERS).flat();
 
 const PREFLIGHT_HEADERS = {
-  'Access-Control-Allow-Methods': 'GET, HEAD, POST, OPTIONS',
   'Access-Control-Allow-Headers':
     'X-API-Key, Authorization, Content-Type, X-Exhibition-Token, If-None-Match, If-Modified-Since, Range, X-Request-Id',
   'Access-Control-Max-Age': '600',
 } as const;
 
+/**
+ * CORS headers on every answer; a preflight (OPTIONS) is answered 204 advertising the methods the
+ * route table has for the path (a GET-only path does not advertise POST), after the route match.
+ */
 export function cors(): MuseumMiddleware {
   return async function corsMiddleware(ctx, next) {
     ctx.set(CORS_HEADERS);
     if (ctx.method === 'OPTIONS') {
+      const match = ctx.state.match;
       ctx.set(PREFLIGHT_HEADERS);
+      // (undefined: the stack without a route-match stage, until app.ts moves to server/stages.ts)
+      ctx.set('Access-Control-Allow-Methods', match === undefined ? 'GET, HEAD, POST, OPTIONS' : match ? `${match.entry.allow}, OPTIONS` : 'OPTIONS');
       ctx.status = 204;
       return;
     }

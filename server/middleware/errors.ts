@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { codeForStatus, envelope, type ErrorCode, HttpError } from '../errors.ts';
+import { codeForStatus, envelope, envelopeOf, type ErrorCode, HttpError } from '../errors.ts';
 import { JSON_TYPE } from '../http-conditional.ts';
 import type { MuseumContext, MuseumMiddleware, RawAnswer } from '../types.ts';
 import { CORS_HEADERS } from './cors.ts';
@@ -37,7 +37,7 @@ const answers = new WeakMap<HttpError, RawAnswer & { body: Buffer }>();
 export function errorAnswer(error: HttpError): RawAnswer & { body: Buffer } {
   let answer = answers.get(error);
   if (!answer) {
-    const body = Buffer.from(JSON.stringify(envelope(error.message, error.code)));
+    const body = Buffer.from(JSON.stringify(envelopeOf(error)));
     answer = { status: error.status, headers: { ...error.headers, 'Content-Type': JSON_TYPE, 'Content-Length': String(body.length) }, body };
     answers.set(error, answer);
   }

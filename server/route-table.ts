@@ -1,0 +1,361 @@
+/**
+ * The route table: every route the server answers — `/v1`, `/files`, the pages and their assets,
+ * `/healthz` `/readyz` `/metrics` — is a declaration here: method, path, access, limits, body, the
+ * zod schemas of its input, its response kind, and its handler. From the declarations the table
+ * builds the two routing stages of the request path (server/stages.ts has the whole order):
+ *
+ *  - `match`: finds the declarations of the request's path (a Map for static paths, then the
+ *    patterns of the path's first segments), sets `ctx.state.match` and the path's declared headers —
+ *    on every answer of that path, errors and preflights included;
+ *  - `dispatch`: 404 for no path, 405 for a method the path lacks, else the route's own stages,
+ *    composed once at registration: auth + key limit or IP limit → body → validation → handler.
+ *
+ * The OpenAPI document and the index are generated from the same declarations (server/openapi.ts).
+ * Paths match as @koa/router matched them: case-insensitively, a trailing slash allowed, parameters
+ * percent-decoded.
+ */
+import type { Middleware } from 'koa';
+import compose from 'koa-compose';
+import { z } from 'zod';
+import { HttpError } from './errors.ts';
+import { JSON_TYPE } from './http-conditional.ts';
+import { requireBearer, requireKey } from './middleware/auth.ts';
+import { setAnswer } from './middleware/errors.ts';
+import { depthOf, jsonBody } from './middleware/json-body.ts';
+import { ipRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
+import { buildOpenApi, type OpenApiInfo } from './openapi.ts';
+import type { KeyStore } from './state/keys.ts';
+import type { Headers, MuseumMiddleware, MuseumState, RawAnswer, RouteContext, Services } from './types.ts';
+import { invalidInput } from './validation.ts';
+
+/** A route group: its declarations and handlers, given the server's services. */
+export type RouteModule = (table: RouteTable, services: Services) => void;
+
+type AnyObject = z.ZodObject<z.ZodRawShape>;
+
+export type RouteResponse =
+  | { json: z.ZodType; status?: number }
+  /** An event stream; `endsOwnStreams`: the route ends them itself on shutdown (the presence hub). */
+  | { sse: string; endsOwnStreams?: true }
+  | { binary: string; description: string; /** also answers single `Range` requests with 206 */ ranges?: boolean }
+  | { html: string };
+
+/** Who may call a route: anyone, an API key holder, or whoever has this bearer token (/metrics). */
+export type Access = 'public' | 'key' | { bearer: string };
+
+export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
+  params: z.output<P>;
+  query: z.output<Q>;
+  body: z.output<B>;
+}
+
+/** What a handler may return instead of setting the body itself: a JSON body (200) or a whole answer. */
+export type Answer = Buffer | RawAnswer;
+
+export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
+  method: 'GET' | 'POST';
+  /** OpenAPI-style path, e.g. `/v1/artworks/{id}`. */
+  path: string;
+  /** The OpenAPI operationId, named for people (`listArtworks`, `getRoomSlots`); unique in the table. */
+  operationId: string;
+  summary: string;
+  tag: string;
+  access: Access;
+  /** Per-client-IP budget for public routes (decisions: presence ping, guide routes). */
+  ipLimit?: { name: string; perMinute: number };
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** The body may be absent (e.g. presence ping); it is still validated when present. */
+  bodyOptional?: boolean;
+  /** Bodies nested deeper than this are refused (400) before the schema sees them. */
+  bodyMaxDepth?: number;
+  /** Bodies larger than this many bytes are refused (413) before they are parsed (default: 1 MB). */
+  bodyLimit?: number;
+  response: RouteResponse;
+  /** Headers on every answer of this route's path, errors included (e.g. the page policy). */
+  headers?: Headers;
+  /** Error statuses this route can answer (401/429 are added for keyed routes). */
+  errors?: number[];
+  /** false: no access line and no request metrics (health probes, /metrics). Default true. */
+  logged?: boolean;
+  /** false: left out of the OpenAPI document and the index (pages, operations). Default true. */
+  documented?: boolean;
+  handler: (ctx: RouteContext, input: RouteInput<P, Q, B>) => Answer | void | Promise<Answer | void>;
+}
+
+export type AnyRouteDef = RouteDef<AnyObject, AnyObject, z.ZodType>;
+
+/** A declaration with its stages composed (the handler last). */
+export interface CompiledRoute {
+  readonly def: AnyRouteDef;
+  readonly run: Middleware<MuseumState>;
+}
+
+/** The declarations of one path (by method), and its headers. */
+interface PathEntry {
+  /** The declared path of the first route registered for it (param names may differ by method). */
+  path: string;
+  routes: Map<string, CompiledRoute>;
+  /** `Allow` for a method the path lacks, and what a preflight advertises. */
+  allow: string;
+  headers: Headers | undefined;
+  /** Null for a static path. */
+  pattern: { regex: RegExp; names: string[] } | null;
+}
+
+/** A request's path matched to its declarations, and its percent-decoded parameters. */
+export interface PathMatch {
+  entry: PathEntry;
+  params: Record<string, string>;
+}
+
+/** An area of the path space whose every answer, matched or not, carries headers (e.g. `/files/`). */
+interface Area {
+  prefix: string;
+  headers: Headers;
+}
+
+// Shared lenient list parameters (decisions: non-integers fall back to the default; out-of-range
+// values are clamped; no 400 on these).
+const lenientInt = (def: number, min: number, max: number, description: string) =>
+  z
+    .string()
+    .optional()
+    .transform((v) => {
+      const n = v !== undefined && /^\s*[+-]?\d+\s*$/.test(v) ? Number(v) : NaN;
+      return Number.isSafeInteger(n) ? Math.min(max, Math.max(min, n)) : def;
+    })
+    .meta({ type: 'integer', default: def, minimum: min, maximum: max, description } as Record<string, unknown>);
+
+export const pageParam = () => lenientInt(1, 1, 1_000_000, '1-based page; non-integers fall back to 1');
+export const limitParam = (def: number, max = 100) =>
+  lenientInt(def, 1, max, `page size 1..${max} (default ${def}); out-of-range values are clamped`);
+
+/** A positive integer path id; anything else is 404 (decisions). */
+export const idParam = (max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .regex(/^[1-9]\d{0,15}$/)
+    .transform(Number)
+    .refine((n) => n <= max)
+    .meta({ type: 'integer', minimum: 1, maximum: max } as Record<string, unknown>);
+
+const NOT_FOUND = new HttpError(404, 'NOT_FOUND', 'Not found');
+const METHOD_NOT_ALLOWED = new HttpError(405, 'METHOD_NOT_ALLOWED', 'Method not allowed');
+const NO_INPUT = {};
+
+/** A path's key in the static map and in the pattern index: lower case, without a trailing slash. */
+const keyOf = (path: string): string => {
+  const lower = path.toLowerCase();
+  return lower.length > 1 && lower.endsWith('/') ? lower.slice(0, -1) : lower;
+};
+
+/** `/v1/rooms/{id}/slots` → a case-insensitive regex of the whole path (trailing slash allowed) and its parameter names. */
+function patternOf(path: string): { regex: RegExp; names: string[] } {
+  const names: string[] = [];
+  const source = path
+    .split(/(\{\w+\})/)
+    .map((part) => {
+      const param = /^\{(\w+)\}$/.exec(part);
+      if (!param) return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      names.push(param[1]!);
+      return '([^/]+?)';
+    })
+    .join('');
+  return { regex: new RegExp(`^${source}/?$`, 'i'), names };
+}
+
+/** The static part of a pattern before its first parameter, cut at its last slash: the key it is indexed under. */
+const prefixOf = (path: string): string => path.slice(0, path.lastIndexOf('/', path.indexOf('{')) + 1).toLowerCase();
+
+/** A parameter as @koa/router decoded it: percent-decoded, or as sent when that fails. */
+function decoded(value: string): string {
+  if (!value.includes('%')) return value;
+  try {
+    return decodeURIComponent(value);
+  } catch {
+    return value;
+  }
+}
+
+/** Take the first value of repeated query parameters: `?page=1&page=2` reads as page 1. */
+function firstValues(query: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(query)) {
+    const value = Array.isArray(v) ? v[0] : v;
+    if (value !== undefined) out[k] = value;
+  }
+  return out;
+}
+
+/** A handler's returned answer onto the context. */
+function send(ctx: RouteContext, answer: Answer): void {
+  if (Buffer.isBuffer(answer)) {
+    ctx.type = JSON_TYPE;
+    ctx.body = answer;
+  } else setAnswer(ctx, answer);
+}
+
+/** The route's input from the request, or the 404 (path) / 400 (query, body) to answer. */
+function inputOf(def: AnyRouteDef, ctx: RouteContext): RouteInput<AnyObject, AnyObject, z.ZodType> {
+  let params: unknown = NO_INPUT;
+  if (def.params) {
+    const parsed = def.params.safeParse(ctx.params);
+    if (!parsed.success) throw NOT_FOUND;
+    params = parsed.data;
+  }
+  let query: unknown = NO_INPUT;
+  if (def.query) {
+    const raw = firstValues(ctx.query);
+    const parsed = def.query.safeParse(raw);
+    if (!parsed.success) throw invalidInput(parsed.error, 'query', raw);
+    query = parsed.data;
+  }
+  let body: unknown;
+  const raw = ctx.state.body;
+  if (def.body && !(def.bodyOptional && raw === undefined)) {
+    if (def.bodyMaxDepth !== undefined && depthOf(raw, def.bodyMaxDepth) > def.bodyMaxDepth) {
+      throw new HttpError(400, 'BAD_REQUEST', `The body is nested deeper than ${def.bodyMaxDepth} levels`, {}, [
+        { field: 'body', message: `The body is nested deeper than ${def.bodyMaxDepth} levels` },
+      ]);
+    }
+    const parsed = def.body.safeParse(raw);
+    if (!parsed.success) throw invalidInput(parsed.error, 'body', raw);
+    body = parsed.data;
+  }
+  return { params, query, body } as RouteInput<AnyObject, AnyObject, z.ZodType>;
+}
+
+export class RouteTable {
+  private readonly routes: AnyRouteDef[] = [];
+  private readonly staticPaths = new Map<string, PathEntry>();
+  /** Pattern paths by the static prefix before their first parameter (`/v1/rooms/`), in registration order. */
+  private readonly patterns = new Map<string, PathEntry[]>();
+  private readonly areas: Area[] = [];
+
+  constructor(private readonly deps: { keys: KeyStore; limiter: RateLimitStore }) {}
+
+  route<P extends AnyObject, Q extends AnyObject, B extends z.ZodType>(declaration: RouteDef<P, Q, B>): void {
+    const def = declaration as unknown as AnyRouteDef;
+    const entry = this.entryFor(def);
+    if (entry.routes.has(def.method)) throw new Error(`${def.method} ${def.path} is declared twice`);
+    if (def.headers && entry.headers && entry.headers !== def.headers) throw new Error(`${def.path}: its routes declare different headers`);
+    entry.headers ??= def.headers;
+    entry.routes.set(def.method, { def, run: compose(this.stagesOf(def)) });
+    entry.allow = [...entry.routes.keys()].flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ');
+    this.routes.push(def);
+  }
+
+  /** Every answer under `prefix`, whether a route matches or not, carries `headers`. */
+  area(prefix: string, headers: Headers): void {
+    this.areas.push({ prefix, headers });
+  }
+
+  /** The declarations, in registration order. */
+  get declarations(): readonly AnyRouteDef[] {
+    return this.routes;
+  }
+
+  /** `METHOD /path` of every documented route, for the index. */
+  get endpoints(): string[] {
+    return this.documented.map((def) => `${def.method} ${def.path}`);
+  }
+
+  /** The OpenAPI 3.1 document of the documented routes. */
+  openapi(info: OpenApiInfo): Record<string, unknown> {
+    return buildOpenApi(this.documented, info);
+  }
+
+  private get documented(): AnyRouteDef[] {
+    return this.routes.filter((def) => def.documented !== false);
+  }
+
+  /** The declarations of a request path, if any. */
+  lookup(path: string): PathMatch | null {
+    const found = this.staticPaths.get(keyOf(path));
+    if (found) return { entry: found, params: NO_INPUT as Record<string, string> };
+    const lower = path.toLowerCase();
+    for (let slash = lower.indexOf('/'); slash >= 0; slash = lower.indexOf('/', slash + 1)) {
+      const candidates = this.patterns.get(lower.slice(0, slash + 1));
+      if (!candidates) continue;
+      for (const entry of candidates) {
+        const values = entry.pattern!.regex.exec(path);
+        if (!values) continue;
+        const params: Record<string, string> = {};
+        entry.pattern!.names.forEach((name, i) => (params[name] = decoded(values[i + 1]!)));
+        return { entry, params };
+      }
+    }
+    return null;
+  }
+
+  /** The route-match stage: `ctx.state.match`, `ctx.params`, and the path's declared headers. */
+  match(): MuseumMiddleware {
+    return (ctx, next) => {
+      const path = ctx.path;
+      for (const area of this.areas) if (path.startsWith(area.prefix)) ctx.set(area.headers);
+      const match = this.lookup(path);
+      ctx.state.match = match;
+      if (match) {
+        (ctx as RouteContext).params = match.params;
+        if (match.entry.headers) ctx.set(match.entry.headers);
+      }
+      return next();
+    };
+  }
+
+  /** The dispatch stage: 404, 405 (with `Allow`), or the matched route's own stages. */
+  dispatch(): MuseumMiddleware {
+    return (ctx, next) => {
+      const match = ctx.state.match;
+      if (!match) throw NOT_FOUND;
+      const route = match.entry.routes.get(ctx.method === 'HEAD' ? 'GET' : ctx.method);
+      if (!route) {
+        ctx.set('Allow', match.entry.allow);
+        throw METHOD_NOT_ALLOWED;
+      }
+      ctx.state.route = route.def;
+      return route.run(ctx, next);
+    };
+  }
+
+  /** A route's own stages, in order: auth + key limit or IP limit → body → validation → handler. */
+  private stagesOf(def: AnyRouteDef): Array<Middleware<MuseumState>> {
+    const stages: Array<Middleware<MuseumState>> = [];
+    if (def.access === 'key') stages.push(requireKey(this.deps.keys, this.deps.limiter));
+    else if (def.access !== 'public') stages.push(requireBearer(def.access.bearer));
+    if (def.ipLimit) stages.push(ipRateLimit(this.deps.limiter, def.ipLimit.name, def.ipLimit.perMinute));
+    if (def.body) stages.push(jsonBody({ optional: def.bodyOptional, limit: def.bodyLimit }));
+    stages.push(async (ctx) => {
+      const answer = await def.handler(ctx as RouteContext, inputOf(def, ctx as RouteContext));
+      if (answer !== undefined) send(ctx as RouteContext, answer);
+    });
+    return stages;
+  }
+
+  /** The entry of a declaration's path, created on its first route. */
+  private entryFor(def: AnyRouteDef): PathEntry {
+    const isPattern = def.path.includes('{');
+    const key = isPattern ? def.path.replace(/\{\w+\}/g, '{}').toLowerCase() : keyOf(def.path);
+    if (!isPattern) {
+      let entry = this.staticPaths.get(key);
+      if (!entry) {
+        const shadowedBy = this.lookup(def.path);
+        if (shadowedBy) throw new Error(`${def.path} would also match ${shadowedBy.entry.path}: declare paths that cannot overlap`);
+        entry = { path: def.path, routes: new Map(), allow: '', headers: undefined, pattern: null };
+        this.staticPaths.set(key, entry);
+      }
+      return entry;
+    }
+    const prefix = prefixOf(def.path);
+    const group = this.patterns.get(prefix) ?? [];
+    let entry = group.find((e) => e.path.replace(/\{\w+\}/g, '{}').toLowerCase() === key);
+    if (!entry) {
+      entry = { path: def.path, routes: new Map(), allow: '', headers: undefined, pattern: patternOf(def.path) };
+      group.push(entry);
+      this.patterns.set(prefix, group);
+    }
+    return entry;
+  }
+}
