@@ -143,6 +143,22 @@ export function addressProblem(address: string): string | null {
   return 'not an IP address';
 }
 
+/**
+ * What a per-client limit counts a client address as (decisions: every per-IP limit and cap): an
+ * IPv6 client by its /64 — one home connection or one server gets a whole /64, so its addresses
+ * are one client — written `2001:db8:1:2::/64`; an IPv4 client, also in its IPv4-mapped IPv6 form
+ * (`::ffff:192.0.2.1`), by its address. Anything else (no address known) is its own bucket.
+ */
+export function clientBucket(address: string): string {
+  const family = isIP(address.replace(/%.*$/, ''));
+  if (family === 4) return address;
+  if (family !== 6) return address;
+  const words = v6Words(address);
+  if (!words) return address;
+  if (words.slice(0, 5).every((w) => w === 0) && words[5] === 0xffff) return `${words[6]! >>> 8}.${words[6]! & 255}.${words[7]! >>> 8}.${words[7]! & 255}`;
+  return `${words.slice(0, 4).map((w) => w.toString(16)).join(':')}::/64`;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Policy
 

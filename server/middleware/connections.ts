@@ -3,7 +3,7 @@
  *  - Time to receive a request: its headers (`headersTimeout`) and the whole request, body included
  *    (`requestTimeout`). Both stop counting once the request is received, so a response that runs
  *    for minutes (event streams) is not affected. A late request is answered 408 and closed.
- *  - Open connections per socket address (`maxConnectionsPerIp`): one more is answered 503 `BUSY`
+ *  - Open connections per client (`maxConnectionsPerIp`; IPv6 by /64): one more is answered 503 `BUSY`
  *    and closed before any request is read. Behind TRUST_PROXY every connection comes from the
  *    proxy, so the cap is off unless set.
  *  - Requests node refuses before Koa — an HTTP/1.1 request without `Host`, an `Expect` other than
@@ -14,6 +14,7 @@
 import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
+import { clientBucket } from '../../common/net.ts';
 import { answerAndClose, rawErrorResponse, sendErrorAndClose } from './errors.ts';
 
 export interface ConnectionLimits {
@@ -62,7 +63,7 @@ function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
   const refusal = rawErrorResponse(503, 'Too many open connections from this address', 'BUSY', { 'Retry-After': '30' });
   let refusedLogged = 0;
   server.on('connection', (socket: Socket) => {
-    const ip = socket.remoteAddress ?? 'unknown';
+    const ip = clientBucket(socket.remoteAddress ?? 'unknown'); // an IPv6 client counts by its /64
     const count = open.get(ip) ?? 0;
     if (count >= max) {
       // One line per minute at most: a flood must not flood the log too.

@@ -4,6 +4,7 @@
  * so a Redis store can share one budget across instances.
  */
 import { LruMap } from '../../common/lru.ts';
+import { clientBucket } from '../../common/net.ts';
 import { HttpError } from '../errors.ts';
 import type { MuseumMiddleware } from '../types.ts';
 
@@ -75,10 +76,10 @@ export const keyLimitHeaders = (decision: RateDecision): Record<string, string> 
 const KEY_LIMIT_EXCEEDED = new HttpError(429, 'RATE_LIMITED', 'Rate limit exceeded: 120 requests per minute per key', { 'Retry-After': '60' });
 export const keyLimitExceeded = (): HttpError => KEY_LIMIT_EXCEEDED;
 
-/** Per-client-IP limit for a public route (`name` separates the budgets of different routes). */
+/** Per-client limit for a public route (`name` separates the budgets of different routes); an IPv6 client counts by its /64. */
 export function ipRateLimit(store: RateLimitStore, name: string, limit: number, windowMs = 60_000): MuseumMiddleware {
   return async function ipRateLimitMiddleware(ctx, next) {
-    const decision = await store.hit(`ip:${name}:${ctx.state.clientIp}`, limit, windowMs, Date.now());
+    const decision = await store.hit(`ip:${name}:${clientBucket(ctx.state.clientIp)}`, limit, windowMs, Date.now());
     ctx.set('X-RateLimit-Limit', String(limit));
     ctx.set('X-RateLimit-Remaining', String(decision.remaining));
     if (!decision.allowed) {

@@ -13,6 +13,7 @@
  */
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import { clientBucket } from '../../common/net.ts';
 import { RedisOrLocal } from '../state/redis.ts';
 
 /** One listener place held for a client IP; `release` gives it back (repeat calls do nothing). */
@@ -22,7 +23,7 @@ export interface Seat {
 }
 
 export interface IpSeats {
-  /** A place for `ip`, or null when the address holds its share already. */
+  /** A place for a client at `address` (counted by clientBucket: an IPv6 client by its /64), or null when it holds its share already. */
   take(ip: string): Promise<Seat | null>;
   close(): void | Promise<void>;
 }
@@ -64,7 +65,8 @@ export class LocalSeats implements IpSeats {
 
   constructor(private readonly max: number) {}
 
-  take(ip: string): Promise<Seat | null> {
+  take(address: string): Promise<Seat | null> {
+    const ip = clientBucket(address);
     if (this.tally.get(ip) >= this.max) return Promise.resolve(null);
     this.tally.add(ip, 1);
     return Promise.resolve(seatFor(ip, () => this.tally.add(ip, -1)));
@@ -127,7 +129,8 @@ export class RedisSeats implements IpSeats {
     this.refresher.unref();
   }
 
-  async take(ip: string): Promise<Seat | null> {
+  async take(address: string): Promise<Seat | null> {
+    const ip = clientBucket(address);
     if (this.tally.get(ip) >= this.options.max) return null;
     // Counted before Redis answers: concurrent joins on this instance see it.
     this.tally.add(ip, 1);

@@ -14,6 +14,7 @@
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import { LruMap } from '../../common/lru.ts';
+import { clientBucket } from '../../common/net.ts';
 import { HttpError } from '../errors.ts';
 import { contentHashOf, type ExhibitionDocument, type GuideContext } from '../guide/exhibitions.ts';
 import { sha256Hex } from '../guide/text.ts';
@@ -228,11 +229,12 @@ export class SqliteExhibitionStore implements ExhibitionStore {
         return plan;
       }
       const day = dayOf(now);
-      const used = this.db.prepare<[string, number], { count: number }>('SELECT count FROM exhibition_registrations WHERE ip = ? AND day = ?').get(origin.ip, day);
+      const client = clientBucket(origin.ip); // an IPv6 client counts by its /64
+      const used = this.db.prepare<[string, number], { count: number }>('SELECT count FROM exhibition_registrations WHERE ip = ? AND day = ?').get(client, day);
       if ((used?.count ?? 0) >= EXHIBITION_BOUNDS.registrationsPerDay) throw quotaSpent(now);
       this.db
         .prepare('INSERT INTO exhibition_registrations (ip, day, count) VALUES (?, ?, 1) ON CONFLICT (ip, day) DO UPDATE SET count = count + 1')
-        .run(origin.ip, day);
+        .run(client, day);
       if (plan.outcome === 'created') {
         this.db
           .prepare(`INSERT INTO exhibitions (${COLUMNS}, id) VALUES (?, ?, ?, ?, ?, ?, ?)`)

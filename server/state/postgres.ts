@@ -22,6 +22,7 @@
 import { hash } from 'node:crypto';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { clientBucket } from '../../common/net.ts';
 import { HttpError, unavailable } from '../errors.ts';
 import { contentHashOf, type ExhibitionDocument, type GuideContext } from '../guide/exhibitions.ts';
 import {
@@ -607,7 +608,7 @@ export class PgExhibitionStore implements ExhibitionStore {
       }
       const { rows: quota } = await c.query<{ count: number }>(
         'INSERT INTO exhibition_registrations (ip, day, count) VALUES ($1, $2, 1) ON CONFLICT (ip, day) DO UPDATE SET count = exhibition_registrations.count + 1 RETURNING count',
-        [origin.ip, dayOf(now)],
+        [clientBucket(origin.ip), dayOf(now)], // an IPv6 client counts by its /64
       );
       // Thrown inside the transaction: the count rolls back with it.
       if (quota[0]!.count > EXHIBITION_BOUNDS.registrationsPerDay) throw quotaSpent(now);

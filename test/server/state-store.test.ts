@@ -181,6 +181,25 @@ describe.each(['sqlite', 'postgres'] as const)('state store contract: %s', (back
       expect((await store.exhibitions.register(other, undefined, builder(other), { ip: ip(4), now: now + 2 * 3_600_000 })).outcome).toBe('created');
     });
 
+    it('counts an IPv6 client by its /64: every address of one /64 shares one daily budget', async () => {
+      const now = Date.UTC(2030, 0, 2, 12, 0, 0);
+      const of64 = (n: number) => `2001:db8:77:1:${n.toString(16)}::${(n * 7).toString(16)}`;
+      const docs = Array.from({ length: EXHIBITION_BOUNDS.registrationsPerDay + 1 }, (_, i) => doc({ id: `quota6-${i}` }));
+      for (const [i, d] of docs.slice(0, -1).entries()) await store.exhibitions.register(d, undefined, builder(d), { ip: of64(i + 1), now });
+      const last = docs.at(-1)!;
+      const refused = await store.exhibitions.register(last, undefined, builder(last), { ip: of64(999), now }).catch((e: HttpError) => e);
+      expect(refused).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+      // The next /64 is another client; an IPv4-mapped address counts as its IPv4 address.
+      expect((await store.exhibitions.register(last, undefined, builder(last), { ip: '2001:db8:77:2::1', now })).outcome).toBe('created');
+      const mapped = doc({ id: 'quota6-mapped' });
+      for (let i = 0; i < EXHIBITION_BOUNDS.registrationsPerDay; i++) {
+        const d = doc({ id: `quota4-${i}` });
+        await store.exhibitions.register(d, undefined, builder(d), { ip: '192.0.2.77', now });
+      }
+      const refusedMapped = await store.exhibitions.register(mapped, undefined, builder(mapped), { ip: '::ffff:192.0.2.77', now }).catch((e: HttpError) => e);
+      expect(refusedMapped).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
+    });
+
     it('expires an exhibition nobody read or changed for the TTL; a read keeps it alive', async () => {
       const t0 = Date.UTC(2031, 0, 1);
       const idle = doc({ id: 'contract-idle' });
