@@ -21,6 +21,7 @@ import { flushLog, serverLog } from './log.ts';
 import type { Config } from './config.ts';
 import { AccessLog, accessLog } from './middleware/access-log.ts';
 import { guardConnections, refusedBeforeRouting, serverOptions } from './middleware/connections.ts';
+import { compressAnswers } from './middleware/compress.ts';
 import { cors } from './middleware/cors.ts';
 import { fileResponseHeaders } from './middleware/file-headers.ts';
 import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
@@ -134,6 +135,7 @@ function koaApp(config: Config, api: Api, access: AccessLog): Koa<MuseumState> {
   app.use(accessLog(access));
   app.use(fileResponseHeaders());
   app.use(cors());
+  app.use(compressAnswers());
   app.use(errorEnvelope(log));
   app.use(async function routeLabel(ctx, next) {
     try {

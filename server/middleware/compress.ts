@@ -1,0 +1,30 @@
+/**
+ * Compression of the /v1 JSON answers made per request (search, characters, the Library, souls, the
+ * guide, errors), with koa-compress: br or gzip as Accept-Encoding allows, from 1 KB up, with
+ * `Vary: Accept-Encoding`. Answers that are already encoded (snapshot answers, compressed once per
+ * bake: server/snapshot-answer.ts) pass untouched, and so does every event stream: a compressor
+ * would hold its frames back until a block fills.
+ */
+import compress from 'koa-compress';
+import { constants as zlib } from 'node:zlib';
+import type { MuseumMiddleware } from '../types.ts';
+
+/** Smaller answers gain too little to pay for a compressor. */
+export const COMPRESS_THRESHOLD = 1024;
+
+const compressJson = compress({
+  threshold: COMPRESS_THRESHOLD,
+  // Only JSON: event streams, audio, files and pages are not this stage's.
+  filter: (type) => type === 'application/json',
+  br: { params: { [zlib.BROTLI_PARAM_QUALITY]: 4 } },
+  gzip: { level: 6 },
+  deflate: false,
+});
+
+/** The compression stage of the /v1 JSON answers (place it outside the error envelope, so errors are compressed too). */
+export function compressAnswers(): MuseumMiddleware {
+  return async function compressStage(ctx, next) {
+    if (!ctx.path.startsWith('/v1')) return next();
+    return compressJson(ctx, next);
+  };
+}
