@@ -94,7 +94,7 @@ async function serveWith(config: Config, services: BuiltServices, log: Logger): 
   const metricsServer =
     config.metricsPort === undefined
       ? null
-      : await operations.listenMetrics(config.metricsPort, config.host).catch((err: unknown) => {
+      : await operations.listenMetrics(config.metricsPort, config.metricsHost).catch((err: unknown) => {
           operations.close();
           server.close();
           throw err;

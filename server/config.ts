@@ -31,6 +31,8 @@ const EnvSchema = z.object({
   GUIDE_EXHIBITION_TTL_DAYS: int(180, 1, 36_500),
   METRICS_PORT: z.preprocess((v) => (v === '' || v === undefined ? undefined : Number(v)), z.number().int().min(0).max(65535).optional()),
   METRICS_TOKEN: z.preprocess((v) => (v === '' ? undefined : v), z.string().min(16, 'must be at least 16 characters').optional()),
+  // METRICS_PORT has no token: it listens on loopback unless the operator names another address.
+  METRICS_HOST: z.preprocess((v) => (v === '' ? undefined : v), z.string().default('127.0.0.1')),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   CHARACTERS_UPSTREAM_URL: optionalUrl,
   ...ContentStoreEnv.shape,
@@ -88,8 +90,9 @@ export interface Config {
   databaseUrl?: string;
   /** Exhibitions nobody read or changed for this long expire. */
   exhibitionTtlMs: number;
-  /** Prometheus metrics on their own listener (0: any free port)… */
+  /** Prometheus metrics on their own listener (0: any free port), on `metricsHost` (default 127.0.0.1)… */
   metricsPort?: number;
+  metricsHost: string;
   /** …or on the main port behind `Authorization: Bearer <token>`; neither: /metrics is 404. */
   metricsToken?: string;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -152,6 +155,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     databaseUrl: e.DATABASE_URL,
     exhibitionTtlMs: e.GUIDE_EXHIBITION_TTL_DAYS * 86_400_000,
     metricsPort: e.METRICS_PORT,
+    metricsHost: e.METRICS_HOST,
     metricsToken: e.METRICS_TOKEN,
     logLevel: e.LOG_LEVEL,
     ipfsGateway: e.IPFS_GATEWAY,

@@ -40,6 +40,19 @@ const MIGRATIONS: string[] = [
    )`,
 ];
 
+/**
+ * Readiness: a real query on every table, as keyed and guide requests read them (`SELECT 1` reads no
+ * page of the file, so a corrupt STATE_DB passed it while every keyed request failed). Each part is
+ * a B-tree descent — the largest rowid, an index lookup — never a scan. Throws when SQLite cannot answer.
+ */
+export function checkStateDb(db: StateDb): void {
+  db.prepare(
+    `SELECT (SELECT max(rowid) FROM api_keys) AS keys, (SELECT id FROM api_keys WHERE hash = x'00') AS key_lookup,
+            (SELECT max(rowid) FROM exhibitions) AS exhibitions, (SELECT read_at FROM exhibitions WHERE id = '') AS exhibition_lookup,
+            (SELECT max(rowid) FROM exhibition_registrations) AS registrations`,
+  ).get();
+}
+
 export function openStateDb(path: string): StateDb {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);

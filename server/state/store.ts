@@ -5,7 +5,7 @@
  * (test/server/state-store.test.ts).
  */
 import type { Logger } from 'pino';
-import { openStateDb } from './db.ts';
+import { checkStateDb, openStateDb } from './db.ts';
 import { type ExhibitionStore, SqliteExhibitionStore } from './exhibitions.ts';
 import { type KeyStore, SqliteKeyStore } from './keys.ts';
 
@@ -13,7 +13,7 @@ export interface StateStore {
   backend: 'sqlite' | 'postgres';
   keys: KeyStore;
   exhibitions: ExhibitionStore;
-  /** Resolves when the store answers (readiness); rejects otherwise. */
+  /** Resolves when the store answers a real query on its tables (readiness); rejects otherwise. */
   check(): Promise<void>;
   close(): Promise<void>;
 }
@@ -51,7 +51,7 @@ function openSqlite(config: StateConfig): StateStore {
     backend: 'sqlite',
     keys,
     exhibitions: new SqliteExhibitionStore(db, config.exhibitionTtlMs),
-    check: async () => void db.prepare('SELECT 1').get(),
+    check: async () => checkStateDb(db),
     close: async () => {
       await keys.flushUse();
       db.close();

@@ -3,6 +3,8 @@
  * 503 naming what is missing) and /metrics (Prometheus text: on METRICS_PORT, else on the main
  * port behind METRICS_TOKEN, else 404), labelled by route declaration.
  */
+import { closeSync, openSync, statSync, writeSync } from 'node:fs';
+import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
 import { capturedLogger } from '../helpers/logs.ts';
@@ -59,6 +61,26 @@ describe('health and readiness', () => {
     expect(error.message).toMatch(/Redis \(REDIS_URL\) unreachable/);
     expect(error.message).not.toMatch(/state store/);
   });
+
+  it('/readyz is 503 when STATE_DB is corrupt: its check reads the tables, not `SELECT 1`', async () => {
+    const { s } = await server();
+    await publishFixtureBake(s.dataDir);
+    await s.services.content.reload();
+    expect((await fetch(`${s.url}/readyz`)).status).toBe(200);
+    // Everything into the main file, then every page after the header overwritten.
+    const side = new Database(s.stateDb);
+    side.pragma('wal_checkpoint(TRUNCATE)');
+    side.close();
+    const size = statSync(s.stateDb).size;
+    const fd = openSync(s.stateDb, 'r+');
+    writeSync(fd, Buffer.alloc(size - 4096, 0xa5), 0, size - 4096, 4096);
+    closeSync(fd);
+    expect((await fetch(`${s.url}/v1/guide/exhibitions/any`)).status).toBe(500); // what a client sees
+    await new Promise((resolve) => setTimeout(resolve, 1_100)); // past the cached readiness answer
+    const error = await errorOf(await fetch(`${s.url}/readyz`));
+    expect(error).toMatchObject({ status: 503, code: 'UNAVAILABLE' });
+    expect(error.message).toMatch(/state store \(STATE_DB\)/);
+  });
 });
 
 describe('metrics', () => {
@@ -106,6 +128,17 @@ describe('metrics', () => {
     expect(res.status).toBe(200);
     expect(await res.text()).toContain('# TYPE museum_http_requests_total counter');
     expect((await fetch(`http://127.0.0.1:${s.metricsPort}/v1`)).status).toBe(404);
+  });
+
+  it('METRICS_PORT listens on 127.0.0.1 even when HOST is every address; METRICS_HOST says otherwise', async () => {
+    // A listener on 0.0.0.0 accepts 127.0.0.2; one on 127.0.0.1 refuses it.
+    const { s } = await server({ HOST: '0.0.0.0', METRICS_PORT: '0' });
+    expect((await fetch(`http://127.0.0.2:${s.port}/healthz`)).status).toBe(200);
+    expect((await fetch(`http://127.0.0.1:${s.metricsPort}/metrics`)).status).toBe(200);
+    const refused = await fetch(`http://127.0.0.2:${s.metricsPort}/metrics`).catch((e: Error) => (e.cause as NodeJS.ErrnoException).code);
+    expect(refused).toBe('ECONNREFUSED');
+    const { s: open } = await server({ HOST: '127.0.0.1', METRICS_PORT: '0', METRICS_HOST: '0.0.0.0' });
+    expect((await fetch(`http://127.0.0.2:${open.metricsPort}/metrics`)).status).toBe(200);
   });
 
   it('count presence listeners and open event streams', async () => {

@@ -73,6 +73,10 @@ describe.each(['sqlite', 'postgres'] as const)('state store contract: %s', (back
   });
   afterAll(() => store?.close());
 
+  it('check() answers with a real query on the tables (readiness)', async () => {
+    await expect(store.check()).resolves.toBeUndefined();
+  });
+
   describe('keys', () => {
     it('creates, lists, finds by name or id, and refuses duplicate or numeric names', async () => {
       const { key, info } = await store.keys.create('  alpha ');
