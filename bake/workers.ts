@@ -17,6 +17,7 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { oneLine } from '../common/errors.ts';
 
 interface Request<J> {
   id: number;
@@ -51,7 +52,6 @@ const BOOTSTRAP = new URL('./worker-bootstrap.mjs', import.meta.url);
 const OUT_OF_MEMORY = /heap out of memory|Reached heap limit/;
 /** The end of a worker's stderr kept to tell why it died (its stderr is not shown otherwise). */
 const STDERR_TAIL = 4096;
-const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 const seconds = (ms: number) => `${Number((ms / 1000).toPrecision(3))} s`;
 
 export class WorkerPool<J, R> {
@@ -64,8 +64,14 @@ export class WorkerPool<J, R> {
   private nextId = 0;
   private closed = false;
 
+  /** A process that exits (also on an uncaught error) takes its workers with it. */
+  private readonly killAll = () => {
+    for (const worker of this.workers.keys()) worker.kill('SIGKILL');
+  };
+
   constructor(private readonly spec: WorkerPoolSpec) {
     this.jobsPerWorker = spec.jobsPerWorker ?? 1;
+    process.on('exit', this.killAll);
   }
 
   /** Run a job on the next free worker. Rejects with the job's one-line error. */
@@ -193,6 +199,7 @@ export class WorkerPool<J, R> {
   /** Stop every worker (after the queued jobs finished, when awaited after them). */
   async close(): Promise<void> {
     this.closed = true;
+    process.off('exit', this.killAll);
     const workers = [...this.workers.keys()];
     for (const task of this.queue.splice(0)) task.reject(new Error('worker pool closed'));
     await Promise.all(workers.map((w) => stop(w)));
@@ -224,6 +231,7 @@ export function serveJobs<J, R>(handler: (job: J) => Promise<R>): void {
       (err: unknown) => send({ id, ok: false, error: oneLine(err) }),
     );
   });
-  // The pool went away (its process ended): nothing is left to answer to.
+  // The pool went away (its process ended, even by SIGKILL): nothing is left to answer to. A worker
+  // busy in a synchronous step notices when that step ends.
   process.on('disconnect', () => process.exit(0));
 }
