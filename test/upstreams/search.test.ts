@@ -43,7 +43,10 @@ afterAll(async () => {
 });
 afterEach(() => fake.clearFaults());
 
-type SearchBody = { data: { artworks: Artwork[]; collections: Collection[]; characters: Array<{ id: number }> }; meta: { query: string; limit: number } };
+type SearchBody = {
+  data: { artworks: Artwork[]; collections: Collection[]; characters: Array<{ id: number }> };
+  meta: { query: string; limit: number; unavailable?: unknown[] };
+};
 
 describe('GET /v1/search', () => {
   it('finds artworks by title or artist, collections by name, title or slug, and characters upstream', async () => {
@@ -97,6 +100,7 @@ describe('GET /v1/search', () => {
     expect(res.status).toBe(200);
     const body = (await res.json()) as SearchBody;
     expect(body.data.characters).toEqual([]);
+    expect(body.meta.unavailable).toEqual([{ group: 'characters', reason: 'UPSTREAM', message: expect.stringMatching(/character upstream/) }]);
     expect(body.data.artworks.map((a) => a.id)).toEqual([11]);
   });
 
@@ -104,7 +108,10 @@ describe('GET /v1/search', () => {
     const bare = await startTestServer();
     try {
       const body = (await (await bare.get('/v1/search?q=anything')).json()) as SearchBody;
-      expect(body).toEqual({ data: { artworks: [], collections: [], characters: [] }, meta: { query: 'anything', limit: 10 } });
+      expect(body).toEqual({
+        data: { artworks: [], collections: [], characters: [] },
+        meta: { query: 'anything', limit: 10, unavailable: [{ group: 'characters', reason: 'UNCONFIGURED', message: expect.any(String) }] },
+      });
     } finally {
       await bare.close();
     }
