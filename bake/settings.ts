@@ -55,8 +55,8 @@ export const OPTIMIZER_SETTINGS = {
   },
   /** The model variants beside the Draco model (bake/variants.ts; decisions, "Model variants"). */
   variants: {
-    /** glTF-Transform's quantize defaults, as its `meshopt` (level high) uses them; slot placeholders stay float. */
-    meshopt: { quantizePosition: 14, quantizeTexcoord: 12, quantizeColor: 8, quantizeNormal: 8, quantizationVolume: 'mesh' as const },
+    /** glTF-Transform's quantize defaults, as its `meshopt` (level high) uses them. */
+    meshopt: { quantizePosition: 14, quantizeTexcoord: 12, quantizeColor: 8, quantizeNormal: 10, quantizationVolume: 'mesh' as const },
     /** Longest texture side of the plain variant (what decoder-less worlds take). */
     plain: { maxTextureSize: 1024 },
   },

@@ -2,19 +2,17 @@
  * The model variants beside the Draco model (decisions, "Model variants"), both made from the
  * optimizer's prepared document (after dedup … textures, before Draco) with glTF-Transform's own
  * functions:
- *   - meshopt: reorder + quantize + EXT_meshopt_compression (meshoptimizer's encoder), WebP textures;
+ *   - meshopt: glTF-Transform's `meshopt` with meshoptimizer's encoder, WebP textures;
  *   - plain: float32 geometry (dequantize), no geometry compression, WebP textures at most 1024 px.
  * Both carry every Slot_NNN / Auto_NNN node exactly as the Draco model does: the anchors are embedded
- * the same way, and quantization leaves the slot placeholders alone (see quantizeExceptSlots).
+ * the same way, after the geometry step (see toMeshopt).
  */
-import { type Accessor, type Document, ImageUtils, type Mesh, type Node, type Primitive, PropertyType, type Transform } from '@gltf-transform/core';
-import { EXTMeshoptCompression } from '@gltf-transform/extensions';
-import { cloneDocument, compressTexture, dedup, dequantize, prune, quantize, reorder } from '@gltf-transform/functions';
+import { type Document, ImageUtils } from '@gltf-transform/core';
+import { cloneDocument, compressTexture, dequantize, meshopt } from '@gltf-transform/functions';
 import sharp from 'sharp';
 import type { ModelVariantFacts } from '../artifacts/format.ts';
 import { ModelError, writeGlb } from './gltf-io.ts';
 import type { OptimizerSettings } from './settings.ts';
-import { isSlotNode, isSlotPrimitive } from './slots/scene.ts';
 
 export interface VariantGlb extends ModelVariantFacts {
   name: 'meshopt' | 'plain';
@@ -28,75 +26,16 @@ const dropExtensions = (document: Document, names: string[]) =>
   document.getRoot().listExtensionsUsed().filter((e) => names.includes(e.extensionName)).forEach((e) => e.dispose());
 
 /**
- * Quantize every mesh but the slot placeholders. glTF-Transform's quantize folds each mesh's
- * dequantization scale and offset into the nodes that draw it, so a Slot_NNN node's transform would
- * no longer be its anchor. The placeholders keep their float geometry and their node transforms
- * (two quads: their bytes do not matter); everything else is quantized as glTF-Transform does it.
+ * glTF-Transform's `meshopt` (reorder + quantize + EXT_meshopt_compression, level high: normals
+ * octahedral-filtered by the extension). Its quantize folds each mesh's dequantization scale and
+ * offset into the nodes that draw it; the slot anchors are embedded after it (see variant), which
+ * sets every Slot_/Auto_ node's transform to its anchor and gives it a float quad of its own.
  */
-function quantizeExceptSlots(options: Parameters<typeof quantize>[0]): Transform {
-  const quantizeAll = quantize({ ...options, cleanup: false });
-  return async (document: Document) => {
-    const root = document.getRoot();
-    const slotMeshes = new Set<Mesh>([
-      ...root.listNodes().filter(isSlotNode).map((n) => n.getMesh()!),
-      ...root.listMeshes().filter((m) => m.listPrimitives().some(isSlotPrimitive)),
-    ]);
-    const kept = [...slotMeshes].flatMap((mesh) => mesh.listPrimitives()).map((prim) => ({
-      prim,
-      indices: prim.getIndices(),
-      attributes: prim.listSemantics().map((s) => [s, prim.getAttribute(s)!] as [string, Accessor]),
-    }));
-    const nodes = root.listNodes().filter((n) => slotMeshes.has(n.getMesh()!));
-    const held = nodes.map((node) => ({ node, mesh: node.getMesh()!, matrix: node.getMatrix().slice() as Mat4 }));
-    await document.transform(quantizeAll);
-    for (const { prim, indices, attributes } of kept) restorePrimitive(prim, indices, attributes);
-    for (const { node, mesh, matrix } of held) restoreNode(node, mesh, matrix);
-    // The cleanup quantize would have done, now that the slot geometry is back.
-    await document.transform(
-      prune({ propertyTypes: [PropertyType.ACCESSOR], keepAttributes: true, keepIndices: true, keepLeaves: true, keepSolidTextures: true }),
-      dedup({ propertyTypes: [PropertyType.ACCESSOR], keepUniqueNames: true }),
-    );
-  };
-}
-
-type Mat4 = Parameters<Node['setMatrix']>[0];
-
-function restorePrimitive(prim: Primitive, indices: Accessor | null, attributes: Array<[string, Accessor]>): void {
-  prim.setIndices(indices);
-  for (const semantic of prim.listSemantics()) if (!attributes.some(([s]) => s === semantic)) prim.setAttribute(semantic, null);
-  for (const [semantic, accessor] of attributes) prim.setAttribute(semantic, accessor);
-}
-
-/** quantize moves the mesh of a node with children onto a new child node: it goes back where it was. */
-function restoreNode(node: Node, mesh: Mesh, matrix: Mat4): void {
-  if (node.getMesh() !== mesh) {
-    node.listChildren().filter((child) => child.getMesh() === mesh && !child.getName() && !child.listChildren().length).forEach((c) => c.dispose());
-    node.setMesh(mesh);
-  }
-  node.setMatrix(matrix);
-}
-
-/** EXT_meshopt_compression as glTF-Transform's `meshopt` (level high) composes it, with the slots kept unquantized. */
 async function toMeshopt(document: Document, settings: OptimizerSettings): Promise<void> {
   const { MeshoptEncoder } = await import('meshoptimizer');
   await MeshoptEncoder.ready;
   dropExtensions(document, GEOMETRY_CODECS);
-  if (!document.getRoot().listAccessors().length) return;
-  const { quantizePosition, quantizeTexcoord, quantizeColor, quantizeNormal, quantizationVolume } = settings.variants.meshopt;
-  await document.transform(
-    reorder({ encoder: MeshoptEncoder, target: 'size' }),
-    quantizeExceptSlots({
-      // `meshopt` level high: normals stay float here and are octahedral-filtered by the extension.
-      pattern: /^(POSITION|TEXCOORD|JOINTS|WEIGHTS|COLOR)(_\d+)?$/,
-      patternTargets: /^(POSITION|TEXCOORD|JOINTS|WEIGHTS|COLOR|NORMAL|TANGENT)(_\d+)?$/,
-      quantizePosition,
-      quantizeTexcoord,
-      quantizeColor,
-      quantizeNormal: Math.min(quantizeNormal, 8),
-      quantizationVolume,
-    }),
-  );
-  document.createExtension(EXTMeshoptCompression).setRequired(true).setEncoderOptions({ method: EXTMeshoptCompression.EncoderMethod.FILTER });
+  await document.transform(meshopt({ encoder: MeshoptEncoder, level: 'high', ...settings.variants.meshopt }));
 }
 
 const DECODABLE = ['image/png', 'image/jpeg', 'image/webp'];

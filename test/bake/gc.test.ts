@@ -370,3 +370,46 @@ describe('museum bake gc', () => {
     await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
   }, 120_000);
 });
+
+describe('model variants and precompressed siblings', () => {
+  /** Every file of a manifest's rooms, with the `.br` / `.gz` siblings that exist beside them. */
+  async function roomFiles(data: string, manifest: Manifest): Promise<string[]> {
+    const names = manifest.rooms.flatMap((r) => [r.model, r.model_optimized, r.slot_data, ...(r.model_variants ?? []).map((v) => v.file)]);
+    const present = new Set(await readdir(artifactPaths(data).files));
+    const own = names.filter((ref): ref is FileRef => ref !== null).map(fileName);
+    return [...own, ...own.flatMap((n) => [`${n}.br`, `${n}.gz`]).filter((n) => present.has(n))].sort();
+  }
+
+  it('keeps the variants and the siblings of kept files; a dropped room’s go with their files', async () => {
+    const content = tmp('museum-gc-variants-content-');
+    const data = tmp('museum-gc-variants-');
+    const hall = async (id: number) => {
+      const b = new RoomBuilder(`Hall ${id}`);
+      b.floorAndCeiling(`Hall ${id}`, [0, 0], [6 + 2 * id, 8], 4, b.material('Floor'), b.material('Ceiling'));
+      b.innerWalls(6 + 2 * id, 8, 4, b.material('Wall'));
+      await writeFile(join(content, `hall${id}.glb`), await writeGlb(b.document));
+      return { id, title: `Hall ${id}`, slots: 3, token_id: id, model: `hall${id}.glb`, image: null };
+    };
+    await writeFile(join(content, 'rooms.json'), JSON.stringify([await hall(1), await hall(2)]));
+    await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1 });
+    const first = JSON.parse(await readFile(artifactPaths(data).manifest, 'utf8')) as Manifest;
+    const firstFiles = await roomFiles(data, first);
+    expect(first.rooms.every((r) => r.model_variants?.length === 3)).toBe(true);
+    expect(firstFiles.filter((n) => n.endsWith('.br')).length).toBeGreaterThanOrEqual(first.rooms.length * 3);
+
+    await writeFile(join(content, 'rooms.json'), JSON.stringify([await hall(1)]));
+    await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1 });
+    const second = JSON.parse(await readFile(artifactPaths(data).manifest, 'utf8')) as Manifest;
+    const kept = await roomFiles(data, second);
+    const later = Date.now() + 2 * HOUR;
+    const summary = await collectGarbage(data, { keep: 1, now: later });
+    const left = new Set(await readdir(artifactPaths(data).files));
+    for (const name of kept) expect(left.has(name), name).toBe(true);
+    const dropped = firstFiles.filter((n) => !kept.includes(n));
+    expect(dropped.some((n) => n.endsWith('.glb.br'))).toBe(true);
+    for (const name of dropped) expect(left.has(name), name).toBe(false);
+    expect(summary.removed.map((r) => r.name)).toEqual(expect.arrayContaining(dropped));
+    // Kept siblings are part of their file, not counted apart.
+    expect(summary.kept_files).toBe(kept.filter((n) => !/\.(br|gz)$/.test(n)).length + 1); // + the QA report
+  }, 120_000);
+});
