@@ -178,7 +178,11 @@ export type Room = z.infer<typeof Room>;
  * (the content store's `collection_type`), which the artworks list's `collection` filter matches.
  * The server strips it from responses; manifests written before it existed read as null.
  */
-export const ManifestArtwork = Artwork.extend({ museum_collection: z.string().nullable().default(null) });
+export const ManifestArtwork = Artwork.extend({
+  museum_collection: z.string().nullable().default(null),
+  /** The still when the bake stored it (a content file): media.url is then `/files/<name>`, made absolute by the server. */
+  media_file: z.lazy(() => FileRef).optional(),
+});
 export type ManifestArtwork = z.infer<typeof ManifestArtwork>;
 
 // ---------------------------------------------------------------------------------------------
@@ -276,6 +280,7 @@ export const artifactPaths = (dataDir: string) => ({
 export const manifestFileRefs = (manifest: Manifest): FileRef[] => [
   ...manifest.rooms.flatMap((r) => [r.model, r.model_optimized, r.image, r.thumbnail, r.slot_data, ...(r.model_variants ?? []).map((v) => v.file)]),
   manifest.report ?? null,
+  ...manifest.artworks.map((a) => a.media_file ?? null),
 ].filter((r): r is FileRef => r !== null);
 
 export const fileName = (ref: Pick<FileRef, 'sha256' | 'ext'>): string => `${ref.sha256}.${ref.ext}`;

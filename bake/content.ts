@@ -18,12 +18,19 @@
  *                     null; marketplace = the marketplace record's media URLs (image_url,
  *                     display_image_url, original_image_url, animation_url, display_animation_url).
  *                     Media normalization (bake/media.ts) turns it into the public Artwork.
+ *                     A still's url may also be a path relative to the directory (a content file,
+ *                     as the sample's pictures are): the bake stores it in the artifacts (raster
+ *                     images only) and publishes its /files URL.
  */
 import { promises as fs } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve, sep } from 'node:path';
 import { z } from 'zod';
-import type { Collection, ManifestArtwork } from '../artifacts/format.ts';
+import type { Collection, FileExt, FileRef, ManifestArtwork, Media } from '../artifacts/format.ts';
+import { contentTypeOf, fileName } from '../artifacts/format.ts';
+import { putContentFile } from '../artifacts/store.ts';
+import { issuesLine } from '../common/errors.ts';
 import { normalizeArtwork, type NormalizeOptions } from './media.ts';
+import { inspectPreview } from './thumbnail.ts';
 
 export const CONTENT_FILES = { rooms: 'rooms.json', collections: 'collections.json', artworks: 'artworks.json' } as const;
 
@@ -118,14 +125,14 @@ export class ContentError extends Error {
   override name = 'ContentError';
 }
 
+/** The first problem of a content file, at its record (index and id) and field, and how many more. */
 function describeIssues(file: string, error: z.ZodError, items: unknown): string {
-  const [issue] = error.issues;
-  const [index, ...rest] = issue!.path;
-  const record = Array.isArray(items) && typeof index === 'number' ? (items[index] as { id?: unknown } | undefined) : undefined;
-  const where = typeof index === 'number' ? `record ${index}${record?.id !== undefined ? ` (id ${JSON.stringify(record.id)})` : ''}` : 'file';
-  const field = rest.length ? ` field ${rest.join('.')}` : '';
-  const more = error.issues.length > 1 ? ` (and ${error.issues.length - 1} more problem${error.issues.length > 2 ? 's' : ''})` : '';
-  return `${file}: ${where}${field}: ${issue!.message}${more}`;
+  const at = ([index, ...rest]: PropertyKey[]) => {
+    const record = Array.isArray(items) && typeof index === 'number' ? (items[index] as { id?: unknown } | undefined) : undefined;
+    const where = typeof index === 'number' ? `record ${index}${record?.id !== undefined ? ` (id ${JSON.stringify(record.id)})` : ''}` : 'file';
+    return `${where}${rest.length ? ` field ${rest.map(String).join('.')}` : ''}`;
+  };
+  return `${file}: ${issuesLine(error, { max: 1, at })}`;
 }
 
 async function readArray<S extends z.ZodType>(dir: string, file: string, schema: S, required: boolean): Promise<z.infer<S>[]> {
@@ -182,6 +189,84 @@ export async function loadContent(dir: string): Promise<Content> {
   return { dir, rooms, collections, artworks };
 }
 
+// ---------------------------------------------------------------------------------------------
+// Content files: artwork stills that live in the content directory
+
+/** A media url without a scheme that is not rooted: a file of the content directory. */
+export const isContentFile = (url: string): boolean => !/^[a-z][a-z0-9+.-]*:/i.test(url) && !/^[\\/]/.test(url);
+
+/** Largest content file the bake reads. */
+export const MAX_CONTENT_FILE_BYTES = 32 * 1024 * 1024;
+/** Content files read at once. */
+const CONTENT_FILE_READS = 4;
+
+/** The content files the artworks name, with the first record (and field) naming each. */
+function contentFileRefs(artworks: ContentArtwork[], artworksFile: string): Map<string, string> {
+  const refs = new Map<string, string>();
+  for (const a of artworks) {
+    for (const field of ['media_info', 'display_media_info', 'display_animation_info'] as const) {
+      const url = a[field]?.url;
+      if (url === undefined || !isContentFile(url)) continue;
+      const where = `${artworksFile}: artwork ${a.id} field ${field}.url`;
+      if (field === 'display_animation_info') throw new ContentError(`${where}: a content file can only be the still image`);
+      if (!refs.has(url)) refs.set(url, where);
+    }
+  }
+  return refs;
+}
+
+/** Read one content file: inside the directory (no `..`, no link out of it), bounded, a raster image. */
+async function readContentImage(dir: string, ref: string, where: string, maxPixels: number): Promise<{ bytes: Buffer; ext: FileExt }> {
+  const fail = (problem: string) => new ContentError(`${where}: "${ref}" ${problem}`);
+  if (ref.split(/[\\/]/).some((part) => part === '..' || part === '')) throw fail('must be a relative path inside the content directory');
+  const root = await fs.realpath(dir);
+  const path = await fs.realpath(resolve(root, ref)).catch((err: NodeJS.ErrnoException) => {
+    throw fail(err.code === 'ENOENT' ? 'not found in the content directory' : `cannot be read (${err.code ?? err.message})`);
+  });
+  if (!path.startsWith(root + sep)) throw fail('leads out of the content directory');
+  const stat = await fs.stat(path);
+  if (!stat.isFile()) throw fail('is not a file');
+  if (stat.size > MAX_CONTENT_FILE_BYTES) throw fail(`is ${stat.size} bytes, over the ${MAX_CONTENT_FILE_BYTES}-byte limit`);
+  const bytes = await fs.readFile(path);
+  const image = await inspectPreview(bytes, maxPixels).catch((err: Error) => {
+    throw fail(err.message.replace(/^preview image /, ''));
+  });
+  if (image.ext === 'svg') throw fail('is an SVG; content files must be raster images (png, jpeg, webp or avif)');
+  return { bytes, ext: image.ext };
+}
+
+/**
+ * Store the artworks' content files in the artifacts (content-addressed, like every room file):
+ * a map from each relative path to its file, for publicCatalog. A file that is missing, leads out
+ * of the directory, is too large or is not a raster image fails the bake with one line (ContentError),
+ * before anything is published.
+ */
+export async function storeArtworkFiles(
+  content: Pick<Content, 'dir' | 'artworks'>,
+  dataDir: string,
+  maxPixels: number,
+): Promise<Map<string, FileRef>> {
+  const refs = [...contentFileRefs(content.artworks, join(content.dir, CONTENT_FILES.artworks))];
+  const stored = new Map<string, FileRef>();
+  for (let i = 0; i < refs.length; i += CONTENT_FILE_READS) {
+    await Promise.all(
+      refs.slice(i, i + CONTENT_FILE_READS).map(async ([ref, where]) => {
+        const { bytes, ext } = await readContentImage(content.dir, ref, where, maxPixels);
+        stored.set(ref, await putContentFile(dataDir, bytes, ext));
+      }),
+    );
+  }
+  return stored;
+}
+
+/** The still as published when it is a stored content file: its /files path (the server prefixes PUBLIC_URL). */
+function withStoredStill(artwork: ManifestArtwork, files: ReadonlyMap<string, FileRef>): ManifestArtwork {
+  const file = artwork.media && files.get(artwork.media.url);
+  if (!file) return artwork;
+  const media: Media = { ...artwork.media!, url: `/files/${fileName(file)}`, type: 'image', content_type: contentTypeOf(file.ext) };
+  return { ...artwork, media, media_file: file };
+}
+
 /**
  * What the API publishes from the content: collections that are published together with all their
  * ancestors (a draft hides its subtree), with parent / child references, and the normalized
@@ -189,7 +274,10 @@ export async function loadContent(dir: string): Promise<Content> {
  * collections. Collections in display order (`sort`, then id), artworks by id, so the manifest is
  * deterministic.
  */
-export function publicCatalog(content: Pick<Content, 'collections' | 'artworks'>, options: NormalizeOptions): { collections: Collection[]; artworks: ManifestArtwork[] } {
+export function publicCatalog(
+  content: Pick<Content, 'collections' | 'artworks'>,
+  options: NormalizeOptions & { files?: ReadonlyMap<string, FileRef> },
+): { collections: Collection[]; artworks: ManifestArtwork[] } {
   const byId = new Map(content.collections.map((c) => [c.id, c]));
   const visible = (c: ContentCollection): boolean => {
     const seen = new Set<number>();
@@ -215,6 +303,7 @@ export function publicCatalog(content: Pick<Content, 'collections' | 'artworks'>
   const artworks = content.artworks
     .filter((a) => a.museum_collection === null || !hiddenSlugs.has(a.museum_collection))
     .sort((a, b) => a.id - b.id)
-    .map((a): ManifestArtwork => ({ ...normalizeArtwork(a, options), museum_collection: a.museum_collection }));
+    .map((a): ManifestArtwork => ({ ...normalizeArtwork(a, options), museum_collection: a.museum_collection }))
+    .map((a) => (options.files ? withStoredStill(a, options.files) : a));
   return { collections, artworks };
 }

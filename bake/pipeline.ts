@@ -14,7 +14,7 @@ import { availableParallelism } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
 import { artifactPaths, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom, RoomSlotData } from '../artifacts/format.ts';
 import { DataDirBusyError, lockDataDir, publishManifest, putContentFile, readManifest, sha256, writeFileAtomic } from '../artifacts/store.ts';
-import { type ContentRoom, loadContent, publicCatalog } from './content.ts';
+import { type ContentRoom, loadContent, publicCatalog, storeArtworkFiles } from './content.ts';
 import type { NetPolicy } from '../common/net.ts';
 import { type FetchOptions, modelFiles, SourceResolver } from './fetch.ts';
 import { collectGarbageUnderLock, type GcOptions, type GcSummary } from './gc.ts';
@@ -186,6 +186,8 @@ interface Run {
 
 async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
   const run = await prepareRun(options);
+  // Artworks' content files (the sample's pictures) first: a bad one fails the bake before any room work.
+  const artworkFiles = await storeArtworkFiles(run.content, run.dataDir, run.settings.maxTexturePixels);
   const resolver = new SourceResolver({ baseDir: run.contentDir, cacheDir: artifactPaths(run.dataDir).cache, fetch: options.fetch, net: options.net });
   // When every selected room is to be baked (--force, or nothing published yet), the bakers start
   // now: their start-up (loading the bake's libraries) overlaps the planning.
@@ -199,7 +201,7 @@ async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
     throw err;
   }
   const { outcomes, results } = await bakePlanned(run, plans, early);
-  const manifest = assembleManifest(run, plans, results);
+  const manifest = assembleManifest(run, plans, results, artworkFiles);
   const published = await publish(run, manifest, plans, results, outcomes);
   await resolver.save().catch(() => undefined); // a cache that cannot be saved only costs re-hashing
   const gc = options.gc ? await collectGarbageUnderLock(run.dataDir, options.gc) : null;
@@ -399,7 +401,12 @@ function roomOrder(rooms: Planned[]): (lane: number) => Planned | undefined {
 }
 
 /** 3. The new manifest: content order; failed and unselected rooms keep their previous entries. */
-function assembleManifest(run: Run, plans: Planned[], results: Map<number, RoomBakeResult>): Manifest {
+function assembleManifest(
+  run: Run,
+  plans: Planned[],
+  results: Map<number, RoomBakeResult>,
+  artworkFiles: ReadonlyMap<string, FileRef>,
+): Manifest {
   const bakedAt = new Date().toISOString();
   const rooms: ManifestRoom[] = [];
   for (const plan of plans) {
@@ -428,7 +435,7 @@ function assembleManifest(run: Run, plans: Planned[], results: Map<number, RoomB
       rooms.push(plan.previous);
     }
   }
-  const catalog = publicCatalog(run.content, { ipfsGateway: run.options.ipfsGateway ?? process.env.IPFS_GATEWAY ?? 'https://ipfs.io' });
+  const catalog = publicCatalog(run.content, { ipfsGateway: run.options.ipfsGateway ?? process.env.IPFS_GATEWAY ?? 'https://ipfs.io', files: artworkFiles });
   return {
     format: MANIFEST_FORMAT,
     bake_id: `${bakedAt.replace(/[-:.]/g, '')}-${randomBytes(3).toString('hex')}`,

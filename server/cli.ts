@@ -5,6 +5,7 @@ import { dirname, join, resolve } from 'node:path';
 import { Command } from 'commander';
 import { printable } from '../common/terminal.ts';
 import { loadConfig } from './config.ts';
+import { sampleExhibitionLine } from './sample-exhibition.ts';
 import type { ApiKeyInfo, KeyStore } from './state/keys.ts';
 
 export function serveCommand(): Command {
@@ -37,6 +38,8 @@ export function serveCommand(): Command {
           `museum: try  curl -H 'X-API-Key: ${key}' ${server.url}/v1/rooms`,
         );
       }
+      // A ready exhibition to open (registered on the first start, only linked afterwards).
+      if (options.devKey) lines.push(await sampleExhibitionLine(server));
       process.stderr.write(lines.join('\n') + '\n');
       // SIGTERM/SIGINT: the graceful sequence (startServer's `shutdown`), bounded; a second signal
       // stops at once.

@@ -100,9 +100,10 @@ export async function buildSnapshot(dataDir: string, manifest: Manifest, publicU
   }
   const collectionsBySlug = new Map(manifest.collections.map((c) => [c.slug, c]));
   const museumCollectionOf = new Map<number, string>();
-  const artworks = manifest.artworks.map(({ museum_collection, ...artwork }): Artwork => {
+  const artworks = manifest.artworks.map(({ museum_collection, media_file, ...artwork }): Artwork => {
     if (museum_collection !== null) museumCollectionOf.set(artwork.id, museum_collection);
-    return artwork;
+    // A still the bake stored (a content file) is served by this server: its URL under PUBLIC_URL.
+    return media_file && artwork.media ? { ...artwork, media: { ...artwork.media, url: fileUrl(publicUrl, media_file) } } : artwork;
   });
   return {
     manifest,

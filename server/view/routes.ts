@@ -14,7 +14,7 @@ import { EXHIBITION_ID } from '../guide/exhibitions.ts';
 import type { ViewArtwork, ViewPlacement, ViewRoom } from '../../viewer/page-data.ts';
 import { ASSET_PREFIX } from './assets.ts';
 import { docsPage, DOCS_CSP, messagePage, PAGE_HEADERS, REPORT_CSP, VIEWER_CSP, viewerPage } from './pages.ts';
-import { stillImageUrl } from './textures.ts';
+import { textureSource } from './textures.ts';
 
 const ROOM_ID = /^[1-9]\d{0,15}$/;
 const IMMUTABLE = 'public, max-age=31536000, immutable';
@@ -88,7 +88,7 @@ export const viewRoutes: RouteModule = (api, services) => {
             title: a.title,
             artist: a.artist,
             ratio: known?.ratio ?? 1,
-            textureUrl: known && stillImageUrl(known) ? textureUrl(known.id) : null,
+            textureUrl: known && textureSource(snapshot, known, config.dataDir) ? textureUrl(known.id) : null,
           };
         }),
     }));
@@ -114,7 +114,7 @@ export const viewRoutes: RouteModule = (api, services) => {
   router.get('/view/textures/artworks/:name', async (ctx) => {
     const match = /^([1-9]\d{0,15})\.webp$/.exec(ctx.params.name ?? '');
     const artwork = match ? content.snapshot.artworksById.get(Number(match[1])) : undefined;
-    const source = artwork ? stillImageUrl(artwork) : null;
+    const source = artwork ? textureSource(content.snapshot, artwork, config.dataDir) : null;
     if (!source) throw new HttpError(404, 'NOT_FOUND', 'No such artwork, or it has no still image');
     let bytes: Buffer;
     try {

@@ -7,16 +7,19 @@
  * operator allows a host), decoded by sharp with a pixel bound, and cached: recent variants in
  * memory, all of them on disk under DATA_DIR/cache/textures (bounded by bytes, least recently used evicted).
  * A failure is remembered briefly, so a dead host is not hammered by every visitor.
+ * A still the bake stored itself (a content file, as the sample's pictures are) is read from the
+ * artifacts by its file id from the published manifest — never fetched, and never by a URL.
  */
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import sharp from 'sharp';
-import type { Artwork } from '../../artifacts/format.ts';
+import { type Artwork, fileName, filePath, type FileRef } from '../../artifacts/format.ts';
 import { writeFileAtomic } from '../../artifacts/store.ts';
 import { BodyTooLarge, guardedGet, type NetPolicy } from '../../common/net.ts';
 import { LruMap } from '../../common/lru.ts';
+import { type ContentSnapshot, perSnapshot } from '../content.ts';
 
 export interface TextureOptions {
   cacheDir: string;
@@ -43,6 +46,25 @@ export class TextureError extends Error {}
 /** The still image of an artwork: its media when that is an image. */
 export const stillImageUrl = (artwork: Artwork): string | null =>
   artwork.media && artwork.media.type === 'image' && /^https?:\/\//i.test(artwork.media.url) ? artwork.media.url : null;
+
+/** Where a texture is made from: an outside image URL, or a file of the artifacts (by its file id). */
+export type TextureSource = { url: string } | { file: string; name: string };
+
+/** Per bake: the artworks whose still the bake stored, by artwork id. */
+const storedStills = perSnapshot(
+  (s) => new Map(s.manifest.artworks.flatMap((a): Array<[number, FileRef]> => (a.media_file ? [[a.id, a.media_file]] : []))),
+);
+
+/**
+ * The source of an artwork's texture: its stored still (our own file, read from `dataDir`), else
+ * its outside image URL; null when it has no still image.
+ */
+export function textureSource(snapshot: ContentSnapshot, artwork: Artwork, dataDir: string): TextureSource | null {
+  const stored = storedStills(snapshot).get(artwork.id);
+  if (stored) return { file: filePath(dataDir, stored), name: fileName(stored) };
+  const url = stillImageUrl(artwork);
+  return url ? { url } : null;
+}
 
 export class ArtworkTextures {
   private readonly size: number;
@@ -72,22 +94,24 @@ export class ArtworkTextures {
     this.memory = new LruMap(options.memoryEntries ?? 48);
   }
 
-  /** The WebP variant of this image URL; throws TextureError when it cannot be had. */
-  async variant(sourceUrl: string): Promise<Buffer> {
-    const key = createHash('sha256').update(`${RECIPE}\n${this.size}\n${sourceUrl}`).digest('hex').slice(0, 40);
+  /** The WebP variant of this image (a URL, or a stored file); throws TextureError when it cannot be had. */
+  async variant(from: string | TextureSource): Promise<Buffer> {
+    const source = typeof from === 'string' ? { url: from } : from;
+    const id = 'url' in source ? source.url : `file:${source.name}`;
+    const key = createHash('sha256').update(`${RECIPE}\n${this.size}\n${id}`).digest('hex').slice(0, 40);
     const hit = this.memory.get(key);
     if (hit) return hit;
     const failedAt = this.failures.get(key);
     if (failedAt !== undefined && Date.now() - failedAt < this.failureTtlMs) throw new TextureError('the image failed recently');
     let job = this.inflight.get(key);
     if (!job) {
-      job = this.load(key, sourceUrl).finally(() => this.inflight.delete(key));
+      job = this.load(key, source).finally(() => this.inflight.delete(key));
       this.inflight.set(key, job);
     }
     return job;
   }
 
-  private async load(key: string, sourceUrl: string): Promise<Buffer> {
+  private async load(key: string, source: TextureSource): Promise<Buffer> {
     const file = join(this.options.cacheDir, `${key}.webp`);
     const cached = await fs.readFile(file).catch(() => null);
     if (cached) {
@@ -96,20 +120,21 @@ export class ArtworkTextures {
       return cached;
     }
     try {
-      const bytes = await this.limited(() => this.make(sourceUrl));
+      const bytes = await this.limited(() => this.make(source));
       this.memory.set(key, bytes);
       await this.store(`${key}.webp`, bytes);
       return bytes;
     } catch (err) {
       this.failures.set(key, Date.now());
-      this.options.log.warn({ url: sourceUrl, err: err instanceof Error ? err.message : String(err) }, 'artwork texture unavailable');
+      const where = 'url' in source ? { url: source.url } : { file: source.name };
+      this.options.log.warn({ ...where, err: err instanceof Error ? err.message : String(err) }, 'artwork texture unavailable');
       throw err instanceof TextureError ? err : new TextureError('the image could not be fetched or decoded');
     }
   }
 
-  private async make(sourceUrl: string): Promise<Buffer> {
-    const source = await this.fetchBounded(sourceUrl);
-    const image = sharp(source, { limitInputPixels: 64_000_000, failOn: 'error' });
+  private async make(source: TextureSource): Promise<Buffer> {
+    const bytes = 'url' in source ? await this.fetchBounded(source.url) : await this.readBounded(source.file);
+    const image = sharp(bytes, { limitInputPixels: 64_000_000, failOn: 'error' });
     const meta = await image.metadata();
     if (!meta.format || !DECODABLE.has(meta.format)) throw new TextureError(`not a raster image (${meta.format ?? 'unknown'})`);
     return image
@@ -117,6 +142,14 @@ export class ArtworkTextures {
       .resize(this.size, this.size, { fit: 'inside', withoutEnlargement: true })
       .webp({ quality: 82, effort: 3 })
       .toBuffer();
+  }
+
+  /** A stored file of the artifacts, under the same byte bound as a fetched image. */
+  private async readBounded(path: string): Promise<Buffer> {
+    const stat = await fs.stat(path).catch(() => null);
+    if (!stat?.isFile()) throw new TextureError('the stored image is missing');
+    if (stat.size > this.maxSourceBytes) throw new TextureError('the image is too large');
+    return fs.readFile(path);
   }
 
   /** GET with a byte bound and one overall deadline, through the guarded outbound GET. */

@@ -67,7 +67,7 @@ describe('baking the sample content', () => {
     const manifest = await expectIntact(data);
     expect(manifest.rooms.map((r) => r.id)).toEqual([1, 2, 3, 4, 5, 6, 7]);
     expect(manifest.collections.map((c) => c.slug)).toContain('founders');
-    expect(manifest.artworks).toHaveLength(14); // 16 sample artworks, two in draft collections
+    expect(manifest.artworks).toHaveLength(38); // 16 normalization cases (two in draft collections) and 24 pictures
     // Both collections reach the manifest: the marketplace slug (shown) and the museum collection (filter).
     expect(manifest.artworks.find((a) => a.id === 101)).toMatchObject({ collection: 'first-season', museum_collection: 'founders-portraits' });
     expect(manifest.report).toBeTruthy();

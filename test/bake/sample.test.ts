@@ -88,4 +88,21 @@ describe('sample content', () => {
     expect(doc.getRoot().listNodes().some((n) => /^(Slot|Auto)_/.test(n.getName()))).toBe(false);
     expect(doc.getRoot().listMaterials().some((m) => m.getName() === 'Slot Placeholder')).toBe(false);
   });
+
+  it('pictures: most artworks are content files the project drew, each the size and type its record says', async () => {
+    const content = await loadContent(a);
+    const pictured = content.artworks.filter((w) => !/^[a-z]+:/.test(w.media_info?.url ?? 'none:'));
+    expect(pictured.length).toBeGreaterThan(content.artworks.length / 2);
+    const formats = new Set<string>();
+    for (const work of pictured) {
+      const media = work.media_info!;
+      const meta = await sharp(await readFile(join(a, media.url))).metadata();
+      expect([meta.width, meta.height], media.url).toEqual([media.width, media.height]);
+      expect(`image/${meta.format}`, media.url).toBe(media.content_type);
+      formats.add(meta.format!);
+    }
+    expect([...formats].sort()).toEqual(['jpeg', 'png', 'webp']);
+    // The sixteen normalization cases keep their outside URLs.
+    expect(content.artworks.filter((w) => w.id < 200).every((w) => /^(https|ipfs):\/\//.test(w.media_info!.url))).toBe(true);
+  });
 });
