@@ -1,7 +1,10 @@
 /**
- * Image variants of content-addressed raster images (`?width=` 16..4096, `?format=` webp|jpeg|png|avif):
- * made with sharp under bounded concurrency and a bounded queue, cached content-addressed under
- * DATA_DIR/cache/variants with a bounded total size (least recently used removed first).
+ * Image variants of content-addressed raster images (`?width=` 16..4096, `?format=` webp|jpeg|png|avif),
+ * cached content-addressed under DATA_DIR/cache/variants with a bounded total size (least recently
+ * used removed first). The route is public, so making one is bounded (decisions.md, second attack
+ * round): widths snap up to a ladder (few cache entries per image, not one per pixel), variants not
+ * yet cached are made at most 2 at a time per client and 4 in all (more: 503 BUSY), and one variant's
+ * cost is bounded (input and output pixels, AVIF at its fastest effort, a time limit).
  */
 import { promises as fs } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -9,6 +12,7 @@ import { join } from 'node:path';
 import type { Logger } from 'pino';
 import sharp, { type Sharp } from 'sharp';
 import { LruMap } from '../common/lru.ts';
+import { clientBucket } from '../common/net.ts';
 import { artifactPaths, contentTypeOf, type FileExt } from '../artifacts/format.ts';
 import { writeFileAtomic } from '../artifacts/store.ts';
 import type { ArtifactFiles, FileAnswer, StoredFile } from './artifact-files.ts';
@@ -18,6 +22,14 @@ import { etagMatches, IMMUTABLE_CACHE_CONTROL } from './http-conditional.ts';
 export const VARIANT_FORMATS = ['webp', 'jpeg', 'png', 'avif'] as const;
 export type VariantFormat = (typeof VARIANT_FORMATS)[number];
 export const VARIANT_WIDTH = { min: 16, max: 4096 } as const;
+/** The widths variants are made at (decisions): a requested width snaps up to the next one. */
+export const VARIANT_WIDTHS = [16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096] as const;
+
+/** The width a variant of a `sourceWidth` image is made at for a requested width; null: the source's own (never enlarged). */
+export function snapWidth(requested: number, sourceWidth: number): number | null {
+  const step = VARIANT_WIDTHS.find((w) => w >= requested) ?? VARIANT_WIDTH.max;
+  return step < sourceWidth ? step : null;
+}
 
 /** Raster images sharp can transform; SVG and non-images are served as they are. */
 const TRANSFORMABLE: Partial<Record<FileExt, VariantFormat>> = { png: 'png', jpg: 'jpeg', webp: 'webp', avif: 'avif' };
@@ -26,20 +38,30 @@ const EXT_OF_FORMAT: Record<VariantFormat, FileExt> = { webp: 'webp', jpeg: 'jpg
 export interface VariantLimits {
   /** Total bytes of cached variants on disk; the least recently used are removed beyond it. */
   maxBytes: number;
-  /** Transforms running at once. */
+  /** Transforms running at once (sharp jobs). */
   concurrency: number;
-  /** Transforms waiting for a slot; beyond it the request is refused with 503 BUSY. */
-  maxQueue: number;
+  /** Variants being made (running or waiting for a transform) at once, in all and per client; beyond: 503 BUSY. */
+  maxInProgress: number;
+  maxPerClient: number;
   /** sharp's limitInputPixels: larger sources are refused before decoding. */
   maxInputPixels: number;
+  /** Larger variants are refused (400): a 4096-wide variant of a tall image is capped too. */
+  maxOutputPixels: number;
+  /** sharp's own time limit on one transform (libvips checks it while it works). */
+  timeoutSeconds: number;
 }
 
 const DEFAULT_VARIANT_LIMITS: VariantLimits = {
   maxBytes: 256 * 1024 * 1024,
   concurrency: Math.max(1, Math.min(2, availableParallelism())),
-  maxQueue: 64,
+  maxInProgress: 4,
+  maxPerClient: 2,
   maxInputPixels: 64_000_000,
+  maxOutputPixels: 4096 * 4096,
+  timeoutSeconds: 30,
 };
+
+const BUSY_RETRY_AFTER = '5';
 
 export interface VariantRequest {
   width?: number;
@@ -47,7 +69,9 @@ export interface VariantRequest {
 }
 
 /** Where a variant lives and how it is validated; `source` when the request asks for the original. */
-type VariantPlan = { source: true } | { source: false; name: string; path: string; etag: string; contentType: string; width: number | null; format: VariantFormat };
+type VariantPlan =
+  | { source: true }
+  | { source: false; name: string; path: string; etag: string; contentType: string; width: number | null; format: VariantFormat };
 
 /**
  * Image variants of content-addressed images. A variant is addressed by its source's sha256 and the
@@ -65,6 +89,9 @@ export class ImageVariants {
   private running = 0;
   private readonly waiting: Array<() => void> = [];
   private readonly inflight = new Map<string, Promise<void>>();
+  /** Variants being made for each client (by clientBucket); entries leave at zero, so at most maxInProgress. */
+  private readonly perClient = new Map<string, number>();
+  private inProgress = 0;
   private readonly dimensions = new LruMap<string, { width: number; height: number }>(10_000);
 
   constructor(
@@ -77,8 +104,17 @@ export class ImageVariants {
     this.limits = { ...DEFAULT_VARIANT_LIMITS, ...limits };
   }
 
-  /** The file answering `request` for the source image `name` (which must exist as `source`). */
-  async variant(name: string, source: StoredFile, request: VariantRequest, ifNoneMatch?: string): Promise<StoredFile | FileAnswer> {
+  /**
+   * The file answering `request` for the source image `name` (which must exist as `source`). A variant
+   * not cached yet is made within the bounds of the module comment for `clientIp`'s client, else 503 BUSY.
+   */
+  async variant(
+    name: string,
+    source: StoredFile,
+    request: VariantRequest,
+    ifNoneMatch?: string,
+    clientIp = 'local',
+  ): Promise<StoredFile | FileAnswer> {
     const plan = await this.plan(name, source, request);
     if (plan.source) return source;
     // A client revalidating a variant it has needs no transform at all.
@@ -90,7 +126,12 @@ export class ImageVariants {
     }
     let pending = this.inflight.get(plan.name);
     if (!pending) {
-      pending = this.produce(source, plan).finally(() => this.inflight.delete(plan.name));
+      // Waiting for a variant someone else is making costs nothing; making one is admitted.
+      const done = this.admit(clientBucket(clientIp));
+      pending = this.produce(source, plan).finally(() => {
+        done();
+        this.inflight.delete(plan.name);
+      });
       this.inflight.set(plan.name, pending);
     }
     await pending;
@@ -109,9 +150,13 @@ export class ImageVariants {
     const sourceFormat = TRANSFORMABLE[ext];
     if (!sourceFormat) throw badRequest('width and format apply only to raster images (png, jpg, webp, avif)');
     const format = request.format ?? sourceFormat;
-    const { width: sourceWidth } = await this.dimensionsOf(name, source);
-    const width = request.width !== undefined && request.width < sourceWidth ? request.width : null;
+    const { width: sourceWidth, height: sourceHeight } = await this.dimensionsOf(name, source);
+    const width = request.width === undefined ? null : snapWidth(request.width, sourceWidth);
     if (width === null && format === sourceFormat) return { source: true };
+    const pixels = width === null ? sourceWidth * sourceHeight : width * Math.max(1, Math.round((sourceHeight * width) / sourceWidth));
+    if (pixels > this.limits.maxOutputPixels) {
+      throw badRequest(`This variant would be larger than ${this.limits.maxOutputPixels} pixels; ask for a smaller width`);
+    }
     const sha = name.slice(0, name.indexOf('.'));
     const variantName = `${sha}-${width === null ? 'full' : `w${width}`}.${EXT_OF_FORMAT[format]}`;
     return {
@@ -122,6 +167,23 @@ export class ImageVariants {
       contentType: contentTypeOf(EXT_OF_FORMAT[format]),
       width,
       format,
+    };
+  }
+
+  /** Count a variant being made for `client`, or refuse (503 BUSY) past the bounds; returns its release. */
+  private admit(client: string): () => void {
+    const mine = this.perClient.get(client) ?? 0;
+    if (this.inProgress >= this.limits.maxInProgress || mine >= this.limits.maxPerClient) {
+      const whose = mine >= this.limits.maxPerClient ? 'for this address' : 'in all';
+      throw new HttpError(503, 'BUSY', `Too many image variants being made ${whose}; retry shortly`, { 'Retry-After': BUSY_RETRY_AFTER });
+    }
+    this.inProgress++;
+    this.perClient.set(client, mine + 1);
+    return () => {
+      this.inProgress--;
+      const left = (this.perClient.get(client) ?? 1) - 1;
+      if (left > 0) this.perClient.set(client, left);
+      else this.perClient.delete(client);
     };
   }
 
@@ -146,6 +208,7 @@ export class ImageVariants {
     let bytes: Buffer;
     try {
       let image = sharp(source.data ?? source.path, { limitInputPixels: this.limits.maxInputPixels });
+      image = image.timeout({ seconds: this.limits.timeoutSeconds });
       if (plan.width !== null) image = image.resize({ width: plan.width, withoutEnlargement: true });
       bytes = await ENCODERS[plan.format](image).toBuffer();
     } catch (err) {
@@ -158,13 +221,11 @@ export class ImageVariants {
     await this.add(plan.name, bytes.length);
   }
 
+  /** A transform slot (at most `concurrency`); the wait is bounded by admit's `maxInProgress`. */
   private acquire(): Promise<void> {
     if (this.running < this.limits.concurrency) {
       this.running++;
       return Promise.resolve();
-    }
-    if (this.waiting.length >= this.limits.maxQueue) {
-      return Promise.reject(new HttpError(503, 'BUSY', 'Too many image transforms in progress; retry shortly', { 'Retry-After': '5' }));
     }
     // The slot is handed over directly by release(), so `running` stays counted.
     return new Promise((resolve) => this.waiting.push(resolve));
@@ -221,6 +282,8 @@ const ENCODERS: Record<VariantFormat, (image: Sharp) => Sharp> = {
   webp: (image) => image.webp({ quality: 80 }),
   jpeg: (image) => image.jpeg({ quality: 82 }),
   png: (image) => image.png(),
-  avif: (image) => image.avif({ quality: 50, effort: 2 }),
+  // AVIF's fastest effort: at effort 2 a 4096² variant cost ~6 s of CPU here, at 0 ~2 s (sharp's
+  // time limit is not checked inside the AVIF encoder, so the effort is what bounds it).
+  avif: (image) => image.avif({ quality: 50, effort: 0 }),
 };
 

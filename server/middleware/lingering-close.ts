@@ -37,7 +37,9 @@ export function lingeringClose(socket: Duplex, last?: string | Buffer, bounds: {
     if (discarded > bounds.bytes) socket.destroy();
   };
   socket.on('data', discard);
-  for (const listener of socket.listeners('data')) if (listener !== discard) socket.removeListener('data', listener as (...args: unknown[]) => void);
+  for (const listener of socket.listeners('data')) {
+    if (listener !== discard) socket.removeListener('data', listener as (...args: unknown[]) => void);
+  }
   socket.resume();
   // Node's parser may have stopped the socket's reading (a body nobody read fills its buffers);
   // resume() does not restart a read the stream thinks is pending, the socket's own _read does.

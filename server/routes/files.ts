@@ -1,7 +1,7 @@
 /**
  * `GET /files/<sha256>.<ext>` (public): the content-addressed artifact files — immutable, strong ETag
  * (the sha256), one `Range`, HEAD, CORS — and image transforms of raster images (`?width=` 16..4096,
- * `?format=` webp|jpeg|png|avif), made with sharp under bounded concurrency and cached
+ * snapped up to a ladder; `?format=` webp|jpeg|png|avif), made with sharp within bounds per client and in all, and cached
  * content-addressed under DATA_DIR/cache/variants with a bounded total size.
  *
  * Plain file requests are a fast read (the fast path answers them, and Koa with the same function
@@ -42,7 +42,9 @@ const widthParam = z
     type: 'integer',
     minimum: VARIANT_WIDTH.min,
     maximum: VARIANT_WIDTH.max,
-    description: 'raster images only: resize to this width in pixels (never enlarged beyond the original)',
+    description:
+      'raster images only: resize to this width, snapped up to 16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048, 3072 or 4096 pixels ' +
+      '(never enlarged beyond the original); variants not cached yet are made at most 2 at a time per client, 4 in all (more: 503 BUSY)',
   } as Record<string, unknown>);
 
 export const filesRoutes: RouteModule = (api, { files, variants }) => {
@@ -75,7 +77,7 @@ export const filesRoutes: RouteModule = (api, { files, variants }) => {
       if (query.width === undefined && query.format === undefined) return setAnswer(ctx, await plainFile(files, params.name, ctx.req));
       const file = await files.byName(params.name);
       if (!file) throw notFound();
-      const target = await variants.variant(params.name, file, query, ctx.get('if-none-match'));
+      const target = await variants.variant(params.name, file, query, ctx.get('if-none-match'), ctx.state.clientIp);
       setAnswer(ctx, await fileResponse(files, 'status' in target ? target : answerFile(target, ctx.method, ctx.headers)));
     },
   });

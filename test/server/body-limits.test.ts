@@ -30,6 +30,7 @@ function firstAnswer(port: number, text: string): Promise<string> {
   });
 }
 
+const PING = 'POST /v1/presence/ping HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n';
 const nested = (bytes: number) => '['.repeat(bytes / 2) + ']'.repeat(bytes / 2);
 // A fresh client address per request (TRUST_PROXY), so no per-IP budget answers first.
 let n = 0;
@@ -48,12 +49,12 @@ describe('public bodies capped per route before parsing', () => {
   });
 
   it('the presence ping refuses on the announced length, before a byte of the body arrives', async () => {
-    const head = `POST /v1/presence/ping HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 800000\r\nX-Forwarded-For: 10.1.255.1\r\n\r\n`;
+    const head = `${PING}Content-Length: 800000\r\nX-Forwarded-For: 10.1.255.1\r\n\r\n`;
     expect(await firstAnswer(server.port, head)).toMatch(/^HTTP\/1\.1 413 /);
   });
 
   it('a chunked ping is refused once 1 KB has been read, while the rest has not been sent', async () => {
-    const head = `POST /v1/presence/ping HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nX-Forwarded-For: 10.1.255.2\r\n\r\n`;
+    const head = `${PING}Transfer-Encoding: chunked\r\nX-Forwarded-For: 10.1.255.2\r\n\r\n`;
     const chunk = '['.repeat(2048);
     expect(await firstAnswer(server.port, `${head}${chunk.length.toString(16)}\r\n${chunk}\r\n`)).toMatch(/^HTTP\/1\.1 413 /);
   });

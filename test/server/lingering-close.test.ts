@@ -11,6 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LINGER } from '../../server/middleware/lingering-close.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
+const JSON_TYPE = { 'content-type': 'application/json' };
+
 interface Refusal {
   status: number;
   code: string | undefined;
@@ -19,7 +21,7 @@ interface Refusal {
 /** POST `size` bytes with node's http client; the status and envelope code, or the client's error. */
 function httpPost(port: number, path: string, size: number, headers: Record<string, string> = {}): Promise<Refusal> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ port, host: '127.0.0.1', path, method: 'POST', agent: false, headers: { 'content-type': 'application/json', ...headers } });
+    const req = http.request({ port, host: '127.0.0.1', path, method: 'POST', agent: false, headers: { ...JSON_TYPE, ...headers } });
     req.on('error', reject);
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
@@ -36,12 +38,18 @@ function httpPost(port: number, path: string, size: number, headers: Record<stri
 }
 
 async function fetchPost(url: string, size: number, headers: Record<string, string> = {}): Promise<Refusal> {
-  const res = await fetch(url, { method: 'POST', body: Buffer.alloc(size, 0x20), headers: { 'content-type': 'application/json', ...headers } });
+  const res = await fetch(url, { method: 'POST', body: Buffer.alloc(size, 0x20), headers: { ...JSON_TYPE, ...headers } });
   const body = (await res.json()) as { errors: Array<{ extensions: { code: string } }> };
   return { status: res.status, code: body.errors[0]?.extensions.code };
 }
 
 const MB = 1024 * 1024;
+/** 10 at a time, `total` in all: each one's answer, or the error its client saw. */
+async function inBatches<T>(total: number, send: () => Promise<T>): Promise<Array<T | Error>> {
+  const results: Array<T | Error> = [];
+  for (let i = 0; i < total; i += 10) results.push(...(await Promise.all(Array.from({ length: 10 }, () => send().catch((e: Error) => e)))));
+  return results;
+}
 
 describe('refused large bodies: every client reads its answer', () => {
   let server: TestServer;
@@ -60,25 +68,19 @@ describe('refused large bodies: every client reads its answer', () => {
   ] as const;
 
   it.each(cases)("node's http client: %s, 100 times", async (_name, path, size, status, code) => {
-    const results = [];
-    for (let i = 0; i < 100; i += 10) {
-      results.push(...(await Promise.all(Array.from({ length: 10 }, () => httpPost(server.port, path, size, fresh()).catch((e: Error) => e)))));
-    }
+    const results = await inBatches(100, () => httpPost(server.port, path, size, fresh()));
     expect(results.filter((r) => r instanceof Error).map((e) => (e as NodeJS.ErrnoException).code ?? String(e))).toEqual([]);
     expect(results).toEqual(Array.from({ length: 100 }, () => ({ status, code })));
   }, 60_000);
 
   it('a chunked body refused once it is read past 1 MB: 413 with its envelope, 20 times', async () => {
     const chunked = () => ({ 'transfer-encoding': 'chunked', ...fresh() });
-    const results = await Promise.all(Array.from({ length: 20 }, () => httpPost(server.port, '/v1/guide/exhibitions', 3 * MB, chunked()).catch((e: Error) => e)));
+    const results = await inBatches(20, () => httpPost(server.port, '/v1/guide/exhibitions', 3 * MB, chunked()));
     expect(results).toEqual(Array.from({ length: 20 }, () => ({ status: 413, code: 'PAYLOAD_TOO_LARGE' })));
   });
 
   it.each(cases)('fetch: %s, 100 times', async (_name, path, size, status, code) => {
-    const results = [];
-    for (let i = 0; i < 100; i += 10) {
-      results.push(...(await Promise.all(Array.from({ length: 10 }, () => fetchPost(server.url + path, size, fresh()).catch((e: Error) => e)))));
-    }
+    const results = await inBatches(100, () => fetchPost(server.url + path, size, fresh()));
     expect(results.filter((r) => r instanceof Error).map((e) => String((e as Error).cause ?? e))).toEqual([]);
     expect(results).toEqual(Array.from({ length: 100 }, () => ({ status, code })));
   }, 60_000);
@@ -109,7 +111,8 @@ describe('the linger is bounded', () => {
     });
   }
 
-  const head = (length: number) => `POST /v1/library/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
+  const head = (length: number) =>
+    `POST /v1/library/search HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${length}\r\n\r\n`;
 
   it('a client trickling for ever after its refusal is cut at the time bound', async () => {
     const { received, ms } = await sendForever(head(1e12), 10, 50);

@@ -4,6 +4,7 @@
  * DATA_DIR/cache/variants (deterministic: a regenerated variant has the same bytes), 304 without
  * re-encoding, and the cache's size bound and bounded concurrency.
  */
+import { createHash } from 'node:crypto';
 import { existsSync, promises as fs, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -37,12 +38,25 @@ const fetchImage = async (path: string, headers: Record<string, string> = {}) =>
 
 describe('transforms', () => {
   it('resizes to ?width= keeping the aspect ratio and the format', async () => {
-    const { res, meta } = await fetchImage(`${png()}?width=160`);
+    const { res, meta } = await fetchImage(`${png()}?width=128`);
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('image/png');
     expect(res.headers.get('cache-control')).toBe('public, max-age=31536000, immutable');
     expect(res.headers.get('access-control-allow-origin')).toBe('*');
-    expect(meta).toMatchObject({ format: 'png', width: 160, height: 100 });
+    expect(meta).toMatchObject({ format: 'png', width: 128, height: 80 });
+  });
+
+  it('snaps ?width= up to the ladder (16, 32, 64, 128, 256, 512…): two widths in one step are one cache entry', async () => {
+    const a = await fetchImage(`${png()}?width=130&format=webp`);
+    const b = await fetchImage(`${png()}?width=255&format=webp`);
+    expect(a.meta).toMatchObject({ width: 256, height: 160 });
+    expect(b.res.headers.get('etag')).toBe(a.res.headers.get('etag'));
+    expect(b.bytes.equals(a.bytes)).toBe(true);
+    const sha = fx.files['room1.image']!.ref.sha256;
+    expect(readdirSync(variantsDir).filter((f) => f.startsWith(`${sha}-w`) && f.endsWith('.webp') && /-w(130|255)\./.test(f))).toEqual([]);
+    expect(existsSync(join(variantsDir, `${sha}-w256.webp`))).toBe(true);
+    // 600 snaps to 768, above the 640-wide source: the source's own width.
+    expect((await fetchImage(`${png()}?width=600&format=webp`)).meta).toMatchObject({ width: 640, height: 400 });
   });
 
   it('re-encodes to ?format= webp, jpeg, png and avif, alone or with a width', async () => {
@@ -51,7 +65,7 @@ describe('transforms', () => {
       const { res, meta } = await fetchImage(`${jpg()}?format=${format}&width=200`);
       expect(res.status, format).toBe(200);
       expect(res.headers.get('content-type')).toBe(type);
-      expect(meta).toMatchObject({ format: decoded, width: 200, height: 150 });
+      expect(meta).toMatchObject({ format: decoded, width: 256, height: 192 });
     }
     const full = await fetchImage(`${png()}?format=webp`);
     expect(full.meta).toMatchObject({ format: 'webp', width: 640, height: 400 });
@@ -130,33 +144,91 @@ describe('ImageVariants limits', () => {
     await fs.mkdir(artifactPaths(dataDir).files, { recursive: true });
     await fs.copyFile(join(artifactPaths(server.dataDir).files, `${fx.files['room1.image']!.ref.sha256}.png`), join(artifactPaths(dataDir).files, `${fx.files['room1.image']!.ref.sha256}.png`));
     const files = new ArtifactFiles(artifactPaths(dataDir).files);
-    const variants = new ImageVariants(dataDir, files, pino({ level: 'silent' }), { maxBytes: 100_000 });
+    const variants = new ImageVariants(dataDir, files, pino({ level: 'silent' }), { maxBytes: 25_000 });
     const { name, file } = await source(files);
     const sizes: number[] = [];
-    for (const width of [100, 120, 140, 160, 180, 200]) {
+    for (const width of [16, 32, 64, 128]) {
       const out = await variants.variant(name, file, { width, format: 'png' });
       expect('size' in out).toBe(true);
       sizes.push((out as { size: number }).size);
-      expect(await variants.cachedBytes()).toBeLessThanOrEqual(100_000);
+      expect(await variants.cachedBytes()).toBeLessThanOrEqual(25_000);
     }
     const onDisk = readdirSync(variants.dir);
-    expect(onDisk.length).toBeLessThan(6);
+    expect(onDisk.length).toBeLessThan(4);
     // The most recent variant is always kept; the oldest went first.
-    expect(onDisk).toContain(`${fx.files['room1.image']!.ref.sha256}-w200.png`);
-    expect(onDisk).not.toContain(`${fx.files['room1.image']!.ref.sha256}-w100.png`);
+    expect(onDisk).toContain(`${fx.files['room1.image']!.ref.sha256}-w128.png`);
+    expect(onDisk).not.toContain(`${fx.files['room1.image']!.ref.sha256}-w16.png`);
     const total = onDisk.reduce((sum, f) => sum + statSync(join(variants.dir, f)).size, 0);
-    expect(total).toBeLessThanOrEqual(100_000);
+    expect(total).toBeLessThanOrEqual(25_000);
     expect(sizes.every((s) => s > 0)).toBe(true);
   });
 
-  it('refuses transforms beyond its queue with 503 BUSY instead of piling them up', async () => {
-    const files = new ArtifactFiles(artifactPaths(server.dataDir).files);
-    const variants = new ImageVariants(join(server.dataDir, '..', 'busy'), files, pino({ level: 'silent' }), { concurrency: 1, maxQueue: 0 });
-    const { name, file } = await source(files);
-    const outcomes = await Promise.allSettled([300, 310, 320, 330].map((width) => variants.variant(name, file, { width, format: 'avif' })));
-    const busy = outcomes.filter((o) => o.status === 'rejected').map((o) => (o as PromiseRejectedResult).reason as { status: number; code: string });
-    expect(outcomes.some((o) => o.status === 'fulfilled')).toBe(true);
-    expect(busy.length).toBeGreaterThan(0);
-    for (const reason of busy) expect(reason).toMatchObject({ status: 503, code: 'BUSY' });
+  /** A source that takes a while to encode (noise, 2048²), so requests overlap; its own DATA_DIR. */
+  async function slowSource(dir: string) {
+    const dataDir = join(server.dataDir, '..', dir);
+    await fs.mkdir(artifactPaths(dataDir).files, { recursive: true });
+    const side = 2048;
+    const raw = Buffer.alloc(side * side * 3);
+    for (let i = 0; i < raw.length; i++) raw[i] = (i * 2654435761) >>> 24;
+    const bytes = await sharp(raw, { raw: { width: side, height: side, channels: 3 } }).png({ compressionLevel: 1 }).toBuffer();
+    const name = `${createHash('sha256').update(bytes).digest('hex')}.png`;
+    await fs.writeFile(join(artifactPaths(dataDir).files, name), bytes);
+    const files = new ArtifactFiles(artifactPaths(dataDir).files);
+    return { dataDir, files, name, file: (await files.byName(name))! };
+  }
+  const busyOf = (outcomes: Array<PromiseSettledResult<unknown>>) =>
+    outcomes
+      .filter((o) => o.status === 'rejected')
+      .map((o) => (o as PromiseRejectedResult).reason as { status: number; code: string; headers?: Record<string, string> });
+
+  it('makes at most 2 uncached variants at a time per client and 4 in all; more are 503 BUSY with Retry-After', async () => {
+    const { dataDir, files, name, file } = await slowSource('busy');
+    const variants = new ImageVariants(dataDir, files, pino({ level: 'silent' }));
+    // One client (two addresses of one /64), three different variants: two are made, one refused.
+    const one = await Promise.allSettled(
+      [512, 768, 1024].map((width, i) => variants.variant(name, file, { width, format: 'avif' }, undefined, `2001:db8:5:5::${i + 1}`)),
+    );
+    expect(one.filter((o) => o.status === 'fulfilled')).toHaveLength(2);
+    expect(busyOf(one)).toEqual([expect.objectContaining({ status: 503, code: 'BUSY', headers: { 'Retry-After': '5' } })]);
+    // Five clients, one variant each: four are made, one refused.
+    const all = await Promise.allSettled(
+      [1536, 256, 128, 64, 32].map((width, i) => variants.variant(name, file, { width, format: 'avif' }, undefined, `198.51.100.${i + 1}`)),
+    );
+    expect(all.filter((o) => o.status === 'fulfilled')).toHaveLength(4);
+    expect(busyOf(all)).toEqual([expect.objectContaining({ status: 503, code: 'BUSY' })]);
+  });
+
+  it('serves cached variants, and waits for one being made, while the bounds refuse new ones', async () => {
+    const { dataDir, files, name, file } = await slowSource('busy-cached');
+    const variants = new ImageVariants(dataDir, files, pino({ level: 'silent' }));
+    await variants.variant(name, file, { width: 16, format: 'webp' }, undefined, '198.51.100.9');
+    const making = [64, 128].map((width) => variants.variant(name, file, { width, format: 'avif' }, undefined, '198.51.100.9'));
+    const refused = variants.variant(name, file, { width: 256, format: 'avif' }, undefined, '198.51.100.9');
+    await expect(refused).rejects.toMatchObject({ status: 503, code: 'BUSY' });
+    // The same client: a cached variant, and one already being made (no new work), are answered.
+    const cached = await variants.variant(name, file, { width: 16, format: 'webp' }, undefined, '198.51.100.9');
+    expect(cached).toMatchObject({ size: expect.any(Number) });
+    const joined = await variants.variant(name, file, { width: 100, format: 'avif' }, undefined, '198.51.100.9');
+    expect(joined).toMatchObject({ size: expect.any(Number) });
+    await Promise.all(making);
+  });
+
+  it('through HTTP: 503 BUSY in the envelope with Retry-After, per client behind TRUST_PROXY', async () => {
+    const { dataDir, name } = await slowSource('busy-http');
+    const s = await startTestServer({ dataDir, env: { TRUST_PROXY: 'true' } });
+    try {
+      const get = (width: number, ip: string) =>
+        s.get(`/files/${name}?width=${width}&format=avif`, { key: null, headers: { 'x-forwarded-for': ip } });
+      const answers = await Promise.all([64, 128, 256].map((width) => get(width, '203.0.113.50')));
+      const refused = answers.filter((r) => r.status === 503);
+      expect(answers.filter((r) => r.status === 200)).toHaveLength(2);
+      expect(refused).toHaveLength(1);
+      expect(refused[0]!.headers.get('retry-after')).toBe('5');
+      expect(await errorOf(refused[0]!)).toMatchObject({ status: 503, code: 'BUSY' });
+      // Retried once the others are made, it is made.
+      expect((await get(256, '203.0.113.50')).status).toBe(200);
+    } finally {
+      await s.close();
+    }
   });
 });
