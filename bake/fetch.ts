@@ -14,6 +14,7 @@ import { createReadStream, promises as fs } from 'node:fs';
 import { dirname, isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import { sha256, writeFileAtomic } from '../artifacts/store.ts';
+import { causeOf, oneLine } from '../common/errors.ts';
 import { BodyTooLarge, guardedGet, NetRefused, type NetPolicy, netPolicyFromEnv, RetriesExhausted, Transient, withRetries } from '../common/net.ts';
 import { externalUris, isGlb, localResourcePath } from './gltf-io.ts';
 
@@ -71,8 +72,6 @@ interface RemoteEntry {
   lastModified?: string;
   uris?: string[];
 }
-
-const firstLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 
 async function hashFile(path: string): Promise<string> {
   const hash = createHash('sha256');
@@ -222,7 +221,7 @@ export class SourceResolver {
   private async hashLocal(ref: string, wantUris: boolean): Promise<ResolvedFile & { uris?: string[] }> {
     const path = isAbsolute(ref) ? ref : resolvePath(this.options.baseDir, ref);
     const stat = await fs.stat(path).catch((err: NodeJS.ErrnoException) => {
-      throw new FetchError(`${ref}: ${err.code === 'ENOENT' ? 'file not found' : firstLine(err)}`);
+      throw new FetchError(`${ref}: ${err.code === 'ENOENT' ? 'file not found' : oneLine(err)}`);
     });
     if (!stat.isFile()) throw new FetchError(`${ref}: not a file`);
     if (stat.size > this.fetchOptions.maxBytes) throw new FetchError(`${ref}: ${stat.size} bytes, over the ${this.fetchOptions.maxBytes}-byte limit`);
@@ -276,7 +275,7 @@ export class SourceResolver {
         response = await guardedGet(url, { policy: this.net, headers, signal: controller.signal, maxBytes, stayOnOrigin });
       } catch (err) {
         if (err instanceof NetRefused) throw new FetchError(err.message);
-        throw controller.signal.aborted ? timedOut() : new Transient(`network error (${networkCause(err)})`);
+        throw controller.signal.aborted ? timedOut() : new Transient(`network error (${causeOf(err)})`);
       }
       if (response.status === 304 && known) return { kind: 'not-modified' };
       if (response.status >= 500 || response.status === 408 || response.status === 429) {
@@ -297,7 +296,7 @@ export class SourceResolver {
         body = Buffer.from(await response.arrayBuffer());
       } catch (err) {
         if (err instanceof BodyTooLarge) throw new FetchError(`GET ${url}: ${err.message}`);
-        throw controller.signal.aborted ? timedOut() : new Transient(`download interrupted (${networkCause(err)})`);
+        throw controller.signal.aborted ? timedOut() : new Transient(`download interrupted (${causeOf(err)})`);
       }
       const hash = sha256(body);
       const path = this.blobPath(hash);
@@ -313,11 +312,6 @@ export class SourceResolver {
       clearTimeout(timer);
     }
   }
-}
-
-function networkCause(err: unknown): string {
-  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-  return cause?.code ?? cause?.message ?? firstLine(err);
 }
 
 /** External URIs of a .gltf (none for a GLB or for bytes that are not JSON: the reader will say why). */

@@ -10,6 +10,7 @@
 import { promises as fs } from 'node:fs';
 import { dirname, isAbsolute, relative, resolve as resolvePath, sep } from 'node:path';
 import { BufferUtils, Format, GLB_BUFFER, Logger, NodeIO, type Document, type GLTF, type JSONDocument } from '@gltf-transform/core';
+import { oneLine } from '../common/errors.ts';
 import { BAKE_LIMITS } from './settings.ts';
 
 /** A model that cannot be read; the message is one line meant for operators. */
@@ -71,14 +72,12 @@ const CHUNK_BIN = 0x004e4942; // 'BIN\0'
 export const isGlb = (bytes: Uint8Array): boolean =>
   bytes.byteLength >= 4 && new DataView(bytes.buffer, bytes.byteOffset, 4).getUint32(0, true) === GLB_MAGIC;
 
-const firstLine = (err: unknown): string => (err instanceof Error ? err.message : String(err)).split('\n')[0]!.trim();
-
 function parseJson(bytes: Uint8Array, what: string): GLTF.IGLTF {
   let value: unknown;
   try {
     value = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
   } catch (err) {
-    throw new ModelError(`${what} is not valid JSON (${firstLine(err)})`);
+    throw new ModelError(`${what} is not valid JSON (${oneLine(err)})`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ModelError(`${what} is not a JSON object`);
   const json = value as GLTF.IGLTF;
@@ -243,7 +242,7 @@ export async function parseModel(bytes: Uint8Array, loadResource?: ResourceLoade
       resources[uri] = await loadResource(uri);
     } catch (err) {
       if (err instanceof ModelError) throw err;
-      throw new ModelError(`external resource "${uri}" cannot be read (${firstLine(err)})`);
+      throw new ModelError(`external resource "${uri}" cannot be read (${oneLine(err)})`);
     }
   }
 
@@ -274,7 +273,7 @@ export async function readModel(bytes: Uint8Array, loadResource?: ResourceLoader
   try {
     document = await io.readJSON(jsonDoc);
   } catch (err) {
-    throw new ModelError(`invalid glTF: ${firstLine(err)}`);
+    throw new ModelError(`invalid glTF: ${oneLine(err)}`);
   }
   assertTexturesAreImages(document);
   return document;
@@ -363,7 +362,7 @@ export function localResourceLoader(dir: string): ResourceLoader {
 /** Read a local .glb or .gltf (with its external files) into a Document. */
 export async function readModelFile(path: string): Promise<Document> {
   const bytes = await fs.readFile(path).catch((err: NodeJS.ErrnoException) => {
-    throw new ModelError(`cannot read ${path} (${err.code ?? firstLine(err)})`);
+    throw new ModelError(`cannot read ${path} (${err.code ?? oneLine(err)})`);
   });
   return readModel(bytes, localResourceLoader(dirname(path)));
 }

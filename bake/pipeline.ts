@@ -12,9 +12,11 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
+import pMap from 'p-map';
 import { artifactPaths, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom, RoomSlotData } from '../artifacts/format.ts';
 import { DataDirBusyError, lockDataDir, publishManifest, putContentFile, readManifest, sha256, writeFileAtomic } from '../artifacts/store.ts';
 import { type ContentRoom, loadContent, publicCatalog, storeArtworkFiles } from './content.ts';
+import { oneLine } from '../common/errors.ts';
 import type { NetPolicy } from '../common/net.ts';
 import { type FetchOptions, modelFiles, SourceResolver } from './fetch.ts';
 import { collectGarbageUnderLock, type GcOptions, type GcSummary } from './gc.ts';
@@ -111,19 +113,6 @@ async function filesExist(dataDir: string, room: ManifestRoom): Promise<boolean>
   return checks.every(Boolean);
 }
 
-async function mapLimit<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results = new Array<R>(items.length);
-  let next = 0;
-  const lanes = Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]!);
-    }
-  });
-  await Promise.all(lanes);
-  return results;
-}
-
 const withMetadata = (entry: ManifestRoom, room: ContentRoom): ManifestRoom => ({
   ...entry,
   title: room.title,
@@ -141,7 +130,6 @@ const manifestBody = (m: Manifest) => JSON.stringify({ rooms: m.rooms, collectio
  * this code when it runs from dist/ (scripts/build.mjs writes room-worker.mjs next to its chunks).
  */
 const ROOM_WORKER = new URL(import.meta.url.endsWith('.ts') ? './room-worker.ts' : './room-worker.mjs', import.meta.url);
-const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 
 interface Planned {
   room: ContentRoom;
@@ -258,7 +246,7 @@ async function planRooms(run: Run, resolver: SourceResolver): Promise<Planned[]>
   const { options, dataDir, settings, only } = run;
   const previousRooms = new Map((run.previous?.rooms ?? []).map((r) => [r.id, r]));
   const optimizerId = optimizerSettingsId(settings);
-  const plans = await mapLimit(run.content.rooms, 8, async (room): Promise<Planned> => {
+  const plans = await pMap(run.content.rooms, async (room): Promise<Planned> => {
     const prev = previousRooms.get(room.id) ?? null;
     if (only && !only.has(room.id)) return { room, previous: prev, action: 'unselected', reason: 'not selected by --only' };
     try {
@@ -291,7 +279,7 @@ async function planRooms(run: Run, resolver: SourceResolver): Promise<Planned[]>
     } catch (err) {
       return { room, previous: prev, action: 'fail', reason: oneLine(err) };
     }
-  });
+  }, { concurrency: 8 });
   const toBake = plans.filter((p) => p.action === 'bake').length;
   options.onEvent?.({ type: 'plan', total: plans.length, toBake });
   return plans;
@@ -500,7 +488,7 @@ async function reportRooms(dataDir: string, plans: Planned[], results: Map<numbe
   const entries = new Map(rooms.map((r) => [r.id, r]));
   // Rooms neither published nor attempted in this run (new rooms left out by --only) are not shown.
   const shown = plans.filter((p) => entries.has(p.room.id) || outcomes.get(p.room.id)!.status === 'failed');
-  return mapLimit(shown, 8, async ({ room }): Promise<QaRoom> => {
+  return pMap(shown, async ({ room }): Promise<QaRoom> => {
     const base = { id: room.id, title: room.title, onchainSlots: room.slots };
     const outcome = outcomes.get(room.id)!;
     const entry = entries.get(room.id);
@@ -521,5 +509,5 @@ async function reportRooms(dataDir: string, plans: Planned[], results: Map<numbe
       thumbnail: await readFileRef(dataDir, entry!.thumbnail),
       warnings: [...(facts?.optimizerWarnings ?? []), ...(result ? [] : [`unchanged since ${entry!.bake?.baked_at ?? 'an earlier bake'}`])],
     };
-  });
+  }, { concurrency: 8 });
 }

@@ -5,6 +5,7 @@
  * ambiguous), the anchor count against the onchain count, shortfall, warnings, the thumbnail,
  * and the failure when the room could not be baked. Pictures are SVG rendered to PNG by sharp.
  */
+import pMap from 'p-map';
 import sharp from 'sharp';
 import type { RoomSlot, RoomSlotData } from '../artifacts/format.ts';
 import { SLOT_COLOURS, SLOT_LEGEND as LEGEND, slotCategory } from '../artifacts/slot-colours.ts';
@@ -174,20 +175,6 @@ async function renderRoom(room: QaRoom): Promise<RenderedRoom> {
   return { room, plan: planUri, thumbnail, thumbnailNote };
 }
 
-/** Map with at most `limit` renders in flight (pictures of big rooms are large). */
-async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
-
 const countOf = (slots: RoomSlot[], source: RoomSlot['source']) => slots.filter((s) => s.source === source).length;
 
 function statusOf(room: QaRoom): { text: string; cls: string } {
@@ -251,7 +238,8 @@ function roomSection(r: RenderedRoom): string {
 /** The report page. Text is HTML-escaped; the page holds no script and no external resource. */
 export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions = {}): Promise<string> {
   const e = escapeHtml;
-  const rendered = await mapLimited(rooms, 4, renderRoom);
+  // At most 4 renders in flight: pictures of big rooms are large.
+  const rendered = await pMap(rooms, renderRoom, { concurrency: 4 });
   const title = options.title ?? 'Room bake — slot QA report';
   const failed = rooms.filter((r) => statusOf(r).cls === 'fail').length;
   const short = rooms.filter((r) => statusOf(r).cls === 'short').length;

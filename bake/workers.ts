@@ -17,6 +17,7 @@
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { oneLine } from '../common/errors.ts';
 
 interface Request<J> {
   id: number;
@@ -51,7 +52,6 @@ const BOOTSTRAP = new URL('./worker-bootstrap.mjs', import.meta.url);
 const OUT_OF_MEMORY = /heap out of memory|Reached heap limit/;
 /** The end of a worker's stderr kept to tell why it died (its stderr is not shown otherwise). */
 const STDERR_TAIL = 4096;
-const oneLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 const seconds = (ms: number) => `${Number((ms / 1000).toPrecision(3))} s`;
 
 export class WorkerPool<J, R> {

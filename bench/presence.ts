@@ -25,6 +25,7 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 const SELF = fileURLToPath(import.meta.url);
 const env = (name: string, def: number) => (process.env[name] ? Number(process.env[name]) : def);
@@ -35,7 +36,6 @@ const PING_GAP_MS = env('PING_GAP_MS', 300);
 const WARMUP_PINGS = 3;
 
 const nowUs = () => Number(process.hrtime.bigint() / 1000n);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 type Msg = Record<string, any>;
 

@@ -23,6 +23,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
 import { Readable, Transform } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface NetPolicy {
   /** `host` or `host:port` entries reached whatever they resolve to (BAKE_ALLOW_HOSTS). */
@@ -341,8 +342,6 @@ export interface RetryOptions {
   /** Told before each retry, with the problem of the attempt that failed. */
   onRetry?: (problem: string) => void;
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Run `attempt` until it succeeds, retrying `Transient` failures with exponential backoff. */
 export async function withRetries<T>(attempt: () => Promise<T>, options: RetryOptions): Promise<T> {

@@ -14,6 +14,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, Server as NetServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Koa from 'koa';
 import type { Logger } from 'pino';
 import { Api } from './api.ts';
@@ -244,8 +245,6 @@ async function release({ services, operations, metricsServer }: Running): Promis
   }
   await services.state.close();
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Koa's `/v1/artworks/:id` as the route declares it, `/v1/artworks/{id}` (memoized: few routes). */
 const declared = new Map<string, string>();

@@ -18,6 +18,7 @@
 import { channel } from 'node:diagnostics_channel';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
 import type { Logger } from 'pino';
+import { causeOf } from '../../common/errors.ts';
 import { HttpError } from '../errors.ts';
 
 /** Every upstream call and failure, for the metrics (server/operations.ts): `{ upstream, failure? }`. */
@@ -422,11 +423,6 @@ export function deadline(ms: number, caller?: AbortSignal): { signal: AbortSigna
     caller?.removeEventListener('abort', onCallerAbort);
   };
   return { signal: controller.signal, cancel, timedOut: () => timedOut };
-}
-
-function causeOf(err: unknown): string {
-  const cause = (err as { cause?: { code?: string; message?: string } })?.cause;
-  return cause?.code ?? cause?.message ?? (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
 }
 
 /** Wait for `promise`, but give up (with the caller's abort) when `signal` fires first. */

@@ -10,6 +10,7 @@ import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { artifactPaths, fileName, filePath, type FileRef, type Manifest, MANIFEST_FORMAT } from '../../artifacts/format.ts';
 import { lockDataDir, publishManifest, putContentFile, sha256 } from '../../artifacts/store.ts';
@@ -249,7 +250,7 @@ describe('museum bake gc', () => {
         if (n > 0) listing += buffer.subarray(0, n).toString();
         else {
           expect(child.exitCode, stderr).toBeNull();
-          await new Promise((r) => setTimeout(r, 5));
+          await sleep(5);
         }
       }
       child.kill('SIGKILL');

@@ -1,5 +1,6 @@
 // Progress of `museum bake rooms` (issue 35): the rooms in flight and for how long, on a terminal
 // (a status line redrawn in place) and in logs (a plain line now and then); JSON without float noise.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { jsonDocument, progressReporter, reportLocation } from '../../bake/cli.ts';
 import type { RoomOutcome } from '../../bake/pipeline.ts';
@@ -38,7 +39,7 @@ describe('bake progress', () => {
       expect(writes.at(-1)).toBe('[1/3] baked   room 2 Brick Atelier (12.0 s)\n');
       progress.onEvent({ type: 'room', outcome: outcome(5, 'Great Hall', 7_800), done: 2, total: 3 });
       const after = writes.length;
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
       expect(writes.slice(after)).toEqual([]); // nothing in flight: nothing to say
       expect(writes.every((w) => !w.includes('\x1b'))).toBe(true);
     } finally {

@@ -16,7 +16,8 @@
  */
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
-import { type FakeServer, type FrameWriter, sendJson, sleep, startFakeServer } from './faults.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type FakeServer, type FrameWriter, sendJson, startFakeServer } from './faults.ts';
 
 export interface LibraryDocument {
   document_id: string;

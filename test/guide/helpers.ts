@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
@@ -112,6 +113,6 @@ export async function until<T>(probe: () => Promise<T | null | undefined | false
     const value = await probe();
     if (value) return value;
     if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 25));
+    await sleep(25);
   }
 }

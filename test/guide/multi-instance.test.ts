@@ -7,6 +7,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -43,7 +44,7 @@ describe('RedisSessionStore', () => {
     const s = store({ idleMs: 300 });
     await s.addTurns('a', [{ role: 'user', content: 'hello' }]);
     expect(await s.turns('a')).toHaveLength(1);
-    await new Promise((r) => setTimeout(r, 450));
+    await sleep(450);
     expect(await s.turns('a')).toEqual([]);
   });
 

@@ -1,4 +1,5 @@
 /** The in-memory guide session store: the store contract, and its own bounds (sessions by LRU, idle time). */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { MemorySessionStore } from '../../server/guide/sessions.ts';
 import { sessionStoreContract } from './session-contract.ts';
@@ -42,7 +43,7 @@ describe('MemorySessionStore', () => {
     // s6 is used again: its idle time starts over, the others' does not.
     await store.turns('s6');
     c.advance(20);
-    await new Promise((resolve) => setTimeout(resolve, 120)); // the sweep runs every idleMs
+    await sleep(120); // the sweep runs every idleMs
     expect(store.size).toBe(1);
     expect((await store.turns('s6'))[0]!.content).toBe('s6');
     store.close();

@@ -3,6 +3,7 @@
  * speech fake (each clip speaks its chunk), `speak: false`, expiry (404), engine failures (502 on
  * the clip, never on the question), bounded clip storage, and the local espeak-ng engine.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { SpeechClips, speechChunks } from '../../server/guide/speech.ts';
 import { commandAvailable, EspeakSpeech, looksLikeMp3, OpenAiSpeech } from '../../server/upstream/tts.ts';
@@ -110,7 +111,7 @@ describe('spoken answers', () => {
     const s = await guideServer({ GUIDE_AUDIO_TTL_S: '1' });
     const a = (await ask(s, { exhibition: EXHIBITION, question: SUMMARY_QUESTION })).json.data;
     expect((await call(s, 'GET', clipPath(a.audioUrls[1]))).status).toBe(200);
-    await new Promise((r) => setTimeout(r, 1_100));
+    await sleep(1_100);
     for (const url of a.audioUrls as string[]) {
       const gone = await call(s, 'GET', clipPath(url));
       expect(gone.status).toBe(404);

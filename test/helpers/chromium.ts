@@ -4,6 +4,7 @@
  * page that records what went wrong (console errors, page errors, failed requests, HTTP errors).
  */
 import { existsSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type Browser, chromium, type Page } from 'playwright-core';
 
 export const CHROMIUM = '/usr/bin/chromium';
@@ -52,6 +53,6 @@ export async function pageUntil<T>(page: Page, expression: string, timeoutMs = 3
     const value = (await page.evaluate(expression)) as T;
     if (value) return value;
     if (Date.now() > deadline) throw new Error(`page never satisfied: ${expression}`);
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }

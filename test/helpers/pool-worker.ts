@@ -1,6 +1,7 @@
 // A WorkerPool entry for test/bake/workers.test.ts: answers jobs after a delay or once another job
 // arrived on the same worker (which proves they run at once), fails or dies on request.
 import { writeFileSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { serveJobs } from '../../bake/workers.ts';
 
 export interface PoolTestJob {
@@ -26,7 +27,7 @@ serveJobs(async (job: PoolTestJob) => {
   arrived.get(job.value)!();
   if (job.pidFile) writeFileSync(job.pidFile, String(process.pid));
   if (job.after !== undefined) await arrivalOf(job.after);
-  await new Promise((resolve) => setTimeout(resolve, job.waitMs ?? 0));
+  await sleep(job.waitMs ?? 0);
   if (job.die) process.exit(3); // ends this worker process
   if (job.fail) throw new Error(`${job.fail}\nsecond line`);
   return { value: job.value, thread: process.pid };

@@ -6,6 +6,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { createConnection, createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** A real server a test started: its URL, and an outage on demand. */
 export interface TestService {
@@ -61,8 +62,6 @@ export const answersTcp = (port: number, greeting?: { send: string; expect: stri
       socket.destroy();
     });
   });
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Start and stop one service process; `start` resolves once it is ready, `stop` once it exited. */
 export function superviseService(options: ServiceOptions): ServiceProcess {

@@ -8,6 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -44,7 +45,7 @@ async function until(assertion: () => unknown, timeoutMs = 10_000): Promise<void
       return;
     } catch (err) {
       if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 25));
+      await sleep(25);
     }
   }
 }
@@ -116,7 +117,7 @@ describe('two instances behind one Redis', () => {
     const onB = await listen(b);
     await until(async () => {
       await ping(a, 'back');
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
       expect(onB.events.some((e) => e.type === 'library-search' && e.handle === 'back')).toBe(true);
     }, 15_000);
   }, 30_000);

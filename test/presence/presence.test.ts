@@ -9,6 +9,7 @@
 import { Agent, createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InProcessBroadcaster } from '../../server/presence/broadcaster.ts';
 import { PresenceHub, SSE_HEADERS } from '../../server/presence/hub.ts';
@@ -351,7 +352,7 @@ describe('listeners that do not drain', () => {
     const big = 'x'.repeat(512 * 1024);
     for (let i = 0; i < 32 && hub.size === 2; i++) {
       broadcaster.publish({ type: 'library-search', handle: big, at: Date.now() });
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await sleep(20);
     }
     await eventually(async () => hub.size === 1, 10_000);
     expect(stalled.destroyed || stalled.readableEnded || (await closedSoon(stalled))).toBe(true);

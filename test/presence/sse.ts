@@ -3,6 +3,7 @@
  * events and comments are parsed as they arrive (eventsource-parser), and a test waits for a matching event.
  */
 import { request, type IncomingMessage } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createParser } from 'eventsource-parser';
 
 export interface PresenceFrame {
@@ -93,6 +94,6 @@ export async function eventually(probe: () => boolean | Promise<boolean>, timeou
   const deadline = Date.now() + timeoutMs;
   while (!(await probe())) {
     if (Date.now() > deadline) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
 }

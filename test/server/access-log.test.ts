@@ -8,6 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
 import { nodeRequest } from '../helpers/raw-http.ts';
@@ -31,7 +32,7 @@ describe('access log of museum serve', () => {
     const exited = new Promise<number | null>((done) => child.once('exit', (code) => done(code)));
     try {
       const deadline = Date.now() + 20_000;
-      while (!/museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.test(stderr) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      while (!/museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.test(stderr) && Date.now() < deadline) await sleep(50);
       const port = Number(/at http:\/\/127\.0\.0\.1:(\d+)/.exec(stderr)?.[1]);
       expect(port).toBeGreaterThan(0);
       // Fast path (slots, 304, files 404 by name, keyed 401) and Koa (index, 404, OPTIONS), concurrently.

@@ -4,6 +4,7 @@
  * slots, artworks, collections), a client never goes back to the old bake once it saw the new one,
  * and a broken publish leaves the current bake in place.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artwork, Collection, RoomSlotData } from '../../artifacts/format.ts';
 import { artifactPaths } from '../../artifacts/format.ts';
@@ -68,7 +69,7 @@ async function client(until: Tag, keyPrefix: string): Promise<Record<string, Arr
 describe('hot reload', () => {
   it('switches bakes atomically under load: no response mixes bakes, no client goes back', async () => {
     const running = Promise.all(Array.from({ length: 4 }, (_, i) => client('B', `reload-${i}`)));
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
     await publishFixtureBake(server.dataDir, { tag: 'B', generatedAt: BAKES.B, extraArtworks: 40 });
     const clients = await running;
     for (const seen of clients) {

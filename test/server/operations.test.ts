@@ -4,6 +4,7 @@
  * port behind METRICS_TOKEN, else 404), labelled by route declaration.
  */
 import { closeSync, openSync, statSync, writeSync } from 'node:fs';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
@@ -76,7 +77,7 @@ describe('health and readiness', () => {
     writeSync(fd, Buffer.alloc(size - 4096, 0xa5), 0, size - 4096, 4096);
     closeSync(fd);
     expect((await fetch(`${s.url}/v1/guide/exhibitions/any`)).status).toBe(500); // what a client sees
-    await new Promise((resolve) => setTimeout(resolve, 1_100)); // past the cached readiness answer
+    await sleep(1_100); // past the cached readiness answer
     const error = await errorOf(await fetch(`${s.url}/readyz`));
     expect(error).toMatchObject({ status: 503, code: 'UNAVAILABLE' });
     expect(error.message).toMatch(/state store \(STATE_DB\)/);

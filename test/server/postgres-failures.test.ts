@@ -7,6 +7,7 @@
  * - one dropped connection (idle pooled, or the listener), a cancelled statement or a full pool
  *   is no outage: the store keeps answering (503 for the failed statement at most).
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HttpError } from '../../server/errors.ts';
@@ -43,7 +44,7 @@ async function session(url: string): Promise<pg.Client> {
 
 /** Wait (no time limit of its own: the test's timeout is the bound) until `check` holds. */
 async function until(check: () => boolean | Promise<boolean>): Promise<void> {
-  while (!(await check())) await new Promise((r) => setTimeout(r, 20));
+  while (!(await check())) await sleep(20);
 }
 
 /** The store's backends in `database` waiting on a lock. */
@@ -65,7 +66,7 @@ describe('the migration lock', () => {
     const opening = PgState.open(url, capturedLogger().log);
     await until(async () => (await waitingOnLock(name)) === 1);
     // Held past the pool's 5 s statement timeout, as by an instance running a long migration.
-    await new Promise((r) => setTimeout(r, 6_000));
+    await sleep(6_000);
     await holder.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]);
     const a = await opening;
     let b: PgState | undefined;

@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
@@ -45,7 +46,7 @@ async function within(ms: number, check: () => Promise<boolean>): Promise<number
   const start = Date.now();
   while (!(await check())) {
     if (Date.now() - start > ms) throw new Error(`not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
   return Date.now() - start;
 }

@@ -8,6 +8,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,7 +18,6 @@ import { MAX_PENDING, RedisRateLimitStore } from '../../server/middleware/rate-l
 import { connectRedis, RedisOrLocal } from '../../server/state/redis.ts';
 import { capturedLogger } from '../helpers/logs.ts';
 import { startRedis, type TestRedis, unreachableRedisUrl } from '../helpers/redis.ts';
-import { sleep } from '../helpers/service.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 import { expectExactSlidingWindow } from './rate-limit-contract.ts';
 
@@ -240,7 +240,7 @@ describe('two instances behind one Redis', () => {
     while (Date.now() < deadline) {
       remaining = (await b.get('/v1/rooms', { key })).headers.get('x-ratelimit-remaining') ?? '';
       if (logA.lines.some((l) => /shared through Redis again/.test(String(l.msg))) || remaining === '119') break;
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
     const x = Number((await a.get('/v1/rooms', { key })).headers.get('x-ratelimit-remaining'));
     const y = Number((await b.get('/v1/rooms', { key })).headers.get('x-ratelimit-remaining'));
@@ -275,9 +275,9 @@ describe('configuration', () => {
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     try {
       const deadline = Date.now() + 15_000;
-      while (!/museum: serving/.test(stderr) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+      while (!/museum: serving/.test(stderr) && Date.now() < deadline) await sleep(50);
       expect(stderr).toMatch(/museum: serving/);
-      await new Promise((r) => setTimeout(r, 1_500)); // several reconnection attempts
+      await sleep(1_500); // several reconnection attempts
     } finally {
       child.kill('SIGTERM');
       await new Promise((r) => child.once('exit', r));

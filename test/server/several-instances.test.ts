@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exhibitionDoc } from '../guide/helpers.ts';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
@@ -53,7 +54,7 @@ async function within(ms: number, check: () => Promise<boolean>): Promise<void> 
   const start = Date.now();
   while (!(await check())) {
     if (Date.now() - start > ms) throw new Error(`not within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
 }
 

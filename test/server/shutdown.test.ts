@@ -9,6 +9,7 @@ import { request as httpRequest, Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { startFakeLibrary, type LibraryFake } from '../fakes/library.ts';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
@@ -87,7 +88,7 @@ it('answers every request in flight, ends streams with a retry hint, refuses new
       res.on('error', () => done(`${text}<error>`));
     }).end();
   });
-  await new Promise((r) => setTimeout(r, 700));
+  await sleep(700);
   // Two slow requests (an agentic Library ask streams for about a second upstream) in flight at SIGTERM.
   const slow = [1, 2].map((n) =>
     send(new Agent(), url, {
@@ -97,7 +98,7 @@ it('answers every request in flight, ends streams with a retry hint, refuses new
       body: JSON.stringify({ question: `Who drew the Atrium, part ${n}?`, use_agentic: true }),
     }),
   );
-  await new Promise((r) => setTimeout(r, 150));
+  await sleep(150);
   const signalled = Date.now();
   child!.kill('SIGTERM');
   const exited = new Promise<number | null>((done) => child!.once('exit', (code) => done(code)));
@@ -105,7 +106,7 @@ it('answers every request in flight, ends streams with a retry hint, refuses new
   let ready = 200;
   while (ready === 200 && Date.now() - signalled < 400) ready = (await send(new Agent(), url, { path: '/readyz' })).status!;
   expect(ready).toBe(503);
-  await new Promise((r) => setTimeout(r, 1_500));
+  await sleep(1_500);
   const late = await send(new Agent(), url, { path: '/v1' });
   expect(late.error).toBe('ECONNREFUSED');
   const exit = await exited;

@@ -6,6 +6,7 @@
  * leaving mid-body is logged as the client leaving.
  */
 import net from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { capturedLogger } from '../helpers/logs.ts';
 import { rawRequest } from '../helpers/raw-http.ts';
@@ -62,7 +63,6 @@ function parse(text: string) {
   return { status: Number(statusLine.split(' ')[1]), headers, json: body ? (JSON.parse(body) as { errors: Array<{ extensions: { code: string } }> }) : null };
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const slowPost = (path: string, headers = '') => `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n${headers}\r\n{`;
 
 describe('time to receive a request', () => {

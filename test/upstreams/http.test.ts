@@ -1,6 +1,7 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatSse, type SseItem, UpstreamError, UpstreamHttp } from '../../server/upstream/http.ts';
-import { type FakeServer, sendJson, sleep, startFakeServer } from '../fakes/faults.ts';
+import { type FakeServer, sendJson, startFakeServer } from '../fakes/faults.ts';
 
 let upstream: FakeServer;
 

@@ -7,6 +7,7 @@
  */
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { LIBRARY_MAX_ANSWER_BYTES, LIBRARY_MAX_FRAME_CHARS } from '../../server/upstream/library.ts';
 import { type LibraryFake, SHUTDOWN_FRAME, startFakeLibrary } from '../fakes/library.ts';
@@ -83,7 +84,7 @@ describe('stalled upstream streams time out whatever the GC does', () => {
     const reader = res.body!.getReader();
     await reader.read(); // the first frame
     const upstream = fake.requestsTo('/api/ask/stream').at(-1)!;
-    await new Promise((resolve) => setTimeout(resolve, 100)); // collections run while it stalls
+    await sleep(100); // collections run while it stalls
     client.abort();
     await fake.waitFor((r) => r === upstream && r.cancelled);
   });
