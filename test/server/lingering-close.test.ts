@@ -86,6 +86,42 @@ describe('refused large bodies: every client reads its answer', () => {
   }, 60_000);
 });
 
+describe('other refusals while the body is still coming', () => {
+  let server: TestServer;
+  let capped: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer();
+    capped = await startTestServer({ env: { MAX_CONNECTIONS_PER_IP: '2' } });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await capped?.close();
+  });
+
+  it('429 past the presence ping budget: 2 MB bodies read their 429, 20 times', async () => {
+    let status = 200;
+    for (let i = 0; i < 13 && status === 200; i++) status = (await server.post('/v1/presence/ping', {}, { key: null })).status;
+    expect(status).toBe(429);
+    const results = await inBatches(20, () => httpPost(server.port, '/v1/presence/ping', 2 * MB));
+    expect(results).toEqual(Array.from({ length: 20 }, () => ({ status: 429, code: 'RATE_LIMITED' })));
+  });
+
+  it('503 past the connections per IP: a client sending 2 MB on a refused connection reads its 503', async () => {
+    const hold = () =>
+      new Promise<net.Socket>((resolve) => {
+        const socket = net.connect(capped.port, '127.0.0.1', () => resolve(socket));
+      });
+    const held = [await hold(), await hold()];
+    await new Promise((resolve) => setTimeout(resolve, 100)); // the server has counted them
+    try {
+      const results = await inBatches(10, () => httpPost(capped.port, '/v1/library/search', 2 * MB));
+      expect(results).toEqual(Array.from({ length: 10 }, () => ({ status: 503, code: 'BUSY' })));
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
+  });
+});
+
 describe('the linger is bounded', () => {
   let server: TestServer;
   beforeAll(async () => {
