@@ -21,7 +21,7 @@ describe('museum bake (CLI)', () => {
     const run = museum('bake', 'sample', '--out', out, '--json');
     expect(run.status).toBe(0);
     const report = JSON.parse(run.stdout);
-    expect(report).toMatchObject({ dir: out, rooms: 7, collections: 6, artworks: 16 });
+    expect(report).toMatchObject({ dir: out, rooms: 7, collections: 6, artworks: 40 }); // 16 normalization cases, 24 pictures
   });
 
   it('bake rooms runs rooms on worker processes of the bundled CLI (two isolates at --concurrency 4) and publishes every room', () => {
