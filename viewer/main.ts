@@ -7,10 +7,10 @@ import './viewer.css';
 import { SLOT_COLOURS, SLOT_LEGEND } from '../artifacts/slot-colours.ts';
 import type { Frame } from './frames.ts';
 import { hangPicture } from './frames.ts';
-import type { ViewData, ViewPlacement } from './page-data.ts';
+import type { ModelChoice, ViewData, ViewPlacement, ViewRoom } from './page-data.ts';
 import { pictureTexture } from './pictures.ts';
 import { describeSlot, type LoadedRoom, loadRoom, viewpointOf } from './room-view.ts';
-import { Stage } from './stage.ts';
+import { disposeTree, Stage } from './stage.ts';
 import { Vector3 } from 'three';
 
 const $ = <T extends HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -77,20 +77,22 @@ class Viewer {
   }
 
   /**
-   * Download and decode a GLB with a fresh Draco decoder, for benchmarks. `draco`: the model is
-   * Draco-compressed, so the decoder is fetched alongside it as the page does (its start included);
-   * otherwise the decoder is never fetched.
+   * Download and parse a model as the page does (its decoders started beside the download), not
+   * shown; for benchmarks, in a fresh page, so the decoders' download and start are included.
    */
-  async measureLoad(url: string, draco: boolean): Promise<number> {
+  async measureLoad(url: string, extensionsRequired: string[]): Promise<number> {
     const started = performance.now();
-    const { loader, dispose } = this.stage.newLoader(true);
-    if (draco) loader.dracoLoader?.preload();
-    try {
-      await loader.loadAsync(url);
-      return performance.now() - started;
-    } finally {
-      dispose();
-    }
+    this.stage.preloadDecoders(extensionsRequired);
+    const gltf = await this.stage.newLoader().loadAsync(url);
+    const ms = performance.now() - started;
+    disposeTree(gltf.scene);
+    return ms;
+  }
+
+  /** The model on stage: its variant (null: a room baked before variants) and when its scene was parsed. */
+  model() {
+    const loaded = this.room;
+    return loaded ? { name: loaded.model.name, url: loaded.model.url, bytes: loaded.model.bytes, parsedAt: loaded.modelParsedAt } : null;
   }
 
   showRecord(frame: Frame | null): void {
@@ -123,13 +125,30 @@ class Viewer {
     this.room = null;
     this.artworkBySlot.clear();
     this.showRecord(null);
-    const loaded = await loadRoom(this.stage, room);
+    const loaded = await loadRoom(this.stage, room, this.data.variant);
     this.room = loaded;
     this.modelLoadMs = loaded.modelLoadMs;
     this.showWarnings(loaded.warnings);
+    this.showVariants(room, loaded.model);
     const count = loaded.frames?.frames.length ?? 0;
     this.setStatus(`${count} slot${count === 1 ? '' : 's'}`);
     if ($<HTMLInputElement>('facing').checked) loaded.frames?.showFacing(true);
+  }
+
+  /** Which model variant is shown, with links to the room's others (`?variant=`), for operators. */
+  showVariants(room: ViewRoom, shown: ModelChoice): void {
+    const box = $('model');
+    const size = shown.bytes !== null ? ` (${(shown.bytes / 1024).toFixed(0)} KB)` : '';
+    const label = shown.name ?? (room.modelOptimized ? 'draco (baked before variants)' : 'source model');
+    box.replaceChildren(el('span', `Showing ${label}${size}.`));
+    if (room.variants.length < 2) return;
+    box.append(document.createTextNode(' Show: '));
+    room.variants.forEach((v, i) => {
+      const link = el('a', v.name) as HTMLAnchorElement;
+      link.href = `?variant=${encodeURIComponent(v.name)}`;
+      if (v.name === shown.name) link.setAttribute('aria-current', 'true');
+      box.append(...(i ? [document.createTextNode(' · ')] : []), link);
+    });
   }
 
   /** Hang a placement's artworks in order: artwork k on the slot with index k. */
@@ -240,7 +259,7 @@ async function runExhibition(viewer: Viewer, data: Extract<ViewData, { kind: 'ex
 async function main(): Promise<void> {
   const data = JSON.parse($('view-data').textContent ?? 'null') as ViewData;
   if (data.kind === 'docs') return;
-  const stage = new Stage($('stage'), data.draco);
+  const stage = new Stage($('stage'), data.decoders);
   const viewer = new Viewer(stage, data);
   (window as unknown as { museumViewer: Viewer }).museumViewer = viewer;
   buildLegend();
@@ -254,8 +273,6 @@ async function main(): Promise<void> {
       viewer.firstFullFrameMs = performance.now();
     }
   });
-  const first = data.kind === 'room' ? data.room : data.placements.find((p) => p.room)?.room;
-  if (first?.modelOptimized) stage.preloadDecoder();
   try {
     if (data.kind === 'room') {
       await viewer.showRoom(data.room);

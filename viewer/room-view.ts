@@ -6,7 +6,7 @@
 import { Vector3 } from 'three';
 import type { RoomSlot, RoomSlotData } from '../artifacts/format.ts';
 import { type Frame, FrameSet } from './frames.ts';
-import type { ViewRoom } from './page-data.ts';
+import { chooseModel, type ModelChoice, type ViewRoom } from './page-data.ts';
 import type { Stage } from './stage.ts';
 
 export interface LoadedRoom {
@@ -15,6 +15,10 @@ export interface LoadedRoom {
   /** Problems to show (model failed, no slot data, stale slot data). */
   warnings: string[];
   modelLoadMs: number | null;
+  /** The model shown (which variant, and why not the one asked for). */
+  model: ModelChoice;
+  /** performance.now() when the model's scene was parsed (ms since navigation start). */
+  modelParsedAt: number | null;
 }
 
 async function fetchSlots(url: string): Promise<RoomSlotData> {
@@ -23,19 +27,25 @@ async function fetchSlots(url: string): Promise<RoomSlotData> {
   return ((await res.json()) as { data: RoomSlotData }).data;
 }
 
-export async function loadRoom(stage: Stage, room: ViewRoom): Promise<LoadedRoom> {
+/** `asked`: the page's `?variant=`, or null for the fastest this browser can load. */
+export async function loadRoom(stage: Stage, room: ViewRoom, asked: string | null): Promise<LoadedRoom> {
   const warnings: string[] = [];
   const slots = room.slotsUrl ? fetchSlots(room.slotsUrl) : Promise.resolve(null);
+  const choice = chooseModel(room, asked, typeof WebAssembly === 'object');
+  if (choice.notice) warnings.push(choice.notice);
   let modelLoadMs: number | null = null;
+  let modelParsedAt: number | null = null;
   const model = (async () => {
-    if (!room.modelUrl) {
+    if (!choice.url) {
       warnings.push('This room has no model yet.');
       return;
     }
     const started = performance.now();
     try {
-      await stage.loadModel(room.modelUrl);
-      modelLoadMs = performance.now() - started;
+      stage.preloadDecoders(choice.extensionsRequired);
+      await stage.loadModel(choice.url);
+      modelParsedAt = performance.now();
+      modelLoadMs = modelParsedAt - started;
       if (!room.modelOptimized) warnings.push('No optimized model is baked for this room; showing the source model.');
     } catch {
       warnings.push('The room model could not be loaded.');
@@ -53,7 +63,7 @@ export async function loadRoom(stage: Stage, room: ViewRoom): Promise<LoadedRoom
     warnings.push(`The slot data was baked for another model (${slotData.model.slice(0, 12)}…) than the room's current model (${room.modelSha256.slice(0, 12)}…): anchors may be wrong until the room is re-baked.`);
   }
   const frames = slotData ? new FrameSet(stage, slotData.slots) : null;
-  return { frames, slotData, warnings, modelLoadMs };
+  return { frames, slotData, warnings, modelLoadMs, model: choice, modelParsedAt };
 }
 
 /** Where to stand to see a slot whole: in front of it along its facing, inside the open space. */

@@ -1,7 +1,8 @@
 /**
- * The 3D stage: renderer, camera, lights, the room model (GLTFLoader + DRACOLoader, decoder served
- * by this server), orbit controls and a first-person walk at eye height. It renders on demand
- * (a frame when something changed), which keeps an idle tab cheap.
+ * The 3D stage: renderer, camera, lights, the room model (GLTFLoader with the Draco and meshopt
+ * decoders, served by this server and fetched only for a model that needs them), orbit controls
+ * and a first-person walk at eye height. It renders on demand (a frame when something changed),
+ * which keeps an idle tab cheap.
  */
 import {
   AmbientLight,
@@ -21,7 +22,7 @@ import {
 import { DRACOLoader } from 'three/examples/jsm/loaders/DRACOLoader.js';
 import { GLTFLoader } from 'three/examples/jsm/loaders/GLTFLoader.js';
 import { OrbitControls } from 'three/examples/jsm/controls/OrbitControls.js';
-import type { Draco } from './page-data.ts';
+import { type Decoders, DRACO_EXTENSION, MESHOPT_EXTENSION } from './page-data.ts';
 import { WalkControls } from './walk.ts';
 
 /** Free the GPU resources of a subtree leaving the scene (geometries, materials, their textures). */
@@ -35,6 +36,44 @@ export function disposeTree(root: Object3D): void {
       material.dispose();
     }
   });
+}
+
+type MeshoptDecoder = typeof import('three/examples/jsm/libs/meshopt_decoder.module.js').MeshoptDecoder;
+
+/**
+ * three's MeshoptDecoder, imported from this server the first time a model needs it: what
+ * GLTFLoader calls of a decoder (`supported`, `ready`, `decodeGltfBufferAsync`). The decoder
+ * decodes on the page's thread (no workers: a room decodes in milliseconds); it instantiates its
+ * inlined wasm, which the page's CSP allows with 'wasm-unsafe-eval'.
+ */
+class LazyMeshoptDecoder {
+  readonly supported = typeof WebAssembly === 'object';
+  private decoder: Promise<MeshoptDecoder> | null = null;
+
+  constructor(private readonly url: string) {}
+
+  private load(): Promise<MeshoptDecoder> {
+    if (!this.decoder) {
+      const loading = (import(this.url) as Promise<{ MeshoptDecoder: MeshoptDecoder }>).then(async ({ MeshoptDecoder }) => {
+        await MeshoptDecoder.ready;
+        return MeshoptDecoder;
+      });
+      // Not kept when it failed: the next model asks again.
+      loading.catch(() => {
+        if (this.decoder === loading) this.decoder = null;
+      });
+      this.decoder = loading;
+    }
+    return this.decoder;
+  }
+
+  get ready(): Promise<void> {
+    return this.load().then(() => undefined);
+  }
+
+  decodeGltfBufferAsync(count: number, size: number, source: Uint8Array, mode: string, filter?: string): Promise<Uint8Array> {
+    return this.load().then((d) => d.decodeGltfBufferAsync(count, size, source, mode, filter));
+  }
 }
 
 /** Node names of the model's own slot placeholders: the viewer draws frames from slot data instead. */
@@ -52,8 +91,10 @@ export class Stage {
   private readonly listeners: Array<() => void> = [];
 
   private draco: DRACOLoader | null = null;
+  private readonly meshopt: LazyMeshoptDecoder;
 
-  constructor(readonly canvasHost: HTMLElement, private readonly decoder: Draco) {
+  constructor(readonly canvasHost: HTMLElement, private readonly decoders: Decoders) {
+    this.meshopt = new LazyMeshoptDecoder(decoders.meshopt);
     this.renderer = new WebGLRenderer({ antialias: true });
     this.renderer.setPixelRatio(Math.min(window.devicePixelRatio || 1, 2));
     this.canvasHost.append(this.renderer.domElement);
@@ -99,32 +140,34 @@ export class Stage {
   }
 
   /**
-   * A GLTF loader with a Draco decoder. The page keeps one decoder for all its rooms; `fresh`
-   * makes a new one (benchmarks: the decoder's start included), disposed by `dispose`. Decoding
-   * a room takes one or two workers: more only compile the wasm again on a small machine.
+   * A GLTF loader that can read any of the bake's variants. The page keeps one Draco decoder and
+   * one meshopt decoder for all its rooms; neither is fetched before a model needs it (or
+   * `preloadDecoders` asks). Decoding a room takes one or two Draco workers: more only compile
+   * the wasm again on a small machine.
    */
-  newLoader(fresh = false): { loader: GLTFLoader; dispose: () => void } {
-    const draco = fresh ? this.makeDraco(false) : (this.draco ??= this.makeDraco());
-    const loader = new GLTFLoader().setDRACOLoader(draco);
-    return { loader, dispose: () => fresh && draco.dispose() };
-  }
-
-  /** `preload`: fetch the decoder now, while the model downloads (else on the first Draco mesh). */
-  private makeDraco(preload = true): DRACOLoader {
-    const workers = Math.max(1, Math.min(2, (navigator.hardwareConcurrency || 2) - 1));
-    const draco = new DRACOLoader().setDecoderPath({ js: this.decoder.js, wasm: this.decoder.wasm }).setWorkerLimit(workers);
-    return preload ? draco.preload() : draco;
-  }
-
-  /** Start fetching the Draco decoder before the model arrives (optimized models use it). */
-  preloadDecoder(): void {
+  newLoader(): GLTFLoader {
     this.draco ??= this.makeDraco();
+    // GLTFLoader calls only what LazyMeshoptDecoder has of the decoder's interface.
+    return new GLTFLoader().setDRACOLoader(this.draco).setMeshoptDecoder(this.meshopt as unknown as MeshoptDecoder);
+  }
+
+  private makeDraco(): DRACOLoader {
+    const workers = Math.max(1, Math.min(2, (navigator.hardwareConcurrency || 2) - 1));
+    return new DRACOLoader().setDecoderPath({ js: this.decoders.draco.js, wasm: this.decoders.draco.wasm }).setWorkerLimit(workers);
+  }
+
+  /** Start fetching the decoders a model needs while the model downloads (else on its first mesh). */
+  preloadDecoders(extensionsRequired: readonly string[]): void {
+    if (extensionsRequired.includes(DRACO_EXTENSION)) {
+      this.draco ??= this.makeDraco();
+      this.draco.preload();
+    }
+    if (extensionsRequired.includes(MESHOPT_EXTENSION)) void this.meshopt.ready.catch(() => undefined);
   }
 
   /** Load the room model, hide its own slot placeholders, and frame the camera on it. */
   async loadModel(url: string): Promise<void> {
-    const { loader } = this.newLoader();
-    const gltf = await loader.loadAsync(url);
+    const gltf = await this.newLoader().loadAsync(url);
     if (this.model) {
       this.scene.remove(this.model);
       disposeTree(this.model);

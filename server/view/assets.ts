@@ -1,7 +1,8 @@
 /**
  * The static assets of the viewer and docs pages, served from this server (no CDN, no network):
  * the browser bundle (scripts/viewer-build.mjs: dist/viewer when fresh, else built in memory once),
- * three's Draco decoder, and swagger-ui-dist. Every URL carries a content hash, so responses are
+ * three's Draco and meshopt decoders (fetched by a page only for a model that needs one), and
+ * swagger-ui-dist. Every URL carries a content hash, so responses are
  * immutable; bodies are held in memory (a fixed, small set) with a gzip copy made on first use.
  */
 import { createHash } from 'node:crypto';
@@ -10,7 +11,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { buildViewer, readBuiltViewer, ROOT, type ViewerBundle } from '../../scripts/viewer-build.mjs';
-import type { Draco } from '../../viewer/page-data.ts';
+import type { Decoders } from '../../viewer/page-data.ts';
 
 export const ASSET_PREFIX = '/view/assets/';
 
@@ -31,7 +32,7 @@ export interface Asset {
 export interface PageAssets {
   viewer: { js: string; css: string | null };
   docs: { js: string };
-  draco: Draco;
+  decoders: Decoders;
   swagger: { js: string; css: string };
 }
 
@@ -95,7 +96,13 @@ export class ViewerAssets {
         css: bundle.entries.viewer.css ? ASSET_PREFIX + bundle.entries.viewer.css : null,
       },
       docs: { js: ASSET_PREFIX + bundle.entries.docs.js },
-      draco: { js: add('draco_wasm_wrapper', join(dracoDir, 'draco_wasm_wrapper.js')), wasm: add('draco_decoder', join(dracoDir, 'draco_decoder.wasm')) },
+      decoders: {
+        draco: {
+          js: add('draco_wasm_wrapper', join(dracoDir, 'draco_wasm_wrapper.js')),
+          wasm: add('draco_decoder', join(dracoDir, 'draco_decoder.wasm')),
+        },
+        meshopt: add('meshopt_decoder', resolve('three/examples/jsm/libs/meshopt_decoder.module.js')),
+      },
       swagger: { js: add('swagger-ui-bundle', join(swaggerDir, 'swagger-ui-bundle.js')), css: add('swagger-ui', join(swaggerDir, 'swagger-ui.css')) },
     };
     return { files, urls };

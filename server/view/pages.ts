@@ -4,11 +4,12 @@
  * the pages load only same-origin, content-hashed assets, under a strict CSP (no inline script).
  */
 import { escapeHtml as e } from '../../common/html.ts';
-import type { ViewData } from '../../viewer/page-data.ts';
+import { chooseModel, DRACO_EXTENSION, MESHOPT_EXTENSION, type ViewData } from '../../viewer/page-data.ts';
 import type { PageAssets } from './assets.ts';
 
 /**
  * CSP of the 3D pages: own scripts and the Draco decoder's wasm, its blob worker, nothing inline.
+ * The meshopt decoder instantiates its inlined wasm on the page's thread: 'wasm-unsafe-eval', no worker.
  * GLTFLoader reads a GLB's embedded images through `blob:` URLs of its own buffers: fetched
  * (ImageBitmapLoader: `connect-src blob:`; without it every textured model renders untextured), or
  * as an <img> where createImageBitmap is missing (Safari: `img-src blob:`).
@@ -74,8 +75,13 @@ const shell = (o: ShellOptions): string =>
 /** Hints that let the browser fetch the model, slot data and decoder while the script loads. */
 function preloads(assets: PageAssets, data: Extract<ViewData, { kind: 'room' | 'exhibition' }>): string[] {
   const room = data.kind === 'room' ? data.room : data.placements.find((p) => p.room)?.room;
+  // The model the page will pick (chooseModel, as the page does), and only the decoder it needs.
+  const model = room ? chooseModel(room, data.variant) : null;
+  const needs = (extension: string) => model?.extensionsRequired.includes(extension) ?? false;
+  const { draco, meshopt } = data.decoders;
   const links = [`<link rel="modulepreload" href="${e(assets.viewer.js)}">`];
-  const fetches = [room?.modelUrl, room?.slotsUrl, ...(room?.modelOptimized ? [data.draco.js, data.draco.wasm] : [])];
+  if (needs(MESHOPT_EXTENSION)) links.push(`<link rel="modulepreload" href="${e(meshopt)}">`);
+  const fetches = [model?.url, room?.slotsUrl, ...(needs(DRACO_EXTENSION) ? [draco.js, draco.wasm] : [])];
   for (const href of fetches) if (href) links.push(`<link rel="preload" href="${e(href)}" as="fetch" crossorigin>`);
   return links;
 }
@@ -113,6 +119,7 @@ export function viewerPage(assets: PageAssets, data: Extract<ViewData, { kind: '
             '<div id="not-hung-box" hidden><h2>Not hung (more artworks than slots)</h2><ol id="not-hung"></ol></div>',
           ]
         : []),
+      '<h2>Model</h2><p id="model"></p>',
       '<h2>Record</h2><div id="record"></div>',
       '<h2>Legend</h2><ul id="legend"></ul>',
       '<p class="help">Orbit: drag to turn, scroll to zoom, right-drag to pan. Walk: W A S D or arrows (Shift to hurry), drag to look. Click a frame for its record.</p>',

@@ -11,7 +11,7 @@ import type { RouteModule } from '../api.ts';
 import type { ContentSnapshot } from '../content.ts';
 import { HttpError } from '../errors.ts';
 import { EXHIBITION_ID } from '../guide/exhibitions.ts';
-import type { ViewArtwork, ViewPlacement, ViewRoom } from '../../viewer/page-data.ts';
+import { VARIANT_PARAM_MAX, type ViewArtwork, type ViewPlacement, type ViewRoom } from '../../viewer/page-data.ts';
 import { ASSET_PREFIX } from './assets.ts';
 import { docsPage, DOCS_CSP, messagePage, PAGE_HEADERS, REPORT_CSP, VIEWER_CSP, viewerPage } from './pages.ts';
 import { textureSource } from './textures.ts';
@@ -33,7 +33,19 @@ export function viewRoom(snapshot: ContentSnapshot, id: number): ViewRoom | null
     sourceModelUrl: path(room.model),
     modelSha256: room.model?.sha256 ?? null,
     slotsUrl: room.slot_data ? `/v1/rooms/${room.id}/slots` : null,
+    variants: (room.model_variants ?? []).map((v) => ({
+      name: v.name,
+      url: `/files/${v.file.sha256}.${v.file.ext}`,
+      bytes: v.file.bytes,
+      extensionsRequired: v.extensions_required,
+    })),
   };
+}
+
+/** The page's `?variant=` (shown back to the reader, so only its first VARIANT_PARAM_MAX characters), or null. */
+function askedVariant(ctx: Context): string | null {
+  const value = [ctx.query.variant].flat()[0];
+  return value ? value.slice(0, VARIANT_PARAM_MAX) : null;
 }
 
 export const textureUrl = (artworkId: number) => `/view/textures/artworks/${artworkId}.webp`;
@@ -59,7 +71,8 @@ export const viewRoutes: RouteModule = (api, services) => {
     const room = Number.isSafeInteger(id) ? viewRoom(content.snapshot, id) : null;
     if (!room) return notFound(ctx, 'Room', `The museum has no room with id ${ctx.params.id}.`);
     const urls = await assets.urls();
-    html(ctx, 200, viewerPage(urls, { kind: 'room', draco: urls.draco, room }, `Room ${room.id} — ${room.title}`));
+    const page = { kind: 'room', decoders: urls.decoders, variant: askedVariant(ctx), room } as const;
+    html(ctx, 200, viewerPage(urls, page, `Room ${room.id} — ${room.title}`));
   });
 
   router.get('/view/exhibitions/:id', async (ctx) => {
@@ -93,7 +106,16 @@ export const viewRoutes: RouteModule = (api, services) => {
         }),
     }));
     const urls = await assets.urls();
-    html(ctx, 200, viewerPage(urls, { kind: 'exhibition', draco: urls.draco, id: context.id, name: context.name, placements, presenceUrl: '/v1/presence/stream' }, `Exhibition — ${context.name}`));
+    const page = {
+      kind: 'exhibition',
+      decoders: urls.decoders,
+      variant: askedVariant(ctx),
+      id: context.id,
+      name: context.name,
+      placements,
+      presenceUrl: '/v1/presence/stream',
+    } as const;
+    html(ctx, 200, viewerPage(urls, page, `Exhibition — ${context.name}`));
   });
 
   router.get(`${ASSET_PREFIX}:name`, async (ctx) => {

@@ -9,7 +9,10 @@ import type { PageAssets } from '../../server/view/assets.ts';
 const assets: PageAssets = {
   viewer: { js: '/view/assets/viewer-AAAA.js', css: '/view/assets/viewer-BBBB.css' },
   docs: { js: '/view/assets/docs-CCCC.js' },
-  draco: { js: '/view/assets/draco_wasm_wrapper-1.js', wasm: '/view/assets/draco_decoder-2.wasm' },
+  decoders: {
+    draco: { js: '/view/assets/draco_wasm_wrapper-1.js', wasm: '/view/assets/draco_decoder-2.wasm' },
+    meshopt: '/view/assets/meshopt_decoder-5.js',
+  },
   swagger: { js: '/view/assets/swagger-ui-bundle-3.js', css: '/view/assets/swagger-ui-4.css' },
 };
 const hostile = `</script><script>alert(1)</script><!-- "' &amp; \u2028`;
@@ -20,8 +23,19 @@ describe('viewer pages', () => {
       assets,
       {
         kind: 'room',
-        draco: assets.draco,
-        room: { id: 1, title: hostile, architect: hostile, modelUrl: '/files/a.glb', modelOptimized: true, sourceModelUrl: '/files/b.glb', modelSha256: 'f'.repeat(64), slotsUrl: '/v1/rooms/1/slots' },
+        decoders: assets.decoders,
+        variant: hostile,
+        room: {
+          id: 1,
+          title: hostile,
+          architect: hostile,
+          modelUrl: '/files/a.glb',
+          modelOptimized: true,
+          sourceModelUrl: '/files/b.glb',
+          modelSha256: 'f'.repeat(64),
+          slotsUrl: '/v1/rooms/1/slots',
+          variants: [],
+        },
       },
       `Room 1 — ${hostile}`,
     );
@@ -34,6 +48,7 @@ describe('viewer pages', () => {
     const data = /<script type="application\/json" id="view-data">([\s\S]*?)<\/script>/.exec(html)![1]!;
     expect(data).not.toMatch(/[<>]/);
     expect(JSON.parse(data).room.title).toBe(hostile);
+    expect(JSON.parse(data).variant).toBe(hostile);
     expect(VIEWER_CSP).toMatch(/script-src 'self' 'wasm-unsafe-eval'/);
     expect(VIEWER_CSP).not.toMatch(/'unsafe-inline'|'unsafe-eval'/);
   });
