@@ -1,6 +1,6 @@
 /**
  * Guide exhibitions in the state store: the interface both backends implement, the rules they share
- * (ownership, size, daily quota, expiry) and the SQLite store. The PostgreSQL store is in postgres.ts.
+ * (ownership, size, daily quota, expiry) and the SQLite store. The PostgreSQL store is in pg-exhibitions.ts.
  *
  * Ownership: the first registration of an id returns an owner token (shown once, stored as its
  * SHA-256). Re-sending identical content needs no token (it refreshes the enrichment); different

@@ -1,7 +1,7 @@
 /**
  * API keys (decisions: `museum_` + 48 lowercase hex, stored only as SHA-256 hashes, compared in
  * constant time, shown once): the store interface both backends implement, what they share, and
- * the SQLite store (STATE_DB). The PostgreSQL store (DATABASE_URL) is in postgres.ts.
+ * the SQLite store (STATE_DB). The PostgreSQL store (DATABASE_URL) is in pg-keys.ts.
  *
  * SQLite: a revocation made by any process takes effect on the next request: verified keys are
  * remembered for a few seconds at most, and only while STATE_DB is unchanged. SQLite's

@@ -1,6 +1,6 @@
 /**
  * PostgreSQL schema migrations (DATABASE_URL), applied in order at start under an advisory lock
- * (postgres.ts) and recorded in `museum_migrations`. Never edit one that has shipped: append.
+ * (pg-db.ts) and recorded in `museum_migrations`. Never edit one that has shipped: append.
  * Times are epoch milliseconds (BIGINT), as in the SQLite store.
  */
 /** The channel every key change is announced on (payload: the key id). */

@@ -61,7 +61,11 @@ function openSqlite(config: StateConfig): StateStore {
 
 async function openPostgres(url: string, ttlMs: number, log: Logger, listen: boolean): Promise<StateStore> {
   // pg loads only when PostgreSQL is configured.
-  const { PgState, PgKeyStore, PgExhibitionStore } = await import('./postgres.ts');
+  const [{ PgState }, { PgKeyStore }, { PgExhibitionStore }] = await Promise.all([
+    import('./pg-db.ts'),
+    import('./pg-keys.ts'),
+    import('./pg-exhibitions.ts'),
+  ]);
   const db = await PgState.open(url, log);
   const keys = new PgKeyStore(db);
   if (listen) await db.listen();

@@ -11,7 +11,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { HttpError } from '../../server/errors.ts';
-import { MIGRATION_LOCK, PgKeyStore, PgState } from '../../server/state/postgres.ts';
+import { MIGRATION_LOCK, PgState } from '../../server/state/pg-db.ts';
+import { PgKeyStore } from '../../server/state/pg-keys.ts';
 import { capturedLogger } from '../helpers/logs.ts';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.ts';
 
