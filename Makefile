@@ -6,7 +6,7 @@ export DATA_DIR ?= data
 export STATE_DB ?= state/museum.db
 CONTENT_DIR ?= content
 
-.PHONY: run test install build deps sample bake serve typecheck bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer clean
+.PHONY: run test install build deps sample bake serve typecheck lint bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer clean
 
 # Install npm packages (lockfile-exact) and the few Debian packages the project uses.
 install: node_modules/.install-stamp
@@ -39,8 +39,12 @@ typecheck: install
 	npx tsc --noEmit -p .
 	npx tsc --noEmit -p viewer
 
+# Formatting and lint rules (biome.json); `npx biome check --write .` applies the safe fixes.
+lint: install
+	npx biome check .
+
 # Install and pass the tests (the CLI tests run the bundled CLI, as shipped).
-test: deps build
+test: deps build lint
 	npx tsc --noEmit -p .
 	npx tsc --noEmit -p viewer
 	npx vitest run

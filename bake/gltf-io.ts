@@ -427,7 +427,10 @@ function mergeVertexBufferViews(json: GLTF.IGLTF): void {
   const finalIndex = (i: number) => renumber[into.get(i)?.index ?? i]!;
   // Every reference to a bufferView is a property named `bufferView` (accessors, sparse, images, Draco).
   const visit = (value: unknown): void => {
-    if (Array.isArray(value)) return value.forEach(visit);
+    if (Array.isArray(value)) {
+      for (const item of value) visit(item);
+      return;
+    }
     if (typeof value !== 'object' || value === null) return;
     for (const [key, child] of Object.entries(value)) {
       if (key === 'extras') continue;

@@ -151,7 +151,7 @@ export function probeQuad(scene: WorldScene, quad: SlotQuad): SlotProbe {
     }
     const distances: number[] = [];
     let near = 0;
-    let escape = 0;
+    let escaped = 0;
     let visible = 0;
     for (const p of points) {
       const origin = madd(p, axis, ORIGIN_OFFSET);
@@ -169,12 +169,12 @@ export function probeQuad(scene: WorldScene, quad: SlotQuad): SlotProbe {
         const perpendicular = hit ? (skipped + hit.distance) * cos + ORIGIN_OFFSET : scene.reach;
         distances.push(perpendicular);
         if (perpendicular < CLOSE_DISTANCE) near++;
-        if (!hit) escape++;
+        if (!hit) escaped++;
         else if (hit.visible) visible++;
       }
     }
     const total = distances.length;
-    return { clearance: median(distances), near: near / total, escape: escape / total, visible: visible / total };
+    return { clearance: median(distances), near: near / total, escape: escaped / total, visible: visible / total };
   };
   let contact = 0;
   let twoFaced = 0;

@@ -123,7 +123,10 @@ export class PresenceHub {
   attach(req: IncomingMessage, res: ServerResponse, seat: Seat): void {
     const socket = req.socket;
     // A client that hung up while the request was routed: its 'close' has fired already.
-    if (socket.destroyed || res.closed) return seat.release();
+    if (socket.destroyed || res.closed) {
+      seat.release();
+      return;
+    }
     socket.setTimeout(0);
     socket.setNoDelay(true);
     // Peers that vanish without a FIN are found by TCP keepalive probes even when nothing is sent.
