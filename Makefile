@@ -6,7 +6,7 @@ export DATA_DIR ?= data
 export STATE_DB ?= state/museum.db
 CONTENT_DIR ?= content
 
-.PHONY: run test install build deps sample bake serve typecheck lint bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer clean
+.PHONY: run test install build deps sample bake serve typecheck lint client bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer clean
 
 # Install npm packages (lockfile-exact) and the few Debian packages the project uses.
 install: node_modules/.install-stamp
@@ -34,6 +34,10 @@ serve: build
 
 # Install, bake the sample rooms, serve, and print a development key.
 run: deps bake serve
+
+# Regenerate the typed client's types (client/schema.d.ts) from the OpenAPI document the server code produces.
+client: install
+	npx tsx scripts/generate-client.ts
 
 typecheck: install
 	npx tsc --noEmit -p .

@@ -20,7 +20,7 @@ export interface EveryUpstream {
   fixture: FixtureBake;
   souls: SoulsFake;
   exhibitionId: string;
-  /** The session of the guide answer, and the path of its first speech clip. */
+  /** The session of the guide answer, and the path of its spoken clip. */
   session: string;
   speechPath: string;
   close(): Promise<void>;
@@ -55,14 +55,14 @@ export async function startWithEveryUpstream(): Promise<EveryUpstream> {
   if (registered.status !== 200 && registered.status !== 201) throw new Error(`registration: ${registered.status} ${registered.bytes}`);
   const answer = await ask(server, { exhibition: doc.id, question: 'What hangs in the Atrium?', speak: true });
   if (answer.status !== 200) throw new Error(`guide ask: ${answer.status} ${answer.bytes}`);
-  const data = answer.json.data as { session: string; speech?: Array<{ url: string }> };
+  const data = answer.json.data as { session: string; audioUrl?: string };
   return {
     server,
     fixture,
     souls,
     exhibitionId: doc.id,
     session: data.session,
-    speechPath: data.speech?.[0] ? new URL(data.speech[0].url).pathname : '',
+    speechPath: data.audioUrl ? new URL(data.audioUrl).pathname : '',
     async close() {
       await server.close();
       await Promise.all([directus.close(), library.close(), souls.close(), llm.close(), tts.close()]);
