@@ -6,7 +6,7 @@ export DATA_DIR ?= data
 export STATE_DB ?= state/museum.db
 CONTENT_DIR ?= content
 
-.PHONY: run test install build deps sample bake serve typecheck lint client bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer clean
+.PHONY: run test install build deps sample bake serve typecheck lint unused client bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer clean
 
 # Install npm packages (lockfile-exact) and the few Debian packages the project uses.
 install: node_modules/.install-stamp
@@ -46,6 +46,9 @@ typecheck: install
 # Formatting and lint rules (biome.json); `npx biome check --write .` applies the safe fixes.
 lint: install
 	npx biome check .
+# Unused exports, files and dependencies (knip.json); not part of `make test`.
+unused: install
+	npx knip
 
 # Install and pass the tests (the CLI tests run the bundled CLI, as shipped).
 test: deps build lint
