@@ -48,11 +48,12 @@ export async function writeFileAtomic(path: string, data: Uint8Array | string): 
 }
 
 /**
- * Compression levels of the precompressed siblings (part of the bake's settings, so of its key).
- * Brotli 9, not 11: on cube-room 11 took 21.7 s for the 2.6 MB source GLB (9: 0.3 s, 0.5 % larger)
- * and 1.1–1.7 s per 130–190 KB variant (9: 0.07–0.09 s, 1–8 % larger).
+ * Compression levels of the precompressed siblings (part of the bake's settings, so of its key),
+ * measured on the shared rooms' GLBs (source, draco, meshopt, plain): brotli 5 is within 0.1–2.2 %
+ * of 9 at a fifth of its time or less (garage plain 776 KB: 51 vs 188 ms; 11 took 21.7 s on the
+ * 2.6 MB cube-room source); gzip 6 is within 0.1 % of 9 (garage plain: 9 vs 82 ms).
  */
-export const PRECOMPRESS_LEVELS = { brotliQuality: 9, gzipLevel: 9 };
+export const PRECOMPRESS_LEVELS = { brotliQuality: 5, gzipLevel: 6 };
 
 const brotli = promisify(brotliCompress);
 const gzipAsync = promisify(gzip);

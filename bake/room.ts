@@ -15,7 +15,7 @@ import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, startTextureComp
 import { compareSlots, computeSlots, embedAnchors, SLOT_ALGORITHM, type RoomKind, type SlotChanges } from './slots/index.ts';
 import { readSource, readSourceModel, type ModelFiles } from './source-model.ts';
 import { makeThumbnail, publishablePreview } from './thumbnail.ts';
-import { glbFacts, makeVariants } from './variants.ts';
+import { glbFacts, makeVariants, startPlainTextures, type VariantGlb } from './variants.ts';
 import { serveJobs } from './workers.ts';
 
 export interface RoomJob {
@@ -32,6 +32,8 @@ export interface RoomJob {
   previousSlots?: RoomSlotData | null;
   /** Render the plan picture of the QA report (default true; `bake room` shows no report). */
   planPicture?: boolean;
+  /** Make the meshopt and plain model variants (default true; bench-bake measures the Draco model alone). */
+  modelVariants?: boolean;
 }
 
 export interface RoomBakeResult {
@@ -57,7 +59,7 @@ export interface RoomBakeResult {
   optimizerWarnings: string[];
   optimizer: { skipped: StepName[]; isSource: boolean; steps: Array<{ name: string; ms: number }> };
   /** Time making each model variant (from the prepared document to its GLB), ms. */
-  variantsMs: Record<'meshopt' | 'plain', number>;
+  variantsMs: Partial<Record<'meshopt' | 'plain', number>>;
   /** Source model GLB bytes → optimized GLB bytes. */
   bytesIn: number;
   bytesOut: number;
@@ -118,6 +120,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   assertTextureSizes(source.document, settings.maxTexturePixels);
   const model = started(putContentFile(job.dataDir, source.glb, 'glb'));
   // The textures change in the Document: model_url's GLB was packed above, and the engine never reads them.
+  const plainTextures = job.modelVariants !== false ? startPlainTextures(source.document, settings) : null;
   const textures = started(startTextureCompression(source.document, settings));
   // On the Document before the optimizer changes it.
   const previous = job.previousSlots ?? null;
@@ -140,13 +143,17 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   const planPicture = slots.plan ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png'))) : null;
   onStep('compressing the textures');
   await textures;
+  const plainTexturesKeyed = plainTextures?.keyed();
   // The optimized model carries every anchor in its slot nodes (the source stays as it is).
   const finish = (document: Document) => {
     if (!slots.slots.length) return false;
     embedAnchors(document, slots.slots);
     return true;
   };
-  let prepared: Document | null = null;
+  // The variants start from the optimizer's document before Draco: their texture work runs on
+  // sharp's threads while the Draco model is encoded and written.
+  const variantsWork: { started: Promise<VariantGlb[]> | null } = { started: null };
+  const withVariants = job.modelVariants !== false;
   onStep('optimizing the model');
   const optimized = await optimizeModel({
     source: source.glb,
@@ -154,15 +161,15 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     first: source.document,
     settings,
     finish,
-    prepared: (document) => (prepared = document),
+    prepared: withVariants ? (document) => (variantsWork.started = started(makeVariants(document, settings, finish, plainTexturesKeyed))) : undefined,
   });
   if (optimized.isSource && slots.slots.length) {
     // Cannot happen (embedding forces a written model); guards the slot node contract.
     throw new Error('optimized model lost its slot anchors');
   }
   const draco = started(putContentFile(job.dataDir, optimized.glb, 'glb'));
-  if (!prepared) throw new Error('the optimizer gave no prepared document for the model variants');
-  const variants = await makeVariants(prepared, settings, finish);
+  if (withVariants && !variantsWork.started) throw new Error('the optimizer gave no prepared document for the model variants');
+  const variants = variantsWork.started ? await variantsWork.started : [];
   const variantFiles = variants.map((v) => putContentFile(job.dataDir, v.glb, 'glb'));
 
   const [modelRef, modelOptimized, slotFile, images, planRef, ...variantRefs] = await Promise.all([
@@ -195,7 +202,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     warnings: [...new Set(warnings)],
     optimizerWarnings: optimized.warnings,
     optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },
-    variantsMs: { meshopt: variants.find((v) => v.name === 'meshopt')!.ms, plain: variants.find((v) => v.name === 'plain')!.ms },
+    variantsMs: Object.fromEntries(variants.map((v) => [v.name, v.ms])),
     bytesIn: source.glb.byteLength,
     bytesOut: optimized.glb.byteLength,
     ms: performance.now() - startedAt,

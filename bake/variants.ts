@@ -7,10 +7,11 @@
  * Both carry every Slot_NNN / Auto_NNN node exactly as the Draco model does: the anchors are embedded
  * the same way, after the geometry step (see toMeshopt).
  */
-import { type Document, ImageUtils } from '@gltf-transform/core';
+import { Document, ImageUtils, type Texture } from '@gltf-transform/core';
 import { cloneDocument, compressTexture, dequantize, meshopt } from '@gltf-transform/functions';
 import sharp from 'sharp';
 import type { ModelVariantFacts } from '../artifacts/format.ts';
+import { sha256 } from '../artifacts/store.ts';
 import { ModelError, writeGlb } from './gltf-io.ts';
 import type { OptimizerSettings } from './settings.ts';
 
@@ -40,12 +41,44 @@ async function toMeshopt(document: Document, settings: OptimizerSettings): Promi
 
 const DECODABLE = ['image/png', 'image/jpeg', 'image/webp'];
 
+const longestSide = (image: Uint8Array, mime: string) => Math.max(...((ImageUtils.getSize(image, mime) ?? [0, 0]) as [number, number]));
+
+/** A texture of a scratch document, resized to the plain variant's cap with glTF-Transform's compressTexture. */
+async function plainTexture(image: Uint8Array, mime: string, settings: OptimizerSettings): Promise<{ image: Uint8Array; mime: string }> {
+  const { maxTextureSize } = settings.variants.plain;
+  const texture = new Document().createTexture().setImage(image).setMimeType(mime);
+  const resize: [number, number] = [maxTextureSize, maxTextureSize];
+  await compressTexture(texture, { encoder: sharp, targetFormat: 'webp', resize, quality: settings.textures.quality, limitInputPixels: true });
+  return { image: texture.getImage()!, mime: texture.getMimeType() };
+}
+
+/**
+ * The plain variant's textures, started from the source images before the optimizer runs (their
+ * encoding then overlaps the slot engine, and they are made from the original pixels, not from the
+ * Draco model's WebP). `keyed` is called once the textures step has encoded the document's
+ * textures: the prepared document's textures are found again by those bytes.
+ */
+export function startPlainTextures(document: Document, settings: OptimizerSettings) {
+  const { maxTextureSize } = settings.variants.plain;
+  const early = new Map<Texture, Promise<{ image: Uint8Array; mime: string }>>();
+  for (const texture of document.getRoot().listTextures()) {
+    const [image, mime] = [texture.getImage(), texture.getMimeType()];
+    if (!image || !DECODABLE.includes(mime) || longestSide(image, mime) <= maxTextureSize) continue;
+    const work = plainTexture(image, mime, settings);
+    work.catch(() => undefined); // reported where the variant uses it
+    early.set(texture, work);
+  }
+  return {
+    keyed: (): PlainTextures => new Map([...early].flatMap(([texture, work]) => (texture.getImage() ? [[sha256(texture.getImage()!), work]] : []))),
+  };
+}
+/** The plain variant's textures already being made, by the sha256 of the image they replace. */
+export type PlainTextures = ReadonlyMap<string, Promise<{ image: Uint8Array; mime: string }>>;
+
 /** Float32 geometry, no geometry codec, textures re-encoded as WebP only where over the size cap. */
-async function toPlain(document: Document, settings: OptimizerSettings): Promise<void> {
+async function toPlain(document: Document, settings: OptimizerSettings, early: PlainTextures): Promise<void> {
   dropExtensions(document, GEOMETRY_CODECS);
   await document.transform(dequantize());
-  const { maxTextureSize } = settings.variants.plain;
-  const { quality } = settings.textures;
   const textures = document.getRoot().listTextures();
   await Promise.all(
     textures.map(async (texture, i) => {
@@ -54,9 +87,9 @@ async function toPlain(document: Document, settings: OptimizerSettings): Promise
       const mime = texture.getMimeType();
       // A KTX2 or other GPU format needs a transcoder: nothing a decoder-less client can load.
       if (!DECODABLE.includes(mime)) throw new ModelError(`plain variant: texture ${texture.getURI() || texture.getName() || `#${i}`} is ${mime}, which needs a decoder`);
-      const [w, h] = (ImageUtils.getSize(image, mime) ?? [0, 0]) as [number, number];
-      if (Math.max(w, h) <= maxTextureSize) return;
-      await compressTexture(texture, { encoder: sharp, targetFormat: 'webp', resize: [maxTextureSize, maxTextureSize], quality, limitInputPixels: true });
+      if (longestSide(image, mime) <= settings.variants.plain.maxTextureSize) return;
+      const resized = await (early.get(sha256(image)) ?? plainTexture(image, mime, settings));
+      texture.setImage(resized.image).setMimeType(resized.mime);
     }),
   );
 }
@@ -105,11 +138,11 @@ async function variant(name: VariantGlb['name'], document: Document, make: () =>
  * Both variants of a prepared document (which this takes over: the plain variant is made from it, the
  * meshopt one from a clone). `finish` embeds the slot anchors, as it does in the Draco model.
  */
-export async function makeVariants(prepared: Document, settings: OptimizerSettings, finish: (d: Document) => void): Promise<VariantGlb[]> {
+export async function makeVariants(prepared: Document, settings: OptimizerSettings, finish: (d: Document) => void, plainTextures: PlainTextures = new Map()): Promise<VariantGlb[]> {
   const forMeshopt = cloneDocument(prepared);
   // The plain variant's texture work runs on sharp's threads while meshopt encodes on this one.
   return Promise.all([
     variant('meshopt', forMeshopt, () => toMeshopt(forMeshopt, settings), finish),
-    variant('plain', prepared, () => toPlain(prepared, settings), finish),
+    variant('plain', prepared, () => toPlain(prepared, settings, plainTextures), finish),
   ]);
 }
