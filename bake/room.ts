@@ -50,7 +50,6 @@ export interface RoomBakeResult {
   slotChanges: SlotChanges;
   /** The slot data as written (for the QA report). */
   slotData: RoomSlotData;
-  /** What else the QA report shows about the slots. */
   /** What the QA report shows about the slots beyond the slot data: the plan picture is rendered here, on the lane. */
   engine: { kind: RoomKind; kindEvidence?: string; planPicture: FileRef | null };
   /** Everything operators should know: the engine's warnings, a shortfall, the optimizer's notes. */
