@@ -6,9 +6,8 @@
  *
  * A hit on an entry that is already among the newest quarter of the map does not move it again:
  * moving (a Map delete and set) is what makes an LRU hit cost more than a Map lookup, and a hot
- * working set is hit far more often than anything is evicted (the rate limiter's table, hit on
- * every keyed request: 4.7 % of the server's CPU before, bench/serve.ts). Eviction order is exact
- * LRU for the older three quarters, and for maps of fewer than four entries.
+ * working set is hit far more often than anything is evicted (measured: bench/RESULTS.md, "The LRU").
+ * Eviction order is exact LRU for the older three quarters, and for maps of fewer than four entries.
  */
 export interface LruOptions<K, V> {
   /** The weight of an entry (default 1: the capacity is an entry count). */
@@ -34,8 +33,7 @@ export class LruMap<K, V> {
   /**
    * Where eviction looks for the oldest entry; every entry before it has been deleted. Kept, not made
    * anew: a new Map iterator steps over every deleted slot at the front of the table (V8 compacts
-   * them only when it rehashes), which at steady churn on 10,000 entries cost 4.6 µs an eviction
-   * against 0.08 µs through a kept one.
+   * them only when it rehashes).
    */
   private cursor: Iterator<K> | undefined;
 
