@@ -13,6 +13,7 @@
  *   rooms        id, title, architect, description, series, slots, token_id, image, model (file ids)
  */
 import { z } from 'zod';
+import { issuesLine } from '../common/errors.ts';
 import { ContentArtwork, ContentCollection, type ContentMedia, type MarketplaceMedia } from './content.ts';
 import { normalizeArtwork } from './media.ts';
 
@@ -46,10 +47,8 @@ const LISTED_IDS = 20;
 export const listIds = (ids: Array<string | number>): string =>
   ids.length <= LISTED_IDS ? ids.join(', ') : `${ids.slice(0, LISTED_IDS).join(', ')} and ${ids.length - LISTED_IDS} more`;
 
-export const describeIssue = (error: z.ZodError) => {
-  const issue = error.issues[0]!;
-  return `${issue.path.join('.') || 'record'}: ${issue.message}`;
-};
+/** A record's first problem (at its field, or `record`) and how many more. */
+export const describeIssue = (error: z.ZodError) => issuesLine(error, { max: 1, at: (path) => path.map(String).join('.') || 'record' });
 const refId = (v: unknown): number | null => {
   const id = typeof v === 'object' && v !== null ? (v as { id?: unknown }).id : v;
   return id === null || id === undefined || id === '' ? null : Number(id);
