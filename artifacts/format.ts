@@ -153,7 +153,7 @@ export const Room = z
     description: z.string(),
     series: z.string(),
     slots: z.number().int(),
-    token_id: z.union([z.string(), z.number()]).nullable(),
+    token_id: z.string().nullable().describe('the room token id in decimal (a string: token ids exceed 2^53), or null'),
     image_url: z.string().nullable(),
     thumbnail_url: z.string().nullable(),
     model_url: z.string().nullable(),

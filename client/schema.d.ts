@@ -938,7 +938,8 @@ export interface components {
             slots: number;
             thumbnail_url: string | null;
             title: string;
-            token_id: string | number | null;
+            /** @description the room token id in decimal (a string: token ids exceed 2^53), or null */
+            token_id: string | null;
         };
         RoomModelVariant: {
             /** @description bytes of the file (identity); /files sends it br/gzip-encoded when the client accepts it */

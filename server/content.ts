@@ -83,7 +83,8 @@ export async function buildSnapshot(dataDir: string, manifest: Manifest, publicU
       description: room.description,
       series: room.series,
       slots: room.slots,
-      token_id: room.token_id,
+      // The content store may hand a token id over as a number; clients get one type.
+      token_id: room.token_id === null ? null : String(room.token_id),
       image_url: url(room.image),
       thumbnail_url: url(room.thumbnail),
       model_url: url(room.model),

@@ -257,7 +257,7 @@ describe('rooms', () => {
       model_optimized_url: file('room1.model_optimized'),
       slot_data_url: 'http://museum.test/v1/rooms/1/slots',
     });
-    expect(data[1]).toMatchObject({ id: 2, token_id: 2, model_optimized_url: null, slot_data_url: 'http://museum.test/v1/rooms/2/slots' });
+    expect(data[1]).toMatchObject({ id: 2, token_id: '2', model_optimized_url: null, slot_data_url: 'http://museum.test/v1/rooms/2/slots' });
     expect(data[2]).toMatchObject({ id: 3, token_id: null, image_url: null, thumbnail_url: null, model_optimized_url: null, slot_data_url: null, model_url: file('room3.model') });
   });
 

@@ -203,6 +203,10 @@ describe('fit for code generators (decisions.md "Clients of the HTTP API")', () 
     expect(openApiProblems(doc, 'GET', '/v1/rooms/1', 404, { errors: [{ message: 'x', extensions: { code: 'GONE' } }] }).length).toBeGreaterThan(0);
   });
 
+  it('types token_id as a string or null', () => {
+    expect((doc.components!.schemas!.Room as any).properties.token_id).toMatchObject({ type: ['string', 'null'] });
+  });
+
   it('keeps response objects open to new fields (no additionalProperties: false in any answer)', () => {
     for (const { template, method, operation } of operations()) {
       for (const [status, response] of responsesOf(operation)) {
