@@ -86,7 +86,10 @@ export class SpeechClips {
   private sweptAt = -Infinity;
 
   constructor(private readonly options: SpeechOptions) {
-    this.audioCache = new LRUCache({ maxSize: options.maxAudioBytes ?? 64 * 1024 * 1024, sizeCalculation: (audio) => Math.max(1, audio.length) });
+    this.audioCache = new LRUCache({
+      maxSize: options.maxAudioBytes ?? 64 * 1024 * 1024,
+      sizeCalculation: (audio) => Math.max(1, audio.length),
+    });
     this.clips = new LRUCache({
       max: options.maxClips ?? 20_000,
       ttl: options.ttlMs,

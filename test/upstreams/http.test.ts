@@ -90,7 +90,8 @@ describe('UpstreamHttp', () => {
     const stream = await client().stream('/crlf', { idleMs: 1_000 });
     const items: SseItem[] = [];
     for await (const item of stream) items.push(item);
-    expect(items).toEqual([{ message: { data: '{"n":1}' } }, { comment: 'ping' }, { message: { data: '{"n":2}' } }, { message: { data: '{"n":3}' } }]);
+    const data = (n: number) => ({ message: { data: `{"n":${n}}` } });
+    expect(items).toEqual([data(1), { comment: 'ping' }, data(2), data(3)]);
     expect(items.map(formatSse)).toEqual(['data: {"n":1}\n\n', ': ping\n\n', 'data: {"n":2}\n\n', 'data: {"n":3}\n\n']);
   });
 
@@ -137,7 +138,8 @@ describe('UpstreamHttp', () => {
 
 describe('formatSse', () => {
   it('writes events (type, id, multi-line data) and comments as SSE text', () => {
-    expect(formatSse({ message: { event: 'shutdown', id: '7', data: '{"a":1}\n{"b":2}' } })).toBe('event: shutdown\nid: 7\ndata: {"a":1}\ndata: {"b":2}\n\n');
+    const message = { event: 'shutdown', id: '7', data: '{"a":1}\n{"b":2}' };
+    expect(formatSse({ message })).toBe('event: shutdown\nid: 7\ndata: {"a":1}\ndata: {"b":2}\n\n');
     expect(formatSse({ comment: 'ping' })).toBe(': ping\n\n');
   });
 });
