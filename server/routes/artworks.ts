@@ -6,7 +6,7 @@
  * answers (strong ETag, 304).
  */
 import { z } from 'zod';
-import { LruMap } from '../../common/lru.ts';
+import { LRUCache } from 'lru-cache';
 import { Artwork } from '../../artifacts/format.ts';
 import { idParam, limitParam, pageParam, type RouteModule } from '../api.ts';
 import { type ContentSnapshot, perSnapshot } from '../content.ts';
@@ -35,8 +35,8 @@ export function expandCollectionFilter(snapshot: ContentSnapshot, filter: string
 }
 
 interface ArtworkQueries {
-  pages: LruMap<string, SnapshotAnswer>;
-  matches: LruMap<string, number[]>;
+  pages: LRUCache<string, SnapshotAnswer>;
+  matches: LRUCache<string, number[]>;
   byId: Map<number, SnapshotAnswer>;
 }
 
@@ -46,8 +46,8 @@ const PAGE = { cacheControl: KEYED_CACHE_CONTROL, effort: 'cached' } as const;
 
 const queriesOf = perSnapshot(
   (snapshot): ArtworkQueries => ({
-    pages: new LruMap(CACHED_PAGES),
-    matches: new LruMap(CACHED_MATCHES),
+    pages: new LRUCache({ max: CACHED_PAGES }),
+    matches: new LRUCache({ max: CACHED_MATCHES }),
     byId: new Map(snapshot.artworks.map((a) => [a.id, SnapshotAnswer.of({ data: a }, ONE_ARTWORK)])),
   }),
 );
