@@ -45,10 +45,10 @@ const longestSide = (image: Uint8Array, mime: string) => Math.max(...((ImageUtil
 
 /** A texture of a scratch document, resized to the plain variant's cap with glTF-Transform's compressTexture. */
 async function plainTexture(image: Uint8Array, mime: string, settings: OptimizerSettings): Promise<{ image: Uint8Array; mime: string }> {
-  const { maxTextureSize } = settings.variants.plain;
+  const { maxTextureSize, effort } = settings.variants.plain;
   const texture = new Document().createTexture().setImage(image).setMimeType(mime);
   const resize: [number, number] = [maxTextureSize, maxTextureSize];
-  await compressTexture(texture, { encoder: sharp, targetFormat: 'webp', resize, quality: settings.textures.quality, limitInputPixels: true });
+  await compressTexture(texture, { encoder: sharp, targetFormat: 'webp', resize, quality: settings.textures.quality, effort, limitInputPixels: true });
   return { image: texture.getImage()!, mime: texture.getMimeType() };
 }
 

@@ -15,6 +15,9 @@
  *     machine's measured ceiling: two CPU-bound processes side by side against one after the other;
  *     and the headroom: the cores a serial bake leaves idle (it runs image work beside the engine).
  *  3. A no-op re-bake of 100 unchanged rooms (target < 1 s), in-process and as a CLI process.
+ *  4. The model variants (meshopt, plain): each real room's bake with them against without them,
+ *     warm (target: extra ≤ 0.3× the Draco-only bake), and each variant's bytes, br and gzip.
+ *     `BENCH_BAKE_ONLY=variants` runs this part alone.
  * Times are the fastest of the repeats (BENCH_REPEATS, default 2; 5 for the batch): the machine is
  * shared, and the fastest run is the least disturbed. Results: a table on stdout and .bench/bake.json.
  */
@@ -215,6 +218,60 @@ async function batch(list: Input[], repeats: number) {
   };
 }
 
+/** The real rooms of ../shared/assets/rooms: one folder per room with its .gltf (or a .glb beside them). */
+function realRooms(): Array<{ name: string; path: string }> {
+  const dir = join(SHARED, 'rooms');
+  return readdirSync(dir).sort().flatMap((entry) => {
+    const path = join(dir, entry);
+    if (!statSync(path).isDirectory()) return /\.(glb|gltf)$/.test(entry) ? [{ name: entry, path }] : [];
+    const model = readdirSync(path).find((f) => /\.(glb|gltf)$/.test(f));
+    return model ? [{ name: entry, path: join(path, model) }] : [];
+  });
+}
+
+/**
+ * 4. What the model variants cost the bake (issue 36): each real room baked warm in this process with
+ * and without the meshopt and plain variants, interleaved, the fastest of the repeats each; extra
+ * time ÷ the Draco-only bake (target ≤ 0.3×). Both bakes write the .br/.gz siblings of their files.
+ */
+async function variantCost(repeats: number) {
+  const dir = join(WORK, 'variants');
+  const resolver = new SourceResolver({ baseDir: ROOT, cacheDir: join(dir, 'cache') });
+  const rows = [];
+  for (const [i, room] of realRooms().entries()) {
+    const model = await resolver.resolveModel(room.path);
+    const resources = Object.fromEntries(Object.entries(model.resources).map(([uri, f]) => [uri, f.path]));
+    const job = (modelVariants: boolean, r: number) => ({
+      roomId: i + 1,
+      onchainSlots: 8,
+      model: { path: model.main.path, resources },
+      image: null,
+      planPicture: false,
+      modelVariants,
+      dataDir: join(dir, `${i}-${modelVariants ? 'all' : 'draco'}-${r}`),
+    });
+    await bakeRoom(job(true, -1)); // warm: codecs and this room's code paths
+    const times = { draco: [] as number[], all: [] as number[] };
+    let last: Awaited<ReturnType<typeof bakeRoom>> | null = null;
+    for (let r = 0; r < repeats; r++) {
+      for (const withVariants of [false, true]) {
+        const t = performance.now();
+        const result = await bakeRoom(job(withVariants, r));
+        times[withVariants ? 'all' : 'draco'].push(performance.now() - t);
+        if (withVariants) last = result;
+      }
+    }
+    const wire = async (ref: { sha256: string; ext: string }, suffix: string) =>
+      statSync(join(dir, `${i}-all-0`, 'files', `${ref.sha256}.${ref.ext}${suffix}`), { throwIfNoEntry: false })?.size ?? null;
+    const variants = [];
+    for (const v of last!.model_variants) variants.push({ name: v.name, bytes: v.file.bytes, br: await wire(v.file, '.br'), gz: await wire(v.file, '.gz'), max_texture_size: v.max_texture_size });
+    const [draco, all] = [best(times.draco), best(times.all)];
+    rows.push({ room: room.name, draco_only_ms: draco, with_variants_ms: all, extra_ratio: (all - draco) / draco, variants_ms: last!.variantsMs, variants });
+    process.stderr.write(`  ${room.name}: draco only ${s(draco)}, with variants ${s(all)} → extra ${((all - draco) / draco).toFixed(2)}×\n`);
+  }
+  return rows;
+}
+
 async function noop() {
   const content = join(WORK, 'noop-content');
   const data = join(WORK, 'noop-data');
@@ -252,11 +309,30 @@ async function noop() {
   return { rooms: 100, first_bake_ms: fullMs, in_process_ms: best(inProcess), cli_process_ms: best(cli), cli_help_ms: best(help) };
 }
 
+/** The model variants' rows: bake time with and without them, and each variant's bytes (file, br, gzip). */
+function variantLines(rows: Awaited<ReturnType<typeof variantCost>>): string[] {
+  const bytes = (n: number | null) => (n === null ? '–' : kb(n));
+  return [
+    '',
+    'model variants (warm, in-process; fastest of the repeats): extra bake time ÷ the Draco-only bake (target ≤ 0.3×)',
+    ...rows.flatMap((r) => [
+      `  ${r.room}: draco only ${s(r.draco_only_ms)}, with meshopt + plain ${s(r.with_variants_ms)} → ${r.extra_ratio.toFixed(2)}×` +
+        ` (meshopt ${(r.variants_ms.meshopt ?? 0).toFixed(0)} ms, plain ${(r.variants_ms.plain ?? 0).toFixed(0)} ms from the prepared document)`,
+      ...r.variants.map((v) => `    ${v.name.padEnd(7)} ${bytes(v.bytes).padStart(8)}  br ${bytes(v.br).padStart(8)}  gzip ${bytes(v.gz).padStart(8)}  textures ≤ ${v.max_texture_size ?? '–'} px`),
+    ]),
+    `  median extra ${median(rows.map((r) => r.extra_ratio)).toFixed(2)}×`,
+  ];
+}
+
 async function main() {
   const repeats = Number(process.env.BENCH_REPEATS ?? 2);
   if (!existsSync(CLI)) throw new Error('node_modules/.bin/gltf-transform is missing: run npm ci');
   rmSync(WORK, { recursive: true, force: true });
   mkdirSync(WORK, { recursive: true });
+  if (process.env.BENCH_BAKE_ONLY === 'variants') {
+    process.stdout.write(variantLines(await variantCost(Math.max(repeats, 5))).join('\n') + '\n');
+    return;
+  }
   // Measure the CLI as it ships: bundled (with a stale bundle bin/museum.js would run the sources).
   if (spawnSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { stdio: 'inherit', env: { ...process.env, MUSEUM_BUILD_STRICT: '1' } }).status !== 0) {
     throw new Error('scripts/build.mjs failed');
@@ -272,6 +348,8 @@ async function main() {
   const batchResult = await batch(list, repeats);
   process.stderr.write('bench-bake: no-op re-bake of 100 rooms\n');
   const noopResult = await noop();
+  process.stderr.write('bench-bake: model variants, with and without\n');
+  const variantRows = await variantCost(Math.max(repeats, 5));
 
   const table = [
     ['input', 'source', 'CLI time', 'ours (process)', 'ours (warm)', 'time ratio', 'warm ratio', 'CLI size', 'our size', 'size ratio', 'normal error ours (p50/p99/max °)', 'CLI', 'CLI RSS', 'our RSS'],
@@ -305,9 +383,13 @@ async function main() {
     `  CPU time, all threads (medians): serial ${s(batchResult.serial_cpu_ms)} on ${batchResult.serial_cores.toFixed(2)} cores; concurrency 2 ${s(batchResult.concurrency2_cpu_ms)} on ${batchResult.concurrency2_cores.toFixed(2)} cores = ${(batchResult.concurrency2_cpu_ms / batchResult.serial_cpu_ms).toFixed(2)}× the serial CPU`,
     `  headroom: one lane already keeps ${batchResult.serial_cores.toFixed(2)} cores busy, so a second can gain at most ${batchResult.headroom.toFixed(2)}× here, ${batchResult.headroom_at_measured_cpu.toFixed(2)}× at the CPU two lanes cost`,
     `no-op re-bake of ${noopResult.rooms} rooms: ${s(noopResult.in_process_ms)} in-process, ${s(noopResult.cli_process_ms)} as a CLI process, of which ${s(noopResult.cli_help_ms)} is \`museum --help\` start-up (target < 1 s; first bake ${s(noopResult.first_bake_ms)})`,
+    ...variantLines(variantRows),
   );
   process.stdout.write(lines.join('\n') + '\n');
-  await writeFile(join(ROOT, '.bench', 'bake.json'), JSON.stringify({ rows, median_time_ratio_real: medianRatio, size_misses: sizeMisses.map((r) => r.input), batch: batchResult, noop: noopResult }, null, 1));
+  await writeFile(
+    join(ROOT, '.bench', 'bake.json'),
+    JSON.stringify({ rows, median_time_ratio_real: medianRatio, size_misses: sizeMisses.map((r) => r.input), batch: batchResult, noop: noopResult, variants: variantRows }, null, 1),
+  );
 }
 
 await main();

@@ -179,7 +179,7 @@ describe('with the rest of the bake', () => {
     const repaired = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 2 });
     expect(repaired.rooms.filter((r) => r.status === 'baked').map((r) => [r.id, r.reason])).toEqual([[8, 'published files missing']]);
 
-    const smaller = { ...OPTIMIZER_SETTINGS, variants: { ...OPTIMIZER_SETTINGS.variants, plain: { maxTextureSize: 512 } } };
+    const smaller = { ...OPTIMIZER_SETTINGS, variants: { ...OPTIMIZER_SETTINGS.variants, plain: { ...OPTIMIZER_SETTINGS.variants.plain, maxTextureSize: 512 } } };
     const copy = tmp('museum-variants-settings-');
     await bakeRooms({ contentDir: content, dataDir: copy, concurrency: 2, only: [8] });
     const rebaked = await bakeRooms({ contentDir: content, dataDir: copy, concurrency: 2, only: [8], settings: smaller });
