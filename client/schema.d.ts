@@ -1106,7 +1106,514 @@ export interface components {
             }[];
         };
     };
-    responses: never;
+    responses: {
+        /** @description Invalid request: one error per problem, each naming its field */
+        BadRequestError: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "q is required",
+                 *           "extensions": {
+                 *             "code": "BAD_REQUEST",
+                 *             "field": "q"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["BadRequestError"];
+            };
+        };
+        /** @description Invalid request: one error per problem, each naming its field */
+        BadRequestErrorIpLimited: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "q is required",
+                 *           "extensions": {
+                 *             "code": "BAD_REQUEST",
+                 *             "field": "q"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["BadRequestError"];
+            };
+        };
+        /** @description Invalid request: one error per problem, each naming its field */
+        BadRequestErrorKeyed: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "q is required",
+                 *           "extensions": {
+                 *             "code": "BAD_REQUEST",
+                 *             "field": "q"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["BadRequestError"];
+            };
+        };
+        /** @description Conflict */
+        ConflictErrorIpLimited: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "This exhibition id belongs to another owner",
+                 *           "extensions": {
+                 *             "code": "CONFLICT"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["ConflictError"];
+            };
+        };
+        /** @description Internal error (its detail is logged under the X-Request-Id) */
+        InternalError: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Internal server error",
+                 *           "extensions": {
+                 *             "code": "INTERNAL"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["InternalError"];
+            };
+        };
+        /** @description Internal error (its detail is logged under the X-Request-Id) */
+        InternalErrorIpLimited: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Internal server error",
+                 *           "extensions": {
+                 *             "code": "INTERNAL"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["InternalError"];
+            };
+        };
+        /** @description Internal error (its detail is logged under the X-Request-Id) */
+        InternalErrorKeyed: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Internal server error",
+                 *           "extensions": {
+                 *             "code": "INTERNAL"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["InternalError"];
+            };
+        };
+        /** @description Not found */
+        NotFoundError: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Not found",
+                 *           "extensions": {
+                 *             "code": "NOT_FOUND"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["NotFoundError"];
+            };
+        };
+        /** @description Not found */
+        NotFoundErrorIpLimited: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Not found",
+                 *           "extensions": {
+                 *             "code": "NOT_FOUND"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["NotFoundError"];
+            };
+        };
+        /** @description Not found */
+        NotFoundErrorKeyed: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Not found",
+                 *           "extensions": {
+                 *             "code": "NOT_FOUND"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["NotFoundError"];
+            };
+        };
+        /** @description Payload too large */
+        PayloadTooLargeErrorIpLimited: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Request body exceeds 1 MB",
+                 *           "extensions": {
+                 *             "code": "PAYLOAD_TOO_LARGE"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["PayloadTooLargeError"];
+            };
+        };
+        /** @description Payload too large */
+        PayloadTooLargeErrorKeyed: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Request body exceeds 1 MB",
+                 *           "extensions": {
+                 *             "code": "PAYLOAD_TOO_LARGE"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["PayloadTooLargeError"];
+            };
+        };
+        /** @description Range not satisfiable */
+        RangeNotSatisfiableError: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Range not satisfiable",
+                 *           "extensions": {
+                 *             "code": "RANGE_NOT_SATISFIABLE"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["RangeNotSatisfiableError"];
+            };
+        };
+        /** @description Rate limit exceeded (Retry-After says when to try again) */
+        RateLimitedErrorIpLimited: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Rate limit exceeded: 120 requests per minute per key",
+                 *           "extensions": {
+                 *             "code": "RATE_LIMITED"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["RateLimitedError"];
+            };
+        };
+        /** @description Rate limit exceeded (Retry-After says when to try again) */
+        RateLimitedErrorKeyed: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Rate limit exceeded: 120 requests per minute per key",
+                 *           "extensions": {
+                 *             "code": "RATE_LIMITED"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["RateLimitedError"];
+            };
+        };
+        /** @description Missing, unknown or revoked API key */
+        UnauthorizedError: {
+            headers: {
+                "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "Invalid or revoked API key",
+                 *           "extensions": {
+                 *             "code": "UNAUTHORIZED"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UnauthorizedError"];
+            };
+        };
+        /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
+        UnavailableError: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "The Library is not configured on this deployment",
+                 *           "extensions": {
+                 *             "code": "UNCONFIGURED"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UnavailableError"];
+            };
+        };
+        /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
+        UnavailableErrorIpLimited: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "The Library is not configured on this deployment",
+                 *           "extensions": {
+                 *             "code": "UNCONFIGURED"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UnavailableError"];
+            };
+        };
+        /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
+        UnavailableErrorKeyed: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "The Library is not configured on this deployment",
+                 *           "extensions": {
+                 *             "code": "UNCONFIGURED"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UnavailableError"];
+            };
+        };
+        /** @description Upstream temporarily unavailable */
+        UpstreamError: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "The Library is temporarily unavailable",
+                 *           "extensions": {
+                 *             "code": "UPSTREAM"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpstreamError"];
+            };
+        };
+        /** @description Upstream temporarily unavailable */
+        UpstreamErrorKeyed: {
+            headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
+                "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "The Library is temporarily unavailable",
+                 *           "extensions": {
+                 *             "code": "UPSTREAM"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["UpstreamError"];
+            };
+        };
+    };
     parameters: never;
     requestBodies: never;
     headers: {
@@ -1191,118 +1698,11 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Range not satisfiable */
-            416: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Range not satisfiable",
-                     *           "extensions": {
-                     *             "code": "RANGE_NOT_SATISFIABLE"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RangeNotSatisfiableError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            400: components["responses"]["BadRequestError"];
+            404: components["responses"]["NotFoundError"];
+            416: components["responses"]["RangeNotSatisfiableError"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["UnavailableError"];
         };
     };
     getApiIndex: {
@@ -1367,28 +1767,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
+            500: components["responses"]["InternalError"];
         };
     };
     listArtworks: {
@@ -1490,106 +1869,10 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            401: components["responses"]["UnauthorizedError"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     getArtwork: {
@@ -1657,131 +1940,11 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            401: components["responses"]["UnauthorizedError"];
+            404: components["responses"]["NotFoundErrorKeyed"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     listCharacters: {
@@ -1855,131 +2018,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Upstream temporarily unavailable */
-            502: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is temporarily unavailable",
-                     *           "extensions": {
-                     *             "code": "UPSTREAM"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            401: components["responses"]["UnauthorizedError"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            502: components["responses"]["UpstreamErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     getCharacter: {
@@ -2046,156 +2089,12 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Upstream temporarily unavailable */
-            502: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is temporarily unavailable",
-                     *           "extensions": {
-                     *             "code": "UPSTREAM"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            401: components["responses"]["UnauthorizedError"];
+            404: components["responses"]["NotFoundErrorKeyed"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            502: components["responses"]["UpstreamErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     listCollections: {
@@ -2270,106 +2169,10 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            401: components["responses"]["UnauthorizedError"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     getCollection: {
@@ -2436,131 +2239,11 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            401: components["responses"]["UnauthorizedError"];
+            404: components["responses"]["NotFoundErrorKeyed"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     askGuide: {
@@ -2612,128 +2295,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Request body exceeds 1 MB",
-                     *           "extensions": {
-                     *             "code": "PAYLOAD_TOO_LARGE"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["PayloadTooLargeError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
+            400: components["responses"]["BadRequestErrorIpLimited"];
+            404: components["responses"]["NotFoundErrorIpLimited"];
+            413: components["responses"]["PayloadTooLargeErrorIpLimited"];
+            429: components["responses"]["RateLimitedErrorIpLimited"];
+            500: components["responses"]["InternalErrorIpLimited"];
         };
     };
     registerExhibition: {
@@ -2791,153 +2357,12 @@ export interface operations {
                     "application/json": components["schemas"]["ExhibitionRegistration"];
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Conflict */
-            409: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "This exhibition id belongs to another owner",
-                     *           "extensions": {
-                     *             "code": "CONFLICT"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["ConflictError"];
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Request body exceeds 1 MB",
-                     *           "extensions": {
-                     *             "code": "PAYLOAD_TOO_LARGE"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["PayloadTooLargeError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            400: components["responses"]["BadRequestErrorIpLimited"];
+            409: components["responses"]["ConflictErrorIpLimited"];
+            413: components["responses"]["PayloadTooLargeErrorIpLimited"];
+            429: components["responses"]["RateLimitedErrorIpLimited"];
+            500: components["responses"]["InternalErrorIpLimited"];
+            503: components["responses"]["UnavailableErrorIpLimited"];
         };
     };
     getExhibition: {
@@ -3053,50 +2478,8 @@ export interface operations {
                     };
                 };
             };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
+            404: components["responses"]["NotFoundError"];
+            500: components["responses"]["InternalError"];
         };
     };
     getExhibitionSuggestions: {
@@ -3142,73 +2525,9 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
+            400: components["responses"]["BadRequestError"];
+            404: components["responses"]["NotFoundError"];
+            500: components["responses"]["InternalError"];
         };
     };
     getGuideFollowup: {
@@ -3252,80 +2571,9 @@ export interface operations {
                     "application/json": components["schemas"]["GuideFollowup"];
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
+            400: components["responses"]["BadRequestErrorIpLimited"];
+            429: components["responses"]["RateLimitedErrorIpLimited"];
+            500: components["responses"]["InternalErrorIpLimited"];
         };
     };
     getGuideSpeech: {
@@ -3349,72 +2597,9 @@ export interface operations {
                     "audio/mpeg": string;
                 };
             };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Upstream temporarily unavailable */
-            502: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is temporarily unavailable",
-                     *           "extensions": {
-                     *             "code": "UPSTREAM"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
+            404: components["responses"]["NotFoundError"];
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["UpstreamError"];
         };
     };
     askLibrary: {
@@ -3477,182 +2662,13 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Request body exceeds 1 MB",
-                     *           "extensions": {
-                     *             "code": "PAYLOAD_TOO_LARGE"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["PayloadTooLargeError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Upstream temporarily unavailable */
-            502: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is temporarily unavailable",
-                     *           "extensions": {
-                     *             "code": "UPSTREAM"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            400: components["responses"]["BadRequestErrorKeyed"];
+            401: components["responses"]["UnauthorizedError"];
+            413: components["responses"]["PayloadTooLargeErrorKeyed"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            502: components["responses"]["UpstreamErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     streamLibraryAnswer: {
@@ -3690,182 +2706,13 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Request body exceeds 1 MB",
-                     *           "extensions": {
-                     *             "code": "PAYLOAD_TOO_LARGE"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["PayloadTooLargeError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Upstream temporarily unavailable */
-            502: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is temporarily unavailable",
-                     *           "extensions": {
-                     *             "code": "UPSTREAM"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            400: components["responses"]["BadRequestErrorKeyed"];
+            401: components["responses"]["UnauthorizedError"];
+            413: components["responses"]["PayloadTooLargeErrorKeyed"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            502: components["responses"]["UpstreamErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     listLibraryCollections: {
@@ -3912,131 +2759,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Upstream temporarily unavailable */
-            502: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is temporarily unavailable",
-                     *           "extensions": {
-                     *             "code": "UPSTREAM"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            401: components["responses"]["UnauthorizedError"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            502: components["responses"]["UpstreamErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     searchLibrary: {
@@ -4086,182 +2813,13 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Request body exceeds 1 MB",
-                     *           "extensions": {
-                     *             "code": "PAYLOAD_TOO_LARGE"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["PayloadTooLargeError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Upstream temporarily unavailable */
-            502: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is temporarily unavailable",
-                     *           "extensions": {
-                     *             "code": "UPSTREAM"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            400: components["responses"]["BadRequestErrorKeyed"];
+            401: components["responses"]["UnauthorizedError"];
+            413: components["responses"]["PayloadTooLargeErrorKeyed"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            502: components["responses"]["UpstreamErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     getOpenApiDocument: {
@@ -4325,28 +2883,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
+            500: components["responses"]["InternalError"];
         };
     };
     pingPresence: {
@@ -4385,104 +2922,10 @@ export interface operations {
                     "application/json": components["schemas"]["PresencePing"];
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Payload too large */
-            413: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Request body exceeds 1 MB",
-                     *           "extensions": {
-                     *             "code": "PAYLOAD_TOO_LARGE"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["PayloadTooLargeError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
+            400: components["responses"]["BadRequestErrorIpLimited"];
+            413: components["responses"]["PayloadTooLargeErrorIpLimited"];
+            429: components["responses"]["RateLimitedErrorIpLimited"];
+            500: components["responses"]["InternalErrorIpLimited"];
         };
     };
     streamPresence: {
@@ -4511,51 +2954,8 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["UnavailableError"];
         };
     };
     listRooms: {
@@ -4647,106 +3047,10 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            401: components["responses"]["UnauthorizedError"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     getRoom: {
@@ -4824,131 +3128,11 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            401: components["responses"]["UnauthorizedError"];
+            404: components["responses"]["NotFoundErrorKeyed"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     getRoomSlots: {
@@ -5092,50 +3276,8 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
+            404: components["responses"]["NotFoundError"];
+            500: components["responses"]["InternalError"];
         };
     };
     search: {
@@ -5241,132 +3383,11 @@ export interface operations {
                     "application/json": components["schemas"]["SearchResult"];
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            400: components["responses"]["BadRequestErrorKeyed"];
+            401: components["responses"]["UnauthorizedError"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     listSouls: {
@@ -5436,182 +3457,13 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Upstream temporarily unavailable */
-            502: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is temporarily unavailable",
-                     *           "extensions": {
-                     *             "code": "UPSTREAM"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            400: components["responses"]["BadRequestErrorKeyed"];
+            401: components["responses"]["UnauthorizedError"];
+            404: components["responses"]["NotFoundErrorKeyed"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            502: components["responses"]["UpstreamErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
     getSoul: {
@@ -5670,182 +3522,13 @@ export interface operations {
                     };
                 };
             };
-            /** @description Invalid request: one error per problem, each naming its field */
-            400: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "q is required",
-                     *           "extensions": {
-                     *             "code": "BAD_REQUEST",
-                     *             "field": "q"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["BadRequestError"];
-                };
-            };
-            /** @description Missing, unknown or revoked API key */
-            401: {
-                headers: {
-                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Invalid or revoked API key",
-                     *           "extensions": {
-                     *             "code": "UNAUTHORIZED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnauthorizedError"];
-                };
-            };
-            /** @description Not found */
-            404: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Not found",
-                     *           "extensions": {
-                     *             "code": "NOT_FOUND"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["NotFoundError"];
-                };
-            };
-            /** @description Rate limit exceeded (Retry-After says when to try again) */
-            429: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Rate limit exceeded: 120 requests per minute per key",
-                     *           "extensions": {
-                     *             "code": "RATE_LIMITED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["RateLimitedError"];
-                };
-            };
-            /** @description Internal error (its detail is logged under the X-Request-Id) */
-            500: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "Internal server error",
-                     *           "extensions": {
-                     *             "code": "INTERNAL"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["InternalError"];
-                };
-            };
-            /** @description Upstream temporarily unavailable */
-            502: {
-                headers: {
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is temporarily unavailable",
-                     *           "extensions": {
-                     *             "code": "UPSTREAM"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UpstreamError"];
-                };
-            };
-            /** @description Not configured (UNCONFIGURED), at capacity (BUSY), or a store the server needs is down (UNAVAILABLE) */
-            503: {
-                headers: {
-                    "Retry-After": components["headers"]["Retry-After"];
-                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
-                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
-                    "X-RateLimit-Reset": components["headers"]["X-RateLimit-Reset"];
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "errors": [
-                     *         {
-                     *           "message": "The Library is not configured on this deployment",
-                     *           "extensions": {
-                     *             "code": "UNCONFIGURED"
-                     *           }
-                     *         }
-                     *       ]
-                     *     }
-                     */
-                    "application/json": components["schemas"]["UnavailableError"];
-                };
-            };
+            400: components["responses"]["BadRequestErrorKeyed"];
+            401: components["responses"]["UnauthorizedError"];
+            404: components["responses"]["NotFoundErrorKeyed"];
+            429: components["responses"]["RateLimitedErrorKeyed"];
+            500: components["responses"]["InternalErrorKeyed"];
+            502: components["responses"]["UpstreamErrorKeyed"];
+            503: components["responses"]["UnavailableErrorKeyed"];
         };
     };
 }

@@ -155,6 +155,7 @@ export function buildOpenApi(routes: readonly DocumentedRoute[], info: OpenApiIn
   for (const [status, { schema }] of Object.entries(ERROR_STATUSES)) components[schema] = errorSchema(Number(status));
 
   const paths: Record<string, Record<string, unknown>> = {};
+  const errorResponses: Record<string, unknown> = {};
   const operationIds = new Set<string>();
   for (const def of routes) {
     if ('html' in def.response) continue;
@@ -165,7 +166,7 @@ export function buildOpenApi(routes: readonly DocumentedRoute[], info: OpenApiIn
       summary: def.summary,
       tags: [def.tag],
       parameters: parametersOf(def, schemaOf),
-      responses: responsesOf(def, schemaOf),
+      responses: responsesOf(def, schemaOf, errorResponses),
       ...(def.access === 'key' ? { security: [{ apiKey: [] }, { bearer: [] }] } : { security: [] }),
     };
     if (def.body) {
@@ -187,6 +188,7 @@ export function buildOpenApi(routes: readonly DocumentedRoute[], info: OpenApiIn
     paths,
     components: {
       schemas: components,
+      responses: errorResponses,
       headers: HEADERS,
       securitySchemes: {
         apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' },
@@ -216,8 +218,11 @@ function parametersOf(def: DocumentedRoute, schemaOf: SchemaOf): unknown[] {
   return parameters;
 }
 
-/** The route's answers: its success with its example, 304 when it sends validators, and its errors. */
-function responsesOf(def: DocumentedRoute, schemaOf: SchemaOf): Record<string, unknown> {
+/**
+ * The route's answers: its success with its example, 304 when it sends validators, and its errors as
+ * references to `errorResponses` (one per status and rate-limit header set, shared by every route).
+ */
+function responsesOf(def: DocumentedRoute, schemaOf: SchemaOf, errorResponses: Record<string, unknown>): Record<string, unknown> {
   const responses: Record<string, unknown> = {};
   const counted: HeaderName[] = ['X-RateLimit-Limit', 'X-RateLimit-Remaining'];
   const limited: HeaderName[] = def.access === 'key' ? [...counted, 'X-RateLimit-Reset'] : def.ipLimit ? counted : [];
@@ -246,16 +251,23 @@ function responsesOf(def: DocumentedRoute, schemaOf: SchemaOf): Record<string, u
       responses['304'] = { description: 'Not modified: the representation named by If-None-Match is current', headers };
       continue;
     }
-    const known = ERROR_STATUSES[status];
-    const names: HeaderName[] = ['X-Request-Id'];
-    if (status === 401) names.push('WWW-Authenticate');
-    else names.push(...limited);
-    if (status === 429 || status === 503) names.push('Retry-After');
-    const schema = { $ref: `#/components/schemas/${known ? known.schema : 'ErrorEnvelope'}` };
-    const content = { 'application/json': { schema, ...(known ? { example: errorExample(status) } : {}) } };
-    responses[String(status)] = { description: known?.description ?? 'Error', headers: headerRefs(names), content };
+    const variant = status === 401 || limited.length === 0 ? '' : def.access === 'key' ? 'Keyed' : 'IpLimited';
+    const name = `${ERROR_STATUSES[status]?.schema ?? `Error${status}`}${variant}`;
+    errorResponses[name] ??= errorResponse(status, status === 401 ? [] : limited);
+    responses[String(status)] = { $ref: `#/components/responses/${name}` };
   }
   return responses;
+}
+
+/** An error answer: its envelope (codes as an enum) with an example, and its headers. */
+function errorResponse(status: number, limited: HeaderName[]): Record<string, unknown> {
+  const known = ERROR_STATUSES[status];
+  const names: HeaderName[] = ['X-Request-Id', ...limited];
+  if (status === 401) names.push('WWW-Authenticate');
+  if (status === 429 || status === 503) names.push('Retry-After');
+  const schema = { $ref: `#/components/schemas/${known ? known.schema : 'ErrorEnvelope'}` };
+  const content = { 'application/json': { schema, ...(known ? { example: errorExample(status) } : {}) } };
+  return { description: known?.description ?? 'Error', headers: headerRefs(names), content };
 }
 
 /**

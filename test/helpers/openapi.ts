@@ -14,14 +14,26 @@ import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 export interface OpenApiDoc {
   openapi: string;
   paths: Record<string, Record<string, OpenApiOperation>>;
-  components?: { schemas?: Record<string, unknown> };
+  components?: { schemas?: Record<string, unknown>; responses?: Record<string, OpenApiResponse> };
+}
+
+/** A response, or (`$ref`) a reference to one of `components.responses`. */
+export interface OpenApiResponse {
+  description: string;
+  content?: Record<string, { schema: unknown }>;
+  $ref?: string;
+}
+
+/** A documented response, its `#/components/responses/…` reference resolved. */
+export function resolveResponse(doc: OpenApiDoc, response: OpenApiResponse): OpenApiResponse {
+  return response.$ref ? doc.components!.responses![response.$ref.split('/').pop()!]! : response;
 }
 
 export interface OpenApiOperation {
   operationId?: string;
   parameters?: Array<{ name: string; in: string; required?: boolean; schema?: Record<string, unknown> }>;
   requestBody?: { required?: boolean; content: Record<string, { schema: unknown }> };
-  responses: Record<string, { description: string; content?: Record<string, { schema: unknown }> }>;
+  responses: Record<string, OpenApiResponse>;
   security?: unknown[];
 }
 
@@ -44,7 +56,8 @@ export function openApiProblems(doc: OpenApiDoc, method: string, path: string, s
   if (!template) return [`${path} matches no documented path`];
   const operation = doc.paths[template]![method.toLowerCase()];
   if (!operation) return [`${method} ${template} is not documented`];
-  const response = operation.responses[String(status)] ?? operation.responses.default;
+  const documented = operation.responses[String(status)] ?? operation.responses.default;
+  const response = documented && resolveResponse(doc, documented);
   if (!response) return [`${method} ${template}: status ${status} is not documented (documented: ${Object.keys(operation.responses).join(', ')})`];
   const json = response.content?.['application/json'];
   if (!response.content) {

@@ -29,7 +29,16 @@ const decoded = (res: RawResponse): Buffer => {
   return res.body;
 };
 
-const SNAPSHOT = ['/v1', '/v1/openapi.json', '/v1/collections', '/v1/artworks?limit=10', '/v1/artworks/101', '/v1/rooms', '/v1/rooms/1', '/v1/rooms/1/slots'];
+const SNAPSHOT = [
+  '/v1',
+  '/v1/openapi.json',
+  '/v1/collections',
+  '/v1/artworks?limit=10',
+  '/v1/artworks/101',
+  '/v1/rooms',
+  '/v1/rooms/1',
+  '/v1/rooms/1/slots',
+];
 
 describe('snapshot answers', () => {
   it.each(SNAPSHOT)('%s: br and gzip decode to the identity bytes, with their own length and Vary', async (path) => {
@@ -59,7 +68,8 @@ describe('snapshot answers', () => {
   });
 
   it('is compressed once: every request is answered with the same prepared bytes', async () => {
-    const answer = SnapshotAnswer.of({ rooms: Array.from({ length: 50 }, (_, i) => ({ id: i, title: `Room ${i}` })) }, { cacheControl: PUBLIC_CACHE_CONTROL });
+    const rooms = Array.from({ length: 50 }, (_, i) => ({ id: i, title: `Room ${i}` }));
+    const answer = SnapshotAnswer.of({ rooms }, { cacheControl: PUBLIC_CACHE_CONTROL });
     const request = (acceptEncoding: string) => ({ headers: { 'accept-encoding': acceptEncoding } }) as unknown as IncomingMessage;
     const first = (await answer.answer(request('br'))) as RawAnswer;
     const second = answer.answer(request('br'));

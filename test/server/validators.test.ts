@@ -17,7 +17,15 @@ beforeAll(async () => {
 });
 afterAll(() => server?.close());
 
-const KEYED = ['/v1/collections', '/v1/collections/genesis', '/v1/artworks', '/v1/artworks?page=2&limit=3', '/v1/artworks/101', '/v1/rooms', '/v1/rooms/1'];
+const KEYED = [
+  '/v1/collections',
+  '/v1/collections/genesis',
+  '/v1/artworks',
+  '/v1/artworks?page=2&limit=3',
+  '/v1/artworks/101',
+  '/v1/rooms',
+  '/v1/rooms/1',
+];
 const PUBLIC = ['/v1', '/v1/openapi.json', '/v1/rooms/1/slots'];
 
 function get(path: string, headers: Record<string, string> = {}, key: string | null = server.key): Promise<RawResponse> {
@@ -65,10 +73,11 @@ describe('validators of snapshot answers', () => {
   });
 
   it('a new bake changes the validators of what changed', async () => {
-    const before = Object.fromEntries(await Promise.all(['/v1/rooms', '/v1/rooms/1', '/v1/collections', '/v1/artworks/101'].map(async (p) => [p, (await get(p)).headers.etag!])));
+    const paths = ['/v1/rooms', '/v1/rooms/1', '/v1/collections', '/v1/artworks/101'];
+    const before = await Promise.all(paths.map(async (path) => [path, (await get(path)).headers.etag!] as const));
     await publishFixtureBake(server.dataDir, { tag: 'second bake' });
     await server.services.content.reload();
-    for (const [path, etag] of Object.entries(before)) {
+    for (const [path, etag] of before) {
       const res = await get(path, { 'If-None-Match': etag });
       expect(res.status, path).toBe(200);
       expect(res.headers.etag, path).not.toBe(etag);
