@@ -8,7 +8,12 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { filePath, type FileRef } from '../../artifacts/format.ts';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { filePath, type FileRef, type Room } from '../../artifacts/format.ts';
+import { writeGlb } from '../../bake/gltf-io.ts';
+import { bakeRooms } from '../../bake/pipeline.ts';
+import { RoomBuilder } from '../../bake/sample/room-builder.ts';
 import { putContentFile } from '../../artifacts/store.ts';
 import { nodeRequest, type RawResponse } from '../helpers/raw-http.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
@@ -141,4 +146,35 @@ describe('files without siblings', () => {
     expect(res.headers.vary ?? '').not.toMatch(/accept-encoding/i);
     expect(res.headers.etag).toBe(`"${png.sha256}"`);
   });
+});
+
+describe('Room.model_variants, baked and served', () => {
+  it('lists draco (= model_optimized_url), meshopt and plain with the bytes, extensions and texture size of the files served', async () => {
+    const content = join(server.dataDir, '..', 'content');
+    const b = new RoomBuilder('Hall');
+    b.floorAndCeiling('Hall', [0, 0], [8, 8], 4, b.material('Floor'), b.material('Ceiling'));
+    b.innerWalls(8, 8, 4, b.material('Wall'));
+    await (await import('node:fs/promises')).mkdir(content, { recursive: true });
+    await writeFile(join(content, 'hall.glb'), await writeGlb(b.document));
+    await writeFile(join(content, 'rooms.json'), JSON.stringify([{ id: 1, title: 'Hall', slots: 3, token_id: 1, model: 'hall.glb', image: null }]));
+    expect((await bakeRooms({ contentDir: content, dataDir: server.dataDir, concurrency: 1 })).failed).toBe(0);
+    await server.services.content.reload();
+
+    const { data } = (await (await server.get('/v1/rooms')).json()) as { data: Room[] };
+    const room = data[0]!;
+    expect(room.model_variants.map((v) => v.name)).toEqual(['draco', 'meshopt', 'plain']);
+    expect(room.model_variants[0]!.url).toBe(room.model_optimized_url);
+    for (const variant of room.model_variants) {
+      const path = new URL(variant.url).pathname;
+      const identity = await nodeRequest(server.port, { path });
+      expect(identity.body.length, variant.name).toBe(variant.bytes);
+      const json = JSON.parse(identity.body.subarray(20, 20 + identity.body.readUInt32LE(12)).toString('utf8')) as { extensionsRequired?: string[] };
+      expect(variant.extensions_required, variant.name).toEqual(json.extensionsRequired ?? []);
+      expect(variant.max_texture_size, variant.name).toBeNull(); // untextured hall
+      // On the wire: brotli, decoding to the same bytes.
+      const br = await nodeRequest(server.port, { path, headers: { 'Accept-Encoding': 'br, gzip' } });
+      expect(br.headers['content-encoding'], variant.name).toBe('br');
+      expect(brotliDecompressSync(br.body).equals(identity.body), variant.name).toBe(true);
+    }
+  }, 120_000);
 });
