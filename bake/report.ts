@@ -95,7 +95,8 @@ export function planSvg(plan: RoomPlan, slots: RoomSlot[]): string {
       out.push(f[1] > 0 ? `<circle cx="${cx}" cy="${cz}" r="4"/>` : `<circle cx="${cx}" cy="${cz}" r="5" fill="none" stroke-width="2"/>`);
     } else {
       const hw = slot.width / 2;
-      out.push(`<line x1="${X(px - right[0] * hw)}" y1="${Z(pz - right[2] * hw)}" x2="${X(px + right[0] * hw)}" y2="${Z(pz + right[2] * hw)}" stroke-width="4" stroke-linecap="butt"/>`);
+      const [x1, y1, x2, y2] = [X(px - right[0] * hw), Z(pz - right[2] * hw), X(px + right[0] * hw), Z(pz + right[2] * hw)];
+      out.push(`<line x1="${x1}" y1="${y1}" x2="${x2}" y2="${y2}" stroke-width="4" stroke-linecap="butt"/>`);
       const fl = Math.hypot(f[0], f[2]) || 1;
       const dx = f[0] / fl;
       const dz = f[2] / fl;
@@ -109,7 +110,8 @@ export function planSvg(plan: RoomPlan, slots: RoomSlot[]): string {
       ];
       out.push(`<polygon points="${head.map(([a, b]) => `${a!.toFixed(1)},${b!.toFixed(1)}`).join(' ')}" stroke="none"/>`);
     }
-    out.push(`<text x="${(cx + 5).toFixed(1)}" y="${(cz - 5).toFixed(1)}" font-family="DejaVu Sans, sans-serif" font-size="10" stroke="none">${slot.index}</text>`);
+    const font = 'font-family="DejaVu Sans, sans-serif" font-size="10"';
+    out.push(`<text x="${(cx + 5).toFixed(1)}" y="${(cz - 5).toFixed(1)}" ${font} stroke="none">${slot.index}</text>`);
     out.push('</g>');
   }
   const bar = scale;
@@ -175,6 +177,23 @@ async function renderRoom(room: QaRoom): Promise<RenderedRoom> {
   return { room, plan: planUri, thumbnail, thumbnailNote };
 }
 
+const SLOT_COLUMNS = ['id', 'kind', 'position (m)', 'facing', 'size (m)', 'clearance front / back (m)', 'evidence'];
+const SUMMARY_COLUMNS = [
+  'room',
+  'title',
+  'kind',
+  'anchors / onchain',
+  'authored',
+  'generated',
+  'flipped',
+  'ambiguous',
+  'anchors against the previous bake',
+  'status',
+  'view',
+];
+/** A table's header row (the column names are plain text). */
+const headerRow = (columns: string[]) => `<tr>${columns.map((c) => `<th>${c}</th>`).join('')}</tr>`;
+
 const countOf = (slots: RoomSlot[], source: RoomSlot['source']) => slots.filter((s) => s.source === source).length;
 
 function statusOf(room: QaRoom): { text: string; cls: string } {
@@ -214,7 +233,8 @@ function roomSection(r: RenderedRoom): string {
   const warnings = [...(result?.warnings ?? []), ...(room.warnings ?? [])];
   if (warnings.length) parts.push(`<ul class="warnings">${warnings.map((w) => `<li>${e(w)}</li>`).join('')}</ul>`);
   const pictures: string[] = [];
-  if (r.plan) pictures.push(`<figure><img class="plan" alt="plan of room ${room.id}" src="${r.plan}"><figcaption>Plan view, slots coloured by the legend; arrows show the facing.</figcaption></figure>`);
+  const planCaption = 'Plan view, slots coloured by the legend; arrows show the facing.';
+  if (r.plan) pictures.push(`<figure><img class="plan" alt="plan of room ${room.id}" src="${r.plan}"><figcaption>${planCaption}</figcaption></figure>`);
   if (r.thumbnail) pictures.push(`<figure><img class="thumb" alt="thumbnail of room ${room.id}" src="${r.thumbnail}"><figcaption>Thumbnail</figcaption></figure>`);
   if (r.thumbnailNote) pictures.push(`<p class="warnings">${e(r.thumbnailNote)}</p>`);
   if (pictures.length) parts.push(`<div class="pictures">${pictures.join('')}</div>`);
@@ -222,13 +242,15 @@ function roomSection(r: RenderedRoom): string {
     const rows = result.slots.map((s) => {
       const category = slotCategory(s);
       return (
-        `<tr><td><span style="color:${SLOT_COLOURS[category]}">■</span> ${e(s.id)}</td><td>${e(category)}</td><td>${fmt(s.position)}</td><td>${fmt(s.facing, 2)}</td>` +
+        `<tr><td><span style="color:${SLOT_COLOURS[category]}">■</span> ${e(s.id)}</td><td>${e(category)}</td>` +
+        `<td>${fmt(s.position)}</td><td>${fmt(s.facing, 2)}</td>` +
         `<td class="num">${s.width.toFixed(2)} × ${s.height.toFixed(2)}</td>` +
-        `<td class="num">${s.clearance ? `${s.clearance.front.toFixed(2)} / ${s.clearance.back.toFixed(2)}` : ''}</td><td>${e(s.evidence ?? '')}</td></tr>`
+        `<td class="num">${s.clearance ? `${s.clearance.front.toFixed(2)} / ${s.clearance.back.toFixed(2)}` : ''}</td>` +
+        `<td>${e(s.evidence ?? '')}</td></tr>`
       );
     });
     parts.push(
-      `<details><summary>${result.slots.length} slots</summary><table><tr><th>id</th><th>kind</th><th>position (m)</th><th>facing</th><th>size (m)</th><th>clearance front / back (m)</th><th>evidence</th></tr>${rows.join('')}</table></details>`,
+      `<details><summary>${result.slots.length} slots</summary><table>${headerRow(SLOT_COLUMNS)}${rows.join('')}</table></details>`,
     );
   }
   parts.push('</section>');
@@ -251,8 +273,10 @@ export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions =
     const slots = room.slotData?.slots ?? [];
     return (
       `<tr><td class="num"><a href="#room-${room.id}">${room.id}</a></td><td>${e(room.title)}</td><td>${e(room.facts?.kind ?? '')}</td>` +
-      `<td class="num">${room.slotData ? slots.length : '–'} / ${room.onchainSlots}</td><td class="num">${countOf(slots, 'authored')}</td><td class="num">${countOf(slots, 'generated')}</td>` +
-      `<td class="num">${slots.filter((s) => s.flipped).length}</td><td class="num">${slots.filter((s) => s.ambiguous).length}</td><td>${room.changes ? e(describeSlotChanges(room.changes)) : ''}</td><td class="${status.cls}">${status.text}</td>` +
+      `<td class="num">${room.slotData ? slots.length : '–'} / ${room.onchainSlots}</td>` +
+      `<td class="num">${countOf(slots, 'authored')}</td><td class="num">${countOf(slots, 'generated')}</td>` +
+      `<td class="num">${slots.filter((s) => s.flipped).length}</td><td class="num">${slots.filter((s) => s.ambiguous).length}</td>` +
+      `<td>${room.changes ? e(describeSlotChanges(room.changes)) : ''}</td><td class="${status.cls}">${status.text}</td>` +
       `<td>${room.slotData ? `<a href="${viewUrl(room.id)}">3D view</a>` : ''}</td></tr>`
     );
   });
@@ -265,7 +289,7 @@ export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions =
     `<h1>${e(title)}</h1>`,
     `<p>${meta}</p>`,
     `<p class="legend">Legend:${legend}</p>`,
-    '<table class="summary"><tr><th>room</th><th>title</th><th>kind</th><th>anchors / onchain</th><th>authored</th><th>generated</th><th>flipped</th><th>ambiguous</th><th>anchors against the previous bake</th><th>status</th><th>view</th></tr>',
+    `<table class="summary">${headerRow(SUMMARY_COLUMNS)}`,
     summary.join('\n'),
     '</table>',
     ...rendered.map(roomSection),

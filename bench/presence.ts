@@ -250,7 +250,8 @@ async function main(): Promise<void> {
 }
 
 async function compare(throughRedis: boolean): Promise<void> {
-  console.log(`presence bench: ${LISTENERS} listeners per server, ${CLIENTS} client processes, ${PINGS} pings per server${throughRedis ? '; ours with REDIS_URL (events through a local redis-server)' : ''}`);
+  const redisNote = throughRedis ? '; ours with REDIS_URL (events through a local redis-server)' : '';
+  console.log(`presence bench: ${LISTENERS} listeners per server, ${CLIENTS} client processes, ${PINGS} pings per server${redisNote}`);
   const ours = spawnRole('server-ours', ['--expose-gc']);
   const bare = spawnRole('server-bare', ['--expose-gc']);
   const clients = Array.from({ length: CLIENTS }, () => spawnRole('client'));
@@ -346,7 +347,8 @@ async function compare(throughRedis: boolean): Promise<void> {
   const heldOk = Number(oursRow.held) >= 10_000;
   const memOk = Number(oursRow['rss KB/listener']) < 20;
   console.log(
-    `targets: held ${oursRow.held} (≥ 10000: ${heldOk ? 'yes' : 'no'}), p99 ours/bare ${ratio.toFixed(2)}× (≤ 1.25: ${ratio <= 1.25 ? 'yes' : 'no'}), ` +
+    `targets: held ${oursRow.held} (≥ 10000: ${heldOk ? 'yes' : 'no'}), ` +
+      `p99 ours/bare ${ratio.toFixed(2)}× (≤ 1.25: ${ratio <= 1.25 ? 'yes' : 'no'}), ` +
       `${oursRow['rss KB/listener']} KB per listener (< 20: ${memOk ? 'yes' : 'no'})`,
   );
 

@@ -192,7 +192,8 @@ async function orchestrate(): Promise<void> {
         ] as const
       ).map(
         ([name, r]) =>
-          `  ${name.padEnd(10)} ${Math.round(r.rps).toString().padStart(7)} req/s   p50 ${r.p50} ms   p99 ${r.p99} ms   non-2xx ${r.non2xx}   ${(r.rps / slots.rps).toFixed(2)}×`,
+          `  ${name.padEnd(10)} ${Math.round(r.rps).toString().padStart(7)} req/s   p50 ${r.p50} ms   p99 ${r.p99} ms   ` +
+          `non-2xx ${r.non2xx}   ${(r.rps / slots.rps).toFixed(2)}×`,
       ),
       `  ratio       ${ratio.toFixed(2)}× for one character (target ≥ 0.70)   upstream calls during the runs: ${upstreamCalls}`,
       '',

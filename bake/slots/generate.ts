@@ -388,7 +388,7 @@ function candidateLists(samples: Sample[], kind: RoomKind): Candidate[][] {
   const snapped: Candidate[] = [];
   const seen = new Set<string>();
   for (const s of byOrder) {
-    const key = `${Math.round(s.point[0] * 10)},${Math.round(s.point[2] * 10)},${Math.round(s.normal[0] * 4)},${Math.round(s.normal[2] * 4)}`;
+    const key = [s.point[0] * 10, s.point[2] * 10, s.normal[0] * 4, s.normal[2] * 4].map(Math.round).join(',');
     if (seen.has(key)) continue;
     seen.add(key);
     snapped.push(make(s, true));
@@ -550,7 +550,10 @@ export function generateAnchors(scene: WorldScene, input: GenerateInput): Genera
       ? {
           expected: count,
           placed: anchors.length,
-          reason: `only ${anchors.length} non-overlapping frames of at least ${probe.minSize} m fit on ${kind === 'room' ? 'upright wall surface facing the interior' : 'upright outward surface'} (${probe.examined} candidate spots examined)`,
+          reason:
+            `only ${anchors.length} non-overlapping frames of at least ${probe.minSize} m fit on ` +
+            `${kind === 'room' ? 'upright wall surface facing the interior' : 'upright outward surface'} ` +
+            `(${probe.examined} candidate spots examined)`,
         }
       : null;
   return { anchors, shortfall, examined: probe.examined };

@@ -316,7 +316,11 @@ export function buildWorldScene(document: Document, maxTriangles = BAKE_LIMITS.m
   let drawn = 0;
   forEachDrawnPrimitive(document, (node, primitive, matrix) => {
     drawn += drawnTriangleCount(primitive);
-    if (drawn > maxTriangles) throw new Error(`model draws more than ${maxTriangles.toLocaleString('en-US')} triangles (meshes counted once per node and instance using them): over the bake's limit`);
+    if (drawn > maxTriangles) {
+      const limit = maxTriangles.toLocaleString('en-US');
+      const counted = 'meshes counted once per node and instance using them';
+      throw new Error(`model draws more than ${limit} triangles (${counted}): over the bake's limit`);
+    }
     if (isSlotPrimitive(primitive) || SLOT_NAME_PATTERN.test(node.getName().trim())) return;
     const added = appendWorldTriangles(primitive, matrix, soup);
     if (primitive.getMaterial()?.getDoubleSided()) for (let i = soup.count - added; i < soup.count; i++) doubleSided.add(i);

@@ -143,7 +143,8 @@ export function findMatch(context: GuideContext, question: string, roomUid?: str
   return { kind: 'none', artworks: [], rooms: roomUid && context.rooms.some((r) => r.uid === roomUid) ? [roomUid] : [] };
 }
 
-const ABOUT_THE_VISIT = /\b(exhibition|exhibit|show|room|rooms|gallery|here|this|these|that|artworks?|works?|pieces?|paintings?|museum|visit|start|begin|see|look)\b/;
+const VISIT_WORDS = 'exhibition|exhibit|show|room|rooms|gallery|here|this|these|that|artworks?|works?|pieces?|paintings?';
+const ABOUT_THE_VISIT = new RegExp(`\\b(${VISIT_WORDS}|museum|visit|start|begin|see|look)\\b`);
 
 /** Library-routed: nothing in the exhibition matches and the question is a real question, not about the visit. */
 export function routesToLibrary(question: string, match: Match): boolean {
@@ -158,6 +159,8 @@ export function routesToLibrary(question: string, match: Match): boolean {
 const quoted = (titles: string[], max = 4) =>
   listing(titles.slice(0, max).map((t) => `"${t}"`)) + (titles.length > max ? ` and ${titles.length - max} more` : '');
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+/** What a follow-up says first when the Library could not answer it. */
+const LIBRARY_UNREACHABLE = 'The Library could not be reached just now, so here is what the exhibition itself tells me.';
 
 export function contextAnswer(context: GuideContext, match: Match): string {
   const roomOf = (uid: string) => context.rooms.find((r) => r.uid === uid);
@@ -165,7 +168,8 @@ export function contextAnswer(context: GuideContext, match: Match): string {
   if (match.kind === 'artwork' && match.artworks.length) {
     const a = context.artworks[match.artworks[0]!]!;
     const room = roomOf(a.roomUid);
-    parts.push(`"${a.title}"${a.artist ? ` is by ${a.artist}` : ' is part of this exhibition'}${a.collection ? `, from the ${a.collection} collection` : ''}.`);
+    const byWhom = a.artist ? ` is by ${a.artist}` : ' is part of this exhibition';
+    parts.push(`"${a.title}"${byWhom}${a.collection ? `, from the ${a.collection} collection` : ''}.`);
     if (room) parts.push(`You will find it in ${room.title}${room.architect ? `, a room designed by ${room.architect}` : ''}.`);
     if (a.description) parts.push(a.description);
     const more = a.artist ? context.artworks.filter((w) => w.artist === a.artist && w !== a).map((w) => w.title) : [];
@@ -181,11 +185,13 @@ export function contextAnswer(context: GuideContext, match: Match): string {
     if (rooms.length) parts.push(`You will find ${titles.length === 1 ? 'it' : 'them'} in ${listing(rooms.slice(0, 4))}.`);
   } else if (match.kind === 'room' && match.rooms.length) {
     const room = roomOf(match.rooms[0]!)!;
-    parts.push(`${room.title}${room.architect ? ` was designed by ${room.architect}` : ' is one of the rooms of this exhibition'}${room.series ? `, part of the ${room.series} series` : ''}.`);
+    const byWhom = room.architect ? ` was designed by ${room.architect}` : ' is one of the rooms of this exhibition';
+    parts.push(`${room.title}${byWhom}${room.series ? `, part of the ${room.series} series` : ''}.`);
     if (room.description) parts.push(room.description);
     const works = match.artworks.map((i) => context.artworks[i]!);
     const artists = [...new Set(works.map((w) => w.artist).filter((a): a is string => !!a))];
-    if (works.length) parts.push(`It shows ${plural(works.length, 'work')}${artists.length ? ` by ${listing(artists.slice(0, 3))}${artists.length > 3 ? ' and others' : ''}` : ''}, among them ${quoted(works.map((w) => w.title), 2)}.`);
+    const byArtists = artists.length ? ` by ${listing(artists.slice(0, 3))}${artists.length > 3 ? ' and others' : ''}` : '';
+    if (works.length) parts.push(`It shows ${plural(works.length, 'work')}${byArtists}, among them ${quoted(works.map((w) => w.title), 2)}.`);
   } else if (match.kind === 'architect' && match.name) {
     const rooms = match.rooms.map((uid) => roomOf(uid)!);
     parts.push(`${match.name} designed ${listing(rooms.map((r) => r.title).slice(0, 4))} in this exhibition.`);
@@ -198,7 +204,8 @@ export function contextAnswer(context: GuideContext, match: Match): string {
 
 function summary(context: GuideContext): string {
   const parts = [
-    `${context.name} brings together ${plural(context.artworks.length, 'work')} by ${plural(context.artists.length, 'artist')} across ${plural(context.rooms.length, 'room')}.`,
+    `${context.name} brings together ${plural(context.artworks.length, 'work')} by ${plural(context.artists.length, 'artist')}` +
+      ` across ${plural(context.rooms.length, 'room')}.`,
   ];
   if (context.rooms.length) {
     const rooms = context.rooms.slice(0, 4).map((r) => (r.architect ? `${r.title} (designed by ${r.architect})` : r.title));
@@ -377,11 +384,13 @@ export class Guide {
     const where: string[] = [];
     const room = input?.roomUid && context.rooms.find((r) => r.uid === input.roomUid);
     if (room) where.push(`The visitor is in the room "${room.title}".`);
-    if (input?.focus?.title) where.push(`The visitor is looking at "${cleanText(input.focus.title, 160)}"${input.focus.artist ? ` by ${cleanText(input.focus.artist, 120)}` : ''}.`);
+    const focus = input?.focus;
+    if (focus?.title) where.push(`The visitor is looking at "${cleanText(focus.title, 160)}"${focus.artist ? ` by ${cleanText(focus.artist, 120)}` : ''}.`);
     return [
       `You are ${persona.name}, guiding a visitor through the museum exhibition "${context.name}". Stay in character.`,
       persona.brief,
-      'Answer in at most four short sentences of plain text (no markdown, no lists). Use the facts below; if they do not say, answer briefly and honestly.',
+      'Answer in at most four short sentences of plain text (no markdown, no lists). ' +
+        'Use the facts below; if they do not say, answer briefly and honestly.',
       ...where,
       'Facts:',
       describeForPrompt(context, 4_000, { artworks: match.artworks, rooms: match.rooms }),
@@ -448,7 +457,7 @@ export class Guide {
     } catch {
       if (this.abort.signal.aborted) return;
       followup = {
-        text: clamp(`The Library could not be reached just now, so here is what the exhibition itself tells me. ${contextAnswer(context, match)}`, ANSWER_CHARS),
+        text: clamp(`${LIBRARY_UNREACHABLE} ${contextAnswer(context, match)}`, ANSWER_CHARS),
         sources: [],
         fallback: true,
       };

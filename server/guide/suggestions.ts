@@ -117,15 +117,18 @@ export function describeForPrompt(
   first: { artworks?: number[]; rooms?: string[] } = {},
 ): string {
   const roomLine = (r: GuideContext['rooms'][number]) =>
-    `Room "${r.title}"${r.architect ? ` designed by ${r.architect}` : ''}${r.series ? ` (series ${r.series})` : ''}${r.description ? `: ${r.description}` : ''}`;
+    `Room "${r.title}"${r.architect ? ` designed by ${r.architect}` : ''}${r.series ? ` (series ${r.series})` : ''}` +
+    `${r.description ? `: ${r.description}` : ''}`;
   const titles = new Map(context.rooms.map((r) => [r.uid, r.title]));
   const artworkLine = (a: GuideContext['artworks'][number]) =>
-    `Artwork "${a.title}"${a.artist ? ` by ${a.artist}` : ''}${a.collection ? ` (${a.collection})` : ''}, in ${titles.get(a.roomUid) ?? 'the exhibition'}${a.description ? `: ${a.description}` : ''}`;
+    `Artwork "${a.title}"${a.artist ? ` by ${a.artist}` : ''}${a.collection ? ` (${a.collection})` : ''}` +
+    `, in ${titles.get(a.roomUid) ?? 'the exhibition'}${a.description ? `: ${a.description}` : ''}`;
   const firstRooms = new Set(first.rooms ?? []);
   const firstArtworks = new Set(first.artworks ?? []);
   // Lazily, so a 15,000-artwork exhibition only formats what fits.
   function* lines(): Generator<string> {
-    yield `Exhibition "${context.name}": ${context.rooms.length} rooms, ${context.artworks.length} artworks, ${context.artists.length} artists.`;
+    const { rooms, artworks, artists } = context;
+    yield `Exhibition "${context.name}": ${rooms.length} rooms, ${artworks.length} artworks, ${artists.length} artists.`;
     for (const i of firstArtworks) if (context.artworks[i]) yield artworkLine(context.artworks[i]);
     for (const r of context.rooms) if (firstRooms.has(r.uid)) yield roomLine(r);
     for (const r of context.rooms) if (!firstRooms.has(r.uid)) yield roomLine(r);
@@ -221,7 +224,9 @@ export class StarterJobs {
           [
             {
               role: 'system',
-              content: `You write starter questions for visitors of a museum exhibition. Reply with ${MAX_STARTERS} short questions, one per line, nothing else.`,
+              content:
+                'You write starter questions for visitors of a museum exhibition. ' +
+                `Reply with ${MAX_STARTERS} short questions, one per line, nothing else.`,
             },
             { role: 'user', content: describeForPrompt(context) },
           ],

@@ -11,8 +11,14 @@ export const MARKUP = /<\s*[a-zA-Z!/?]/;
  * non-joiner, direction marks, word joiner and invisible operators, BOM, soft hyphen, Mongolian
  * vowel separator. A zero-width joiner is kept only between two emoji (it joins them into one).
  */
-const INVISIBLE_G =
-  /[\u00AD\u180E\u200B\u200C\u200E\u200F\u2060-\u2064\uFEFF]|(?<!\p{Extended_Pictographic}[\u{FE0F}\u{1F3FB}-\u{1F3FF}]?)\u200D|\u200D(?!\p{Extended_Pictographic})/gu;
+const INVISIBLE_G = new RegExp(
+  [
+    String.raw`[\u00AD\u180E\u200B\u200C\u200E\u200F\u2060-\u2064\uFEFF]`,
+    String.raw`(?<!\p{Extended_Pictographic}[\u{FE0F}\u{1F3FB}-\u{1F3FF}]?)\u200D`,
+    String.raw`\u200D(?!\p{Extended_Pictographic})`,
+  ].join('|'),
+  'gu',
+);
 /** Tags, comments and declarations (`<b>`, `</a>`, `<!-- -->`, `<img src=x>`). */
 const TAGS_G = /<\s*[a-zA-Z!/?][^>]*>?/g;
 
