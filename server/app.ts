@@ -1,38 +1,33 @@
 /**
- * The server factory: builds the Koa app and its services from a validated Config, so tests
- * start real servers on ephemeral ports. Middleware, one job each, outermost first:
- * request id + client IP → access log → CORS → error envelope → routes (auth, limits and
- * validation are attached per route by `Api`). Immutable artifacts are answered by the fast path
- * before Koa is entered; /healthz, /readyz and /metrics before both (server/operations.ts).
+ * The server factory: builds the Koa app and its services from a validated Config, so tests start
+ * real servers on ephemeral ports. Koa is the server — `http.createServer(app.callback())` is the
+ * only request handler — and every request passes the stages of server/stages.ts in one order, down
+ * to the route table's declarations (server/route-table.ts: `/v1`, `/files`, the pages, the
+ * operations endpoints).
  *
  * Two ways to stop: `close()` at once (tests), and `shutdown()` — the one graceful sequence
  * (SIGTERM): readiness fails and every response says `Connection: close`, event streams end with a
  * `retry:` hint (clients reconnect to another instance), the listener closes after a short delay
  * (load balancers see /readyz fail first) once new connections pause, requests in flight are
- * answered (bounded), then the `onShutdown('flush')` hooks run (e.g. a buffered log) and the
- * services and pools close.
+ * answered (bounded), then the `onShutdown('flush')` hooks run and the services and pools close;
+ * the log is flushed last.
  */
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, Server as NetServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Koa from 'koa';
 import type { Logger } from 'pino';
-import { Api } from './api.ts';
-import { flushLog, serverLog } from './log.ts';
 import type { Config } from './config.ts';
-import { AccessLog, accessLog } from './middleware/access-log.ts';
-import { guardConnections, refusedBeforeRouting, serverOptions } from './middleware/connections.ts';
-import { compressAnswers } from './middleware/compress.ts';
-import { cors } from './middleware/cors.ts';
-import { fileResponseHeaders } from './middleware/file-headers.ts';
-import { clientErrorResponder, errorEnvelope } from './middleware/errors.ts';
+import { flushLog, serverLog } from './log.ts';
+import { guardConnections, serverOptions } from './middleware/connections.ts';
+import { clientErrorResponder } from './middleware/errors.ts';
 import type { RateLimitStore } from './middleware/rate-limit.ts';
-import { requestContext } from './middleware/request-id.ts';
-import { Operations } from './operations.ts';
-import { type InFlight, labelRoute, MuseumResponse } from './request-metrics.ts';
+import { Operations, operationRoutes } from './operations.ts';
+import { RouteTable } from './route-table.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
 import { type BuiltServices, buildServices } from './services.ts';
-import type { FastPathHandler, MuseumState, Services } from './types.ts';
+import { stages } from './stages.ts';
+import type { MuseumContext, MuseumState, Services } from './types.ts';
 
 export interface MuseumServer {
   url: string;
@@ -73,18 +68,14 @@ export async function startServer(config: Config, options: ServerOptions = {}): 
 
 /** The listening server over built services; on failure nothing of its own is left open. */
 async function serveWith(config: Config, services: BuiltServices, log: Logger): Promise<MuseumServer> {
-  const { keys, limiter } = services;
+  const { keys, limiter, content, state, redis, presence } = services;
+  const operations = new Operations({ content, state, redis, presence });
+  const table = new RouteTable({ keys, limiter });
+  for (const register of ROUTE_MODULES) register(table, services);
+  operationRoutes(table, operations, config.metricsPort === undefined ? config.metricsToken : undefined);
 
-  // One access-line writer for both paths, so their lines keep one order.
-  const access = new AccessLog(log);
-  const api = new Api({ keys, limiter, access });
-  for (const register of ROUTE_MODULES) register(api, services);
-  const fastPath = api.fastPath();
-  const { content, state, redis } = services;
-  const operations = new Operations({ content, state, redis, metricsToken: config.metricsPort === undefined ? config.metricsToken : undefined });
-
-  const app = koaApp(config, api, access);
-  const { server, lastConnectionAt } = nodeServer(config, operations, fastPath, app.callback(), log);
+  const app = koaApp(table, operations, config, log);
+  const { server, lastConnectionAt } = nodeServer(config, operations, app, log);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());
@@ -121,9 +112,8 @@ async function serveWith(config: Config, services: BuiltServices, log: Logger): 
   };
 }
 
-/** The Koa app: the middleware stack of the module comment, outermost first, then the routes. */
-function koaApp(config: Config, api: Api, access: AccessLog): Koa<MuseumState> {
-  const { log } = access;
+/** The Koa app: the stages of server/stages.ts, in their one order. */
+function koaApp(table: RouteTable, operations: Operations, config: Config, log: Logger): Koa<MuseumState> {
   const app = new Koa<MuseumState>();
   app.silent = true;
   app.on('error', (err: NodeJS.ErrnoException) => {
@@ -132,43 +122,13 @@ function koaApp(config: Config, api: Api, access: AccessLog): Koa<MuseumState> {
     if (['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE', 'ERR_STREAM_WRITE_AFTER_END', 'ERR_STREAM_DESTROYED'].includes(err.code ?? '')) return;
     log.error({ err }, 'koa error');
   });
-  app.use(requestContext({ trustProxy: config.trustProxy }));
-  app.use(accessLog(access));
-  app.use(fileResponseHeaders());
-  app.use(cors());
-  app.use(compressAnswers());
-  app.use(errorEnvelope(log));
-  app.use(async function routeLabel(ctx, next) {
-    try {
-      await next();
-    } finally {
-      // Label by the route Koa matched (metrics), never by raw URL; `:id` written as declared, `{id}`.
-      if (ctx._matchedRoute !== undefined) labelRoute(ctx.res, declaredPath(String(ctx._matchedRoute)));
-    }
-  });
-  app.use(api.router.routes());
-  app.use(api.router.allowedMethods());
+  for (const stage of stages({ table, log, trustProxy: config.trustProxy, operations })) app.use(stage);
   return app;
 }
 
-/**
- * The node server, not yet listening: the operations endpoints first, then the fast path, then Koa;
- * with its guards. `lastConnectionAt` is when the last connection arrived while draining.
- */
-function nodeServer(
-  config: Config,
-  operations: Operations,
-  fastPath: FastPathHandler,
-  koaHandler: ReturnType<Koa<MuseumState>['callback']>,
-  log: Logger,
-): { server: Server; lastConnectionAt: () => number } {
-  const server = createServer({ ...serverOptions(config), ServerResponse: MuseumResponse.asServerOption }, (req, res) => {
-    if (refusedBeforeRouting(req, res)) return;
-    if (operations.handle(req, res)) return;
-    operations.observe(res as MuseumResponse);
-    if (operations.draining) res.setHeader('Connection', 'close');
-    if (!fastPath(req, res)) void koaHandler(req, res);
-  });
+/** The node server, not yet listening, with its guards. `lastConnectionAt` is when the last connection arrived while draining. */
+function nodeServer(config: Config, operations: Operations, app: Koa<MuseumState>, log: Logger): { server: Server; lastConnectionAt: () => number } {
+  const server = createServer(serverOptions(config), app.callback());
   server.on('clientError', clientErrorResponder());
   let lastConnectionAt = 0;
   server.on('connection', () => {
@@ -246,29 +206,22 @@ async function release({ services, operations, metricsServer }: Running): Promis
   await services.state.close();
 }
 
-/** Koa's `/v1/artworks/:id` as the route declares it, `/v1/artworks/{id}` (memoized: few routes). */
-const declared = new Map<string, string>();
-function declaredPath(koaPath: string): string {
-  let path = declared.get(koaPath);
-  if (path === undefined) declared.set(koaPath, (path = koaPath.replace(/:(\w+)/g, '{$1}')));
-  return path;
-}
-
-/** Resolves when `inFlight` is empty, or after `ms`. */
-async function untilEmpty(inFlight: InFlight, ms: number): Promise<void> {
+/** Resolves when no request is in flight, or after `ms`. */
+async function untilEmpty(inFlight: ReadonlySet<MuseumContext>, ms: number): Promise<void> {
   const deadline = Date.now() + ms;
   while (inFlight.size > 0 && Date.now() < deadline) await sleep(25);
 }
 
 /**
  * End every open event stream with a `retry:` hint, so its client reconnects (to another instance)
- * soon. Presence streams are ended the same way by their hub (a drain hook); others (Library) here.
+ * soon. Streams are known from their route's declaration; a route that ends its own (the presence
+ * hub, a drain hook) is left to it.
  */
-function endEventStreams(inFlight: InFlight, retryMs: number): void {
-  for (const res of inFlight) {
-    const type = res.getHeader('content-type');
-    if (typeof type !== 'string' || !type.startsWith('text/event-stream') || !res.headersSent || res.writableEnded) continue;
-    if (res.req?.url?.startsWith('/v1/presence/')) continue; // the hub writes to the socket itself
-    res.end(`retry: ${retryMs}\n\n`);
+function endEventStreams(inFlight: ReadonlySet<MuseumContext>, retryMs: number): void {
+  for (const ctx of [...inFlight]) {
+    const response = ctx.state.route?.response;
+    if (!response || !('sse' in response) || response.endsOwnStreams) continue;
+    if (!ctx.res.headersSent || ctx.res.writableEnded) continue;
+    ctx.res.end(`retry: ${retryMs}\n\n`);
   }
 }

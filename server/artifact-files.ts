@@ -3,7 +3,7 @@
  * as image variants). Content-addressed files never change, so what was read once stays valid: small
  * files are kept in a bounded in-memory LRU, large ones are streamed from disk with their metadata
  * remembered (bounded too). `answerFile` and `fileResponse` turn a file and a request into the answer
- * both the fast path and the Koa route send.
+ * the files route sends.
  */
 import { promises as fs } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';

@@ -1,5 +1,5 @@
 /**
- * Conditional and range requests, shared by the fast path and the Koa routes: strong ETags with
+ * Conditional and range requests, shared by the routes: strong ETags with
  * If-None-Match, one `bytes=` Range, and the caching policies of what we serve.
  */
 export const IMMUTABLE_CACHE_CONTROL = 'public, max-age=31536000, immutable';

@@ -1,6 +1,6 @@
 /**
- * The OpenAPI 3.1 document as a function of the route declarations (server/api.ts): the same
- * declarations Koa and the fast path enforce, so what is documented cannot drift from what is served.
+ * The OpenAPI 3.1 document as a function of the route declarations (server/route-table.ts): the same
+ * declarations the route table enforces, so what is documented cannot drift from what is served.
  * Fit for code generators (decisions.md "Clients of the HTTP API"): operationIds named for people,
  * an example for every answer, the response headers, each status's error codes as an enum, and
  * response objects open to new fields (clients must ignore fields they do not know).

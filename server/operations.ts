@@ -1,43 +1,48 @@
 /**
- * Operating the server (decisions.md "Pages and operations"): `GET /healthz` (alive), `GET /readyz`
- * (content snapshot loaded, state store and Redis reachable when configured; 503 naming what is
- * missing), `GET /metrics` (Prometheus text, prom-client) — answered before Koa, so they are cheap,
- * never rate limited and never in the access log — and the registry of requests in flight that the
- * metrics and the graceful shutdown read.
- *
- * Metrics stay cheap on the hot path (server/request-metrics.ts): a response reports its own close,
- * and is counted and timed in plain arrays read at scrape time; routes are labelled by their
- * declaration (Koa's matched path, or the fast path's route), never by raw URL.
+ * Operating the server (decisions.md "Pages and operations"): the route declarations of `GET /healthz`
+ * (alive), `GET /readyz` (content snapshot loaded, state store and Redis reachable when configured;
+ * 503 naming what is missing) and `GET /metrics` (Prometheus text, prom-client: with METRICS_TOKEN on
+ * the main port, or on its own METRICS_PORT listener) — never rate limited, never in the access log —
+ * and the metrics registry, with the registry of requests in flight that the gauges and the graceful
+ * shutdown read. Requests are counted and timed by the route declaration that answered them.
  */
-import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { z } from 'zod';
 import type { ContentStore } from './content.ts';
-import { envelope } from './errors.ts';
+import { envelope, HttpError } from './errors.ts';
+import { JSON_TYPE } from './http-conditional.ts';
 import { CORS_HEADERS } from './middleware/cors.ts';
+import type { RequestObserver } from './middleware/observe.ts';
 import { REQUEST_ID_HEADER, requestIdOf } from './middleware/request-id.ts';
-import { InFlight, type MuseumResponse, RequestMetrics, type ResponseTracker } from './request-metrics.ts';
+import type { PresenceHub } from './presence/hub.ts';
+import type { RouteTable } from './route-table.ts';
 import type { StateStore } from './state/store.ts';
+import type { MuseumContext, RawAnswer } from './types.ts';
 import { upstreamEvents } from './upstream/http.ts';
 
 const CHECK_TIMEOUT_MS = 1_000;
 /** Readiness answers are reused this long: load balancers probing hard cost one check a second. */
 const READY_CACHE_MS = 1_000;
+const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+/** Seconds. */
+const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 export interface OperationsDeps {
   content: ContentStore;
   state: StateStore;
   redis: Redis | null;
-  metricsToken?: string;
+  presence: PresenceHub;
 }
 
-export class Operations implements ResponseTracker {
+export class Operations implements RequestObserver {
   readonly registry = new Registry();
-  /** Responses not yet finished or closed (what a graceful shutdown waits for). */
-  readonly inFlight = new InFlight();
-  private readonly requests = new RequestMetrics();
+  /** Requests not yet answered (what a graceful shutdown waits for). */
+  readonly inFlight = new Set<MuseumContext>();
+  private readonly requests: Counter<'route' | 'method' | 'status'>;
+  private readonly durations: Histogram<'route' | 'method'>;
   private readonly refusals: Counter<'route'>;
   private readonly upstreamCalls: Counter<'upstream'>;
   private readonly upstreamFailures: Counter<'upstream' | 'reason'>;
@@ -51,7 +56,19 @@ export class Operations implements ResponseTracker {
 
   constructor(private readonly deps: OperationsDeps) {
     const registers = [this.registry];
-    this.requests.register(this.registry);
+    this.requests = new Counter({
+      name: 'museum_http_requests_total',
+      help: 'HTTP requests answered, by route declaration, method and status',
+      labelNames: ['route', 'method', 'status'],
+      registers,
+    });
+    this.durations = new Histogram({
+      name: 'museum_http_request_duration_seconds',
+      help: 'Time to answer an HTTP request (to the end of the response), by route declaration',
+      labelNames: ['route', 'method'],
+      buckets: BUCKETS,
+      registers,
+    });
     this.refusals = new Counter({ name: 'museum_rate_limit_refusals_total', help: 'Requests refused with 429 (per-key, per-IP and registration limits), by route', labelNames: ['route'], registers });
     this.upstreamCalls = new Counter({ name: 'museum_upstream_calls_total', help: 'Calls made to upstream services, by upstream', labelNames: ['upstream'], registers });
     this.upstreamFailures = new Counter({
@@ -63,13 +80,14 @@ export class Operations implements ResponseTracker {
     upstreamEvents.subscribe(this.onUpstream);
     const inFlight = this.inFlight;
     new Gauge({ name: 'museum_presence_listeners', help: 'Presence stream listeners connected to this instance', registers, collect() {
-      let listeners = 0;
-      for (const res of inFlight) if (isEventStream(res) && res.req?.url?.startsWith('/v1/presence/')) listeners++;
-      this.set(listeners);
+      this.set(deps.presence.size);
     } });
     new Gauge({ name: 'museum_sse_streams_open', help: 'Server-sent event streams open on this instance (presence, Library)', registers, collect() {
       let open = 0;
-      for (const res of inFlight) if (isEventStream(res)) open++;
+      for (const ctx of inFlight) {
+        const response = ctx.state.route?.response;
+        if (response && 'sse' in response && ctx.res.headersSent) open++;
+      }
       this.set(open);
     } });
     new Gauge({ name: 'museum_http_requests_in_flight', help: 'Requests being answered (streams included)', registers, collect() {
@@ -86,48 +104,12 @@ export class Operations implements ResponseTracker {
     upstreamEvents.unsubscribe(this.onUpstream);
   }
 
-  /** Track a request until its response finishes or its connection closes. */
-  observe(res: MuseumResponse): void {
-    this.inFlight.add(res);
-    res.tracker = this;
-  }
-
-  closed(res: MuseumResponse): void {
-    this.inFlight.delete(res);
-    const route = res.route;
-    if (route === undefined) return; // operations endpoints, unmatched paths
-    this.requests.record(route, res.req.method, res.statusCode, (performance.now() - res.startedAt) / 1000);
-    if (res.statusCode === 429) this.refusals.inc({ route });
-  }
-
-  /** Answer /healthz, /readyz and (on the main port, with the token) /metrics; false for anything else. */
-  handle(req: IncomingMessage, res: ServerResponse): boolean {
-    const url = req.url;
-    // Every request passes here first: API and file paths (`/v1/…`, `/files/…`, `/view/…`) leave at the first letter.
-    const first = url?.charCodeAt(1);
-    if (url === undefined || (first !== 104 && first !== 114 && first !== 109) /* h r m */ || (req.method !== 'GET' && req.method !== 'HEAD')) return false;
-    const path = url.indexOf('?') < 0 ? url : url.slice(0, url.indexOf('?'));
-    if (path === '/healthz') {
-      send(req, res, this.draining ? 503 : 200, this.draining ? envelope('Shutting down', 'UNAVAILABLE') : { status: 'ok' });
-      return true;
-    }
-    if (path === '/readyz') {
-      void this.readiness().then((missing) =>
-        missing.length === 0
-          ? send(req, res, 200, { status: 'ready' })
-          : send(req, res, 503, envelope(`Not ready: ${missing.join('; ')}`, 'UNAVAILABLE')),
-      );
-      return true;
-    }
-    if (path === '/metrics' && this.deps.metricsToken !== undefined) {
-      if (!bearerMatches(req.headers.authorization, this.deps.metricsToken)) {
-        send(req, res, 401, envelope('Metrics need Authorization: Bearer <METRICS_TOKEN>', 'UNAUTHORIZED'));
-        return true;
-      }
-      void this.writeMetrics(req, res);
-      return true;
-    }
-    return false;
+  /** A request answered by `route` (its declared path). */
+  record(route: string, rawMethod: string, status: number, seconds: number): void {
+    const method = METHODS.has(rawMethod) ? rawMethod : 'other';
+    this.requests.inc({ route, method, status });
+    this.durations.observe({ route, method }, seconds);
+    if (status === 429) this.refusals.inc({ route });
   }
 
   /** What keeps this instance from serving (empty when ready). */
@@ -177,19 +159,7 @@ export class Operations implements ResponseTracker {
   }
 }
 
-const isEventStream = (res: ServerResponse): boolean => {
-  const type = res.getHeader('content-type');
-  return typeof type === 'string' && type.startsWith('text/event-stream');
-};
 
-function bearerMatches(header: string | undefined, token: string): boolean {
-  const match = /^Bearer\s+(\S+)\s*$/i.exec(header ?? '');
-  if (!match) return false;
-  const a = Buffer.from(match[1]!);
-  const b = Buffer.from(token);
-  // Constant time for equal lengths; the length of a token is no secret worth the complexity.
-  return a.length === b.length && timingSafeEqual(a, b);
-}
 
 function send(req: IncomingMessage, res: ServerResponse, status: number, body: unknown): void {
   const bytes = Buffer.from(JSON.stringify(body));
@@ -213,3 +183,56 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
     }),
   ]).finally(() => clearTimeout(timer));
 }
+
+/** Answers of the operations endpoints are never cached by anyone. */
+const NO_STORE = { 'Cache-Control': 'no-store' } as const;
+const ok = (body: unknown): RawAnswer => ({ status: 200, headers: { 'Content-Type': JSON_TYPE }, body: Buffer.from(JSON.stringify(body)) });
+const Status = z.object({ status: z.string() });
+
+/**
+ * `/healthz`, `/readyz` and (with METRICS_TOKEN, METRICS_PORT unset) `/metrics` on the main port: public
+ * probes and a bearer-token scrape, none rate limited, none in the access log or the request metrics.
+ */
+export function operationRoutes(table: RouteTable, operations: Operations, metricsToken: string | undefined): void {
+  const common = { method: 'GET', tag: 'operations', headers: NO_STORE, logged: false, documented: false } as const;
+  table.route({
+    ...common,
+    path: '/healthz',
+    operationId: 'health',
+    summary: 'Alive (503 while shutting down)',
+    access: 'public',
+    response: { json: Status },
+    handler: () => {
+      if (operations.draining) throw SHUTTING_DOWN;
+      return ok({ status: 'ok' });
+    },
+  });
+  table.route({
+    ...common,
+    path: '/readyz',
+    operationId: 'ready',
+    summary: 'Ready to serve: a bake published, the state store and Redis reachable (503 naming what is missing)',
+    access: 'public',
+    response: { json: Status },
+    async handler() {
+      const missing = await operations.readiness();
+      if (missing.length > 0) throw new HttpError(503, 'UNAVAILABLE', `Not ready: ${missing.join('; ')}`);
+      return ok({ status: 'ready' });
+    },
+  });
+  if (metricsToken === undefined) return;
+  table.route({
+    ...common,
+    path: '/metrics',
+    operationId: 'metrics',
+    summary: 'Prometheus text',
+    access: { bearer: metricsToken },
+    response: { binary: 'text/plain', description: 'Prometheus exposition format' },
+    async handler(ctx) {
+      ctx.type = operations.registry.contentType;
+      ctx.body = await operations.registry.metrics();
+    },
+  });
+}
+
+const SHUTTING_DOWN = new HttpError(503, 'UNAVAILABLE', 'Shutting down');

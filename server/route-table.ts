@@ -6,7 +6,7 @@
  *
  *  - `match`: finds the declarations of the request's path (a Map for static paths, then the
  *    patterns of the path's first segments), sets `ctx.state.match` and the path's declared headers —
- *    on every answer of that path, errors and preflights included;
+ *    on every answer of that path, errors and preflights included (an unmatched path: its area's);
  *  - `dispatch`: 404 for no path, 405 for a method the path lacks, else the route's own stages,
  *    composed once at registration: auth + key limit or IP limit → body → validation → handler.
  *
@@ -110,7 +110,7 @@ export interface PathMatch {
   params: Record<string, string>;
 }
 
-/** An area of the path space whose every answer, matched or not, carries headers (e.g. `/files/`). */
+/** An area of the path space whose unmatched paths answer with its routes' headers (e.g. `/files/`). */
 interface Area {
   prefix: string;
   headers: Headers;
@@ -247,7 +247,7 @@ export class RouteTable {
     this.routes.push(def);
   }
 
-  /** Every answer under `prefix`, whether a route matches or not, carries `headers`. */
+  /** Answers under `prefix` that no route matches (404s) carry `headers`, as the area's routes' answers do. */
   area(prefix: string, headers: Headers): void {
     this.areas.push({ prefix, headers });
   }
@@ -294,12 +294,13 @@ export class RouteTable {
   match(): MuseumMiddleware {
     return (ctx, next) => {
       const path = ctx.path;
-      for (const area of this.areas) if (path.startsWith(area.prefix)) ctx.set(area.headers);
       const match = this.lookup(path);
       ctx.state.match = match;
       if (match) {
         (ctx as RouteContext).params = match.params;
         if (match.entry.headers) ctx.set(match.entry.headers);
+      } else {
+        for (const area of this.areas) if (path.startsWith(area.prefix)) ctx.set(area.headers);
       }
       return next();
     };

@@ -2,8 +2,8 @@
  * The request path, in one order, for every request (http.createServer(app.callback()) is the only
  * request handler):
  *
- *   connection guard → request id + client IP → access line + metrics (on close) → error envelope →
- *   route match (+ the path's declared headers) → CORS (preflights from the table) → compression →
+ *   connection guard → request id + client IP → access line + metrics (on close) → compression →
+ *   error envelope → route match (+ the path's declared headers) → CORS (preflights from the table) →
  *   dispatch: 404 / 405, or the route's own stages — auth + key limit or IP limit → body → validation → handler
  *
  * Each stage is a small Koa middleware in its own file; the route's own stages are composed once per
@@ -11,6 +11,7 @@
  */
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
+import { compressAnswers } from './middleware/compress.ts';
 import { cors } from './middleware/cors.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { connectionGuard } from './middleware/guard.ts';
@@ -32,6 +33,7 @@ export function stages({ table, log, trustProxy, operations }: StageDeps): Array
     connectionGuard(operations),
     requestContext({ trustProxy }),
     observe(log, operations),
+    compressAnswers(),
     errorEnvelope(log),
     table.match(),
     cors(),

@@ -1,5 +1,5 @@
 /**
- * Types shared by the server's modules (the app, the route table, the fast path, the routes), kept
+ * Types shared by the server's modules (the app, the route table, the stages, the routes), kept
  * apart so that none of them has to import another just for its types.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';

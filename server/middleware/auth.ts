@@ -17,7 +17,7 @@ export function keyFromHeaders(apiKey: string | undefined, authorization: string
   return match ? match[1]! : null;
 }
 
-/** The key presented in a request's headers (shared with the fast path). */
+/** The key presented in a request's headers. */
 export const presentedKey = (headers: IncomingHttpHeaders): string | null => {
   const apiKey = headers['x-api-key'];
   return keyFromHeaders(Array.isArray(apiKey) ? apiKey[0] : apiKey, headers.authorization);
@@ -39,7 +39,7 @@ const failure = (err: unknown): HttpError => {
 };
 
 /**
- * The id of the active key presented, or the error to answer (shared with the fast path):
+ * The id of the active key presented, or the error to answer:
  * synchronous when the key store answers from memory, a promise when it must ask its database.
  */
 export function authenticate(keys: KeyStore, presented: string | null): number | HttpError | Promise<number | HttpError> {

@@ -1,14 +1,16 @@
 /**
- * The access line and the request metrics: when a response closes (finished, or its connection
- * gone), one pino line `{ requestId, method, path, status, ms, msg: 'request' }` and the route's
- * count and latency — labelled by the route declaration that answered, never by raw URL. A route
- * declared `logged: false` (health probes, /metrics) leaves neither. While open, the request is in
- * the registry of requests in flight (what the graceful shutdown and the gauges read).
+ * The access line and the request metrics: once a request is done — its response closed (finished,
+ * or its connection gone) and its stages returned (a client that left mid-body is logged 499 by the
+ * error envelope after its connection closed) — one pino line `{ requestId, method, path, status,
+ * ms, msg: 'request' }` and the route's count and latency, labelled by the route declaration that
+ * answered, never by raw URL. A route declared `logged: false` (health probes, /metrics) leaves
+ * neither. Until then the request is in the registry of requests in flight (what the graceful
+ * shutdown and the gauges read).
  */
 import type { Logger } from 'pino';
 import type { MuseumContext, MuseumMiddleware } from '../types.ts';
 
-/** Where a closed request is counted (server/operations.ts). */
+/** Where a finished request is counted (server/operations.ts). */
 export interface RequestObserver {
   readonly inFlight: Set<MuseumContext>;
   record(route: string, method: string, status: number, seconds: number): void;
@@ -19,7 +21,9 @@ export function observe(log: Logger, observer: RequestObserver): MuseumMiddlewar
     const started = performance.now();
     const { inFlight } = observer;
     inFlight.add(ctx);
-    ctx.res.once('close', () => {
+    let waiting = 2;
+    const done = () => {
+      if (--waiting > 0) return;
       inFlight.delete(ctx);
       const route = ctx.state.route;
       if (route?.logged === false) return;
@@ -28,7 +32,8 @@ export function observe(log: Logger, observer: RequestObserver): MuseumMiddlewar
       const status = ctx.res.statusCode;
       log.info({ requestId: ctx.state.requestId, method, path: ctx.path, status, ms: Math.round(ms * 100) / 100 }, 'request');
       if (route) observer.record(route.path, method, status, ms / 1000);
-    });
-    return next();
+    };
+    ctx.res.once('close', done);
+    return next().finally(done);
   };
 }

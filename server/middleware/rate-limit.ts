@@ -62,7 +62,7 @@ export class MemoryRateLimitStore implements RateLimitStore {
 
 export const KEY_LIMIT = { limit: 120, windowMs: 60_000 } as const;
 
-/** Count a keyed request (shared with the fast path): the decision for key `keyId`. */
+/** Count a keyed request: the decision for key `keyId`. */
 export const hitKeyLimit = (store: RateLimitStore, keyId: number): RateDecision | Promise<RateDecision> =>
   store.hit(`key:${keyId}`, KEY_LIMIT.limit, KEY_LIMIT.windowMs, Date.now());
 

@@ -2,13 +2,12 @@
  * Artworks (keyed): the list with `collection`, `search`, `page`, `limit` and `meta {total, page,
  * limit}`, and one artwork by id. Media come normalized from the bake. Page answers are serialized
  * (and compressed, when asked) once per bake and query (bounded LRU per snapshot), so a repeated page
- * costs a map lookup; both are read from the content snapshot (fast path and Koa alike) as snapshot
- * answers (strong ETag, 304).
+ * costs a map lookup; both are read from the content snapshot as snapshot answers (strong ETag, 304).
  */
 import { z } from 'zod';
 import { LRUCache } from 'lru-cache';
 import { Artwork } from '../../artifacts/format.ts';
-import { idParam, limitParam, pageParam, type RouteModule } from '../api.ts';
+import { idParam, limitParam, pageParam, type RouteModule } from '../route-table.ts';
 import { type ContentSnapshot, perSnapshot } from '../content.ts';
 import { notFound } from '../errors.ts';
 import { KEYED_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
@@ -104,7 +103,7 @@ const ListQuery = z.object({
 });
 const ArtworkId = idParam().describe('artwork id');
 
-/** The list answer for a query (the Koa route and the fast path both answer with it). */
+/** The list answer for a query. */
 function listAnswer(snapshot: ContentSnapshot, query: z.output<typeof ListQuery>): SnapshotAnswer {
   const search = (query.search ?? '').trim().toLowerCase();
   // The search text joins title and artist with a newline: a needle with one matches neither field.
@@ -134,7 +133,7 @@ export const artworkRoutes: RouteModule = (api, { content }) => {
       }),
     },
     errors: [304],
-    fast: ({ query }, req) => () => listAnswer(content.snapshot, query).answer(req),
+    handler: (ctx, { query }) => listAnswer(content.snapshot, query).answer(ctx.req),
   });
 
   api.route({
@@ -147,6 +146,6 @@ export const artworkRoutes: RouteModule = (api, { content }) => {
     params: z.object({ id: ArtworkId }),
     response: { json: z.object({ data: Artwork }) },
     errors: [304, 404],
-    fast: ({ params }, req) => () => artworkAnswer(content.snapshot, params.id).answer(req),
+    handler: (ctx, { params }) => artworkAnswer(content.snapshot, params.id).answer(ctx.req),
   });
 };

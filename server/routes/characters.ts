@@ -1,11 +1,10 @@
 /**
  * GET /v1/characters and /v1/characters/{id}: the character knowledge base, live from its upstream
  * through the server's one CharactersClient (cached ~5 min; bodies serialized once per cache entry).
- * A request whose answer is already cached is read from memory (the fast path, or Koa, with the same
- * body); a miss goes to the handler, which asks the upstream.
+ * A request whose answer is cached is answered from memory; a miss asks the upstream.
  */
 import { z } from 'zod';
-import { idParam, limitParam, pageParam, type RouteModule } from '../api.ts';
+import { idParam, limitParam, pageParam, type RouteModule } from '../route-table.ts';
 import { notFound, unconfigured } from '../errors.ts';
 import {
   type CharacterInclude,
@@ -47,8 +46,6 @@ export const characterRoutes: RouteModule = (api, { characters: configured }) =>
     if (!configured) throw unconfigured(CHARACTERS_SERVICE);
     return configured;
   };
-  /** A cached answer as a fast read; a miss (or no upstream) is the handler's. */
-  const cached = (body: { body: Buffer } | undefined) => body && (() => body.body);
 
   api.route({
     method: 'GET',
@@ -60,7 +57,6 @@ export const characterRoutes: RouteModule = (api, { characters: configured }) =>
     query: ListQuery,
     response: { json: z.object({ data: z.array(CharacterSummary), meta: CharacterListMeta }) },
     errors: [502, 503],
-    fast: ({ query }) => cached(configured?.cachedListBody(listQueryOf(query))),
     async handler(ctx, { query }) {
       const body = await client().listBody(listQueryOf(query));
       ctx.type = 'application/json';
@@ -79,7 +75,6 @@ export const characterRoutes: RouteModule = (api, { characters: configured }) =>
     query: DetailQuery,
     response: { json: z.object({ data: CharacterDetail }) },
     errors: [404, 502, 503],
-    fast: ({ params, query }) => cached(configured?.cachedGetBody(params.id, includesOf(query))),
     async handler(ctx, { params, query }) {
       const body = await client().getBody(params.id, includesOf(query));
       if (!body) throw notFound(`Character ${params.id} not found`);

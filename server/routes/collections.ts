@@ -1,11 +1,11 @@
 /**
  * Collections (keyed): the published top-level collections with their `child_collections`, and any
- * published collection by slug. Answers are read from the content snapshot (fast path and Koa alike)
- * as snapshot answers: serialized and compressed once per bake, strong ETag, 304.
+ * published collection by slug. Answers are read from the content snapshot as snapshot answers:
+ * serialized and compressed once per bake, strong ETag, 304.
  */
 import { z } from 'zod';
 import { Collection } from '../../artifacts/format.ts';
-import type { RouteModule } from '../api.ts';
+import type { RouteModule } from '../route-table.ts';
 import { type ContentSnapshot, perSnapshot } from '../content.ts';
 import { notFound } from '../errors.ts';
 import { KEYED_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
@@ -32,7 +32,7 @@ export const collectionRoutes: RouteModule = (api, { content }) => {
     access: 'key',
     response: { json: z.object({ data: z.array(Collection) }) },
     errors: [304],
-    fast: (_input, req) => () => listAnswer(content.snapshot).answer(req),
+    handler: (ctx) => listAnswer(content.snapshot).answer(ctx.req),
   });
 
   api.route({
@@ -45,6 +45,6 @@ export const collectionRoutes: RouteModule = (api, { content }) => {
     params: z.object({ slug: z.string().min(1).max(200).describe('collection slug') }),
     response: { json: z.object({ data: Collection }) },
     errors: [304, 404],
-    fast: ({ params }, req) => () => collectionAnswer(content.snapshot, params.slug).answer(req),
+    handler: (ctx, { params }) => collectionAnswer(content.snapshot, params.slug).answer(ctx.req),
   });
 };

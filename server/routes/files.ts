@@ -4,19 +4,19 @@
  * snapped up to a ladder; `?format=` webp|jpeg|png|avif), made with sharp within bounds per client and in all, and cached
  * content-addressed under DATA_DIR/cache/variants with a bounded total size.
  *
- * Plain file requests are a fast read (the fast path answers them, and Koa with the same function
- * for what the fast path hands over, e.g. an encoded path); transforms are the Koa handler's. Only names matching `<sha256>.<ext>` with a known extension resolve, and only inside
- * DATA_DIR/files: nothing else on disk is reachable.
+ * Plain files known to the server are answered from memory, others streamed. Only names matching
+ * `<sha256>.<ext>` with a known extension resolve, and only inside DATA_DIR/files: nothing else on
+ * disk is reachable.
  */
 import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import { FILE_NAME_PATTERN } from '../../artifacts/format.ts';
-import type { RouteModule } from '../api.ts';
+import type { RouteModule } from '../route-table.ts';
 import { answerFile, type ArtifactFiles, fileResponse } from '../artifact-files.ts';
 import { notFound } from '../errors.ts';
 import { VARIANT_FORMATS, VARIANT_WIDTH } from '../image-variants.ts';
 import { setAnswer } from '../middleware/errors.ts';
-import { FILE_RESPONSE_HEADERS } from '../middleware/file-headers.ts';
+import { FILE_RESPONSE_HEADERS, FILES_PATH_PREFIX } from '../middleware/file-headers.ts';
 import type { RawAnswer } from '../types.ts';
 
 /** The answer for a plain file request (no transform): from memory when the file is known. */
@@ -48,6 +48,8 @@ const widthParam = z
   } as Record<string, unknown>);
 
 export const filesRoutes: RouteModule = (api, { files, variants }) => {
+  // A path under /files/ that names no file (`/files/`, `/files/a/b`) is sandboxed too.
+  api.area(FILES_PATH_PREFIX, FILE_RESPONSE_HEADERS);
   api.route({
     method: 'GET',
     path: '/files/{name}',
@@ -72,7 +74,6 @@ export const filesRoutes: RouteModule = (api, { files, variants }) => {
     },
     errors: [304, 400, 404, 416, 503],
     headers: FILE_RESPONSE_HEADERS,
-    fast: ({ params, query }, req) => (query.width === undefined && query.format === undefined ? () => plainFile(files, params.name, req) : undefined),
     async handler(ctx, { params, query }) {
       if (query.width === undefined && query.format === undefined) return setAnswer(ctx, await plainFile(files, params.name, ctx.req));
       const file = await files.byName(params.name);

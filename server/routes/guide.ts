@@ -8,7 +8,7 @@
  *   GET  /v1/guide/tts/{id}.mp3                    a spoken chunk (404 once expired)
  */
 import { z } from 'zod';
-import { type Api, limitParam, type RouteModule } from '../api.ts';
+import { type RouteTable, limitParam, type RouteModule } from '../route-table.ts';
 import type { ContentStore } from '../content.ts';
 import { notFound } from '../errors.ts';
 import { buildContext, EXHIBITION_ID, ExhibitionDocument, GuideContext, LIMITS } from '../guide/exhibitions.ts';
@@ -103,7 +103,7 @@ export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: s
 };
 
 /** Registering an exhibition, its guide context and its suggested questions. */
-function exhibitionRoutes(api: Api, store: ExhibitionStore, content: ContentStore, starters: StarterJobs): void {
+function exhibitionRoutes(api: RouteTable, store: ExhibitionStore, content: ContentStore, starters: StarterJobs): void {
   api.route({
     method: 'POST',
     path: '/v1/guide/exhibitions',
@@ -184,7 +184,7 @@ function registrationData(context: GuideContext, ownerToken: string | undefined)
 }
 
 /** A visitor's questions and the follow-up answers of a session. */
-function questionRoutes(api: Api, guide: Guide): void {
+function questionRoutes(api: RouteTable, guide: Guide): void {
   api.route({
     method: 'POST',
     path: '/v1/guide/ask',
@@ -231,7 +231,7 @@ function questionRoutes(api: Api, guide: Guide): void {
 }
 
 /** The spoken chunks of answers (none when speech is off). */
-function speechRoutes(api: Api, speech: SpeechClips | null): void {
+function speechRoutes(api: RouteTable, speech: SpeechClips | null): void {
   api.route({
     method: 'GET',
     path: '/v1/guide/tts/{id}.mp3',

@@ -1,5 +1,5 @@
 /** Every route group of the API, in registration order. */
-import type { RouteModule } from '../api.ts';
+import type { RouteModule } from '../route-table.ts';
 import { artworkRoutes } from './artworks.ts';
 import { collectionRoutes } from './collections.ts';
 import { filesRoutes } from './files.ts';

@@ -11,7 +11,7 @@ import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
-import type { RouteModule } from '../api.ts';
+import type { RouteModule } from '../route-table.ts';
 import { unconfigured } from '../errors.ts';
 import type { RouteContext } from '../types.ts';
 import { UpstreamError } from '../upstream/http.ts';

@@ -4,7 +4,7 @@
  * snapshot answers (strong ETag, 304, br/gzip compressed once).
  */
 import { z } from 'zod';
-import type { Api, RouteModule } from '../api.ts';
+import type { RouteTable, RouteModule } from '../route-table.ts';
 import type { OpenApiInfo } from '../openapi.ts';
 import { PUBLIC_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
 
@@ -17,7 +17,7 @@ const DESCRIPTION =
 export const openApiInfo = (publicUrl: string): OpenApiInfo => ({ title: API_NAME, version: API_VERSION, description: DESCRIPTION, publicUrl });
 
 /** The OpenAPI document of a route table, as GET /v1/openapi.json serves it. */
-export const openApiDocument = (api: Api, publicUrl: string) => api.openapi(openApiInfo(publicUrl));
+export const openApiDocument = (api: RouteTable, publicUrl: string) => api.openapi(openApiInfo(publicUrl));
 
 const Index = z.object({
   data: z.object({
@@ -59,7 +59,7 @@ export const metaRoutes: RouteModule = (api, { config }) => {
     access: 'public',
     response: { json: Index },
     errors: [304],
-    fast: (_input, req) => () => indexAnswer().answer(req),
+    handler: (ctx) => indexAnswer().answer(ctx.req),
   });
   api.route({
     method: 'GET',
@@ -70,6 +70,6 @@ export const metaRoutes: RouteModule = (api, { config }) => {
     access: 'public',
     response: { json: z.record(z.string(), z.unknown()) },
     errors: [304],
-    fast: (_input, req) => () => (openapi ??= SnapshotAnswer.of(openApiDocument(api, config.publicUrl), publicAnswer)).answer(req),
+    handler: (ctx) => (openapi ??= SnapshotAnswer.of(openApiDocument(api, config.publicUrl), publicAnswer)).answer(ctx.req),
   });
 };

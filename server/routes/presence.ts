@@ -4,7 +4,7 @@
  * Library: the handle only, never a question). Nothing is persisted.
  */
 import { z } from 'zod';
-import type { RouteModule } from '../api.ts';
+import type { RouteModule } from '../route-table.ts';
 import { HttpError } from '../errors.ts';
 import { withoutInvisibles } from '../guide/text.ts';
 import { type PresenceHub, SSE_HEADERS } from '../presence/hub.ts';

@@ -6,7 +6,7 @@
  */
 import { z } from 'zod';
 import { Room, RoomSlotData } from '../../artifacts/format.ts';
-import { idParam, type RouteModule } from '../api.ts';
+import { idParam, type RouteModule } from '../route-table.ts';
 import { type ContentSnapshot, perSnapshot } from '../content.ts';
 import { notFound } from '../errors.ts';
 import { SLOTS_CACHE_CONTROL } from '../http-conditional.ts';
@@ -52,7 +52,7 @@ export const roomRoutes: RouteModule = (api, { content }) => {
     access: 'key',
     response: { json: z.object({ data: z.array(Room) }) },
     errors: [304],
-    fast: (_input, req) => () => roomList(content.snapshot).answer(req),
+    handler: (ctx) => roomList(content.snapshot).answer(ctx.req),
   });
 
   api.route({
@@ -65,7 +65,7 @@ export const roomRoutes: RouteModule = (api, { content }) => {
     params: z.object({ id: idParam().describe('room id') }),
     response: { json: z.object({ data: Room }) },
     errors: [304, 404],
-    fast: ({ params }, req) => () => roomAnswer(content.snapshot, params.id).answer(req),
+    handler: (ctx, { params }) => roomAnswer(content.snapshot, params.id).answer(ctx.req),
   });
 
   api.route({
@@ -78,6 +78,6 @@ export const roomRoutes: RouteModule = (api, { content }) => {
     params: z.object({ id: idParam().describe('room id') }),
     response: { json: z.object({ data: RoomSlotData }) },
     errors: [304, 404],
-    fast: ({ params }, req) => () => slotsAnswer(content.snapshot, params.id).answer(req),
+    handler: (ctx, { params }) => slotsAnswer(content.snapshot, params.id).answer(ctx.req),
   });
 };

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { Artwork, Collection } from '../../artifacts/format.ts';
-import { limitParam, type RouteModule } from '../api.ts';
+import { limitParam, type RouteModule } from '../route-table.ts';
 import { CharacterSummary, type CharacterRecord } from '../upstream/characters.ts';
 
 /** How long a search waits for the characters group (the upstream call itself may finish and fill the cache). */

@@ -1,6 +1,6 @@
 /** GET /v1/souls/{chainId}/{contractAddress}[/{tokenId}]: signed identity documents, live from upstream. */
 import { z } from 'zod';
-import { limitParam, pageParam, type RouteModule } from '../api.ts';
+import { limitParam, pageParam, type RouteModule } from '../route-table.ts';
 import { badRequest, notFound, unconfigured } from '../errors.ts';
 import { Soul, SoulList, SOULS_SERVICE } from '../upstream/souls.ts';
 

@@ -5,9 +5,9 @@
  * public routes as any client. Pages answer HTML, including their 404s.
  */
 import { promises as fs } from 'node:fs';
-import type { Context } from 'koa';
 import { filePath } from '../../artifacts/format.ts';
-import type { RouteModule } from '../api.ts';
+import type { RouteContext } from '../types.ts';
+import type { RouteModule, RouteResponse } from '../route-table.ts';
 import type { ContentSnapshot } from '../content.ts';
 import { HttpError } from '../errors.ts';
 import { EXHIBITION_ID } from '../guide/exhibitions.ts';
@@ -43,7 +43,7 @@ export function viewRoom(snapshot: ContentSnapshot, id: number): ViewRoom | null
 }
 
 /** The page's `?variant=` (shown back to the reader, so only its first VARIANT_PARAM_MAX characters), or null. */
-function askedVariant(ctx: Context): string | null {
+function askedVariant(ctx: RouteContext): string | null {
   const value = [ctx.query.variant].flat()[0];
   return value ? value.slice(0, VARIANT_PARAM_MAX) : null;
 }
@@ -54,19 +54,21 @@ export const viewRoutes: RouteModule = (api, services) => {
   const { content, config, log } = services;
   const { assets, textures } = services.view;
   const exhibitions = services.state.exhibitions;
-  const router = api.router;
+  /** A page or one of its assets: public, GET, outside the OpenAPI document and the index. */
+  const page = (path: string, operationId: string, handler: (ctx: RouteContext) => Promise<void>, response: RouteResponse = { html: 'an HTML page' }) =>
+    api.route({ method: 'GET', path, operationId, summary: operationId, tag: 'pages', access: 'public', response, documented: false, handler });
 
-  const html = (ctx: Context, status: number, body: string, csp = VIEWER_CSP) => {
+  const html = (ctx: RouteContext, status: number, body: string, csp = VIEWER_CSP) => {
     ctx.status = status;
     ctx.set(PAGE_HEADERS);
     ctx.set('Content-Security-Policy', csp);
     ctx.type = 'text/html; charset=utf-8';
     ctx.body = body;
   };
-  const notFound = async (ctx: Context, what: string, detail: string) =>
+  const notFound = async (ctx: RouteContext, what: string, detail: string) =>
     html(ctx, 404, messagePage(await assets.urls().catch(() => null), `${what} not found`, detail));
 
-  router.get('/view/rooms/:id', async (ctx) => {
+  page('/view/rooms/{id}', 'viewRoomPage', async (ctx) => {
     const id = ROOM_ID.test(ctx.params.id ?? '') ? Number(ctx.params.id) : NaN;
     const room = Number.isSafeInteger(id) ? viewRoom(content.snapshot, id) : null;
     if (!room) return notFound(ctx, 'Room', `The museum has no room with id ${ctx.params.id}.`);
@@ -75,7 +77,7 @@ export const viewRoutes: RouteModule = (api, services) => {
     html(ctx, 200, viewerPage(urls, page, `Room ${room.id} — ${room.title}`));
   });
 
-  router.get('/view/exhibitions/:id', async (ctx) => {
+  page('/view/exhibitions/{id}', 'viewExhibitionPage', async (ctx) => {
     const id = ctx.params.id ?? '';
     let found: Awaited<ReturnType<typeof exhibitions.get>> = null;
     try {
@@ -118,7 +120,7 @@ export const viewRoutes: RouteModule = (api, services) => {
     html(ctx, 200, viewerPage(urls, page, `Exhibition — ${context.name}`));
   });
 
-  router.get(`${ASSET_PREFIX}:name`, async (ctx) => {
+  page(`${ASSET_PREFIX}{name}`, 'viewerAsset', async (ctx) => {
     const asset = await assets.get(ctx.params.name ?? '');
     if (!asset) throw new HttpError(404, 'NOT_FOUND', 'Not found');
     ctx.set({ 'Cache-Control': IMMUTABLE, ETag: asset.etag, 'X-Content-Type-Options': 'nosniff', Vary: 'Accept-Encoding' });
@@ -130,10 +132,10 @@ export const viewRoutes: RouteModule = (api, services) => {
     const gzip = /\bgzip\b/.test(ctx.get('accept-encoding')) ? asset.gzip() : null;
     if (gzip) ctx.set('Content-Encoding', 'gzip');
     ctx.body = gzip ?? asset.body;
-  });
+   }, { binary: '*/*', description: 'a script, style or decoder of the pages (content-hashed, immutable)' });
 
   // Only artwork ids of the published snapshot, and only the media URL it holds for them.
-  router.get('/view/textures/artworks/:name', async (ctx) => {
+  page('/view/textures/artworks/{name}', 'artworkTexture', async (ctx) => {
     const match = /^([1-9]\d{0,15})\.webp$/.exec(ctx.params.name ?? '');
     const artwork = match ? content.snapshot.artworksById.get(Number(match[1])) : undefined;
     const source = artwork ? textureSource(content.snapshot, artwork, config.dataDir) : null;
@@ -147,15 +149,15 @@ export const viewRoutes: RouteModule = (api, services) => {
     ctx.set({ 'Cache-Control': 'public, max-age=86400', 'X-Content-Type-Options': 'nosniff' });
     ctx.type = 'image/webp';
     ctx.body = bytes;
-  });
+  }, { binary: 'image/webp', description: 'a same-origin WebP texture of an artwork image' });
 
-  router.get('/docs', async (ctx) => {
+  page('/docs', 'docsPage', async (ctx) => {
     html(ctx, 200, docsPage(await assets.urls(), '/v1/openapi.json'), DOCS_CSP);
   });
 
   // The QA report of the published bake (self-contained HTML; served here rather than from /files,
   // whose responses are sandboxed, so its links into the 3D views work).
-  router.get('/report', async (ctx) => {
+  page('/report', 'reportPage', async (ctx) => {
     const report = content.snapshot.manifest.report;
     const body = report ? await fs.readFile(filePath(config.dataDir, report)).catch(() => null) : null;
     if (!body) return notFound(ctx, 'QA report', 'No bake with a QA report has been published yet.');

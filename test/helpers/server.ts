@@ -3,8 +3,6 @@
  * and one active API key. Extra environment (upstream URLs…) goes in `env`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -61,17 +59,4 @@ export async function startTestServer(
 export async function errorOf(res: Response): Promise<{ status: number; code: string; message: string }> {
   const body = (await res.json()) as { errors: Array<{ message: string; extensions: { code: string } }> };
   return { status: res.status, code: body.errors[0]!.extensions.code, message: body.errors[0]!.message };
-}
-
-/**
- * The same Koa app and services, served without the fast-path layer in front: what the fast path
- * must answer identically to. `port` to send requests to, `close` when done.
- */
-export async function serveKoaOnly(server: MuseumServer): Promise<{ port: number; close: () => Promise<void> }> {
-  const koaOnly = createServer(server.app.callback());
-  await new Promise<void>((resolve) => koaOnly.listen(0, '127.0.0.1', resolve));
-  return {
-    port: (koaOnly.address() as AddressInfo).port,
-    close: () => new Promise<void>((resolve) => koaOnly.close(() => resolve())),
-  };
 }

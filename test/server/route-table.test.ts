@@ -78,6 +78,7 @@ const json = (body: Buffer) => JSON.parse(body.toString()) as Record<string, unk
 describe('matching', () => {
   it('finds static and pattern paths as @koa/router did: any case, a trailing slash, parameters percent-decoded', async () => {
     expect(json((await get('/v1/things?q=a')).body)).toEqual({ limit: 5, q: 'a' });
+    expect(json((await get('/v1/things?q=a&limit=3&q=b&limit=9')).body)).toEqual({ limit: 3, q: 'a' }); // repeated: the first
     expect((await get('/V1/Things/?q=a')).status).toBe(200);
     expect(json((await get('/v1/things/42')).body)).toEqual({ id: 42 });
     expect((await get('/v1/THINGS/42/')).status).toBe(200);
