@@ -321,7 +321,8 @@ function assertTexturesAreImages(document: Document): void {
     if (format && allowed.includes(format)) return;
     const label = texture.getURI() || texture.getName() || `#${i}`;
     throw new ModelError(
-      `texture ${label} is not an image: its bytes are ${format ?? 'no known image format'}, not ${allowed.join('/')}${declared ? ` (declared ${declared})` : ''}`,
+      `texture ${label} is not an image: its bytes are ${format ?? 'no known image format'}, ` +
+        `not ${allowed.join('/')}${declared ? ` (declared ${declared})` : ''}`,
     );
   });
 }

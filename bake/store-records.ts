@@ -38,7 +38,8 @@ export function checkFields(store: string, collection: StoreCollection, records:
   const missing = EXPECTED_FIELDS[collection].filter((field) => !records.some((r) => field in r));
   if (missing.length === 0) return;
   throw new SyncError(
-    `content store at ${store}: ${collection} records have no ${missing.join(', ')}: not the content store schema the sync reads (or the token's role may not read those fields)`,
+    `content store at ${store}: ${collection} records have no ${missing.join(', ')}: ` +
+      "not the content store schema the sync reads (or the token's role may not read those fields)",
   );
 }
 
@@ -183,12 +184,16 @@ export function mapArtworks(store: string, records: StoreRecord[], collections: 
   }
   const listed = artworks.length;
   if (listed === 0 && unlisted > 0) {
-    throw new SyncError(`content store at ${store}: none of the ${unlisted} nfts records has media_info set, so no artwork would be listed: the nfts records are not what the sync reads`);
+    throw new SyncError(
+      `content store at ${store}: none of the ${unlisted} nfts records has media_info set, so no artwork would be listed: ` +
+        'the nfts records are not what the sync reads',
+    );
   }
   if (withoutMedia.length * 2 > listed) {
     const first = withoutMedia[0]!;
     throw new SyncError(
-      `content store at ${store}: ${withoutMedia.length} of ${listed} listed artworks would have no media (artwork ${first.id}: ${first.why}): the nfts records are not what the sync reads`,
+      `content store at ${store}: ${withoutMedia.length} of ${listed} listed artworks would have no media ` +
+        `(artwork ${first.id}: ${first.why}): the nfts records are not what the sync reads`,
     );
   }
   if (withoutMedia.length > 0) {
