@@ -48,5 +48,6 @@ export function compareSlots(previous: readonly RoomSlot[] | null, next: readonl
 /** "8 kept, 2 moved (largest 0.031 m), 4 added, 0 removed". */
 export function describeSlotChanges(c: SlotChanges): string {
   if (!c.had_previous) return `${c.added} added (first bake)`;
-  return `${c.kept} kept, ${c.moved} moved${c.moved ? ` (largest ${c.largest_move.toFixed(3)} m)` : ''}, ${c.added} added, ${c.removed} removed`;
+  const largest = c.moved ? ` (largest ${c.largest_move.toFixed(3)} m)` : '';
+  return `${c.kept} kept, ${c.moved} moved${largest}, ${c.added} added, ${c.removed} removed`;
 }
