@@ -85,7 +85,7 @@ const ERROR_STATUSES: Record<number, ErrorStatus> = {
 
 const header = (description: string, schema: Record<string, unknown> = { type: 'string' }) => ({ description, schema });
 const HEADERS = {
-  'X-Request-Id': header('This request\'s id (yours when you sent a valid X-Request-Id, else a new one); logs carry it'),
+  'X-Request-Id': header("This request's id (yours when you sent a valid X-Request-Id, else a new one); logs carry it"),
   'X-RateLimit-Limit': header('Requests allowed per 60 s sliding window', { type: 'integer', example: 120 }),
   'X-RateLimit-Remaining': header('Requests left in the current window', { type: 'integer', example: 117 }),
   'X-RateLimit-Reset': header('Seconds until the oldest counted request leaves the window', { type: 'integer', example: 42 }),
@@ -202,7 +202,10 @@ type SchemaOf = (schema: z.ZodType, io: 'input' | 'output') => Record<string, un
 
 function parametersOf(def: DocumentedRoute, schemaOf: SchemaOf): unknown[] {
   const parameters: unknown[] = [];
-  for (const [where, obj] of [['path', def.params], ['query', def.query]] as const) {
+  for (const [where, obj] of [
+    ['path', def.params],
+    ['query', def.query],
+  ] as const) {
     if (!obj) continue;
     for (const [name, prop] of Object.entries(obj.shape)) {
       const schema = schemaOf(prop as z.ZodType, 'input');

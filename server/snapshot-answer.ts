@@ -94,7 +94,10 @@ export class SnapshotAnswer {
   }
 
   /** `body`: serialized JSON. */
-  constructor(body: Buffer, private readonly options: SnapshotAnswerOptions) {
+  constructor(
+    body: Buffer,
+    private readonly options: SnapshotAnswerOptions,
+  ) {
     this.body = body;
     this.etag = `"${createHash('sha256').update(this.body).digest('base64url').slice(0, 32)}"`;
     this.identity = representation(this.body, this.etag, 'identity', options.cacheControl);
@@ -116,11 +119,14 @@ export class SnapshotAnswer {
       const effort = this.options.effort ?? 'once';
       const compressing =
         encoding === 'br'
-          ? brotli(this.body, { params: { [zlib.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY[effort], [zlib.BROTLI_PARAM_SIZE_HINT]: this.body.length } })
+          ? brotli(this.body, {
+              params: { [zlib.BROTLI_PARAM_QUALITY]: BROTLI_QUALITY[effort], [zlib.BROTLI_PARAM_SIZE_HINT]: this.body.length },
+            })
           : gzipped(this.body, { level: GZIP_LEVEL[effort] });
       const etag = `${this.etag.slice(0, -1)}${ETAG_SUFFIX[encoding]}"`;
       found = compressing.then(
-        (compressed) => (compressed.length < this.body.length ? representation(compressed, etag, encoding, this.options.cacheControl) : this.identity),
+        (compressed) =>
+          compressed.length < this.body.length ? representation(compressed, etag, encoding, this.options.cacheControl) : this.identity,
         () => this.identity, // zlib failing on a buffer is not expected; identity is always a right answer
       );
       void found.then((ready) => this.encoded.set(encoding, ready));

@@ -21,10 +21,18 @@ const compressJson = compress({
   deflate: false,
 });
 
+/** The matched route's declaration, when the route table records it (`ctx.state.route`). */
+type Declared = { route?: { response: object } };
+
 /** The compression stage of the /v1 JSON answers (place it outside the error envelope, so errors are compressed too). */
 export function compressAnswers(): MuseumMiddleware {
   return async function compressStage(ctx, next) {
     if (!ctx.path.startsWith('/v1')) return next();
-    return compressJson(ctx, next);
+    return compressJson(ctx, async () => {
+      await next();
+      // An event stream is known from its declaration, whatever type it ends up sent with.
+      const declared = (ctx.state as Declared).route?.response;
+      if (declared && 'sse' in declared) ctx.compress = false;
+    });
   };
 }

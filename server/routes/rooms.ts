@@ -18,7 +18,8 @@ const roomList = perSnapshot((snapshot) => SnapshotAnswer.of({ data: snapshot.ro
 const roomsById = perSnapshot((snapshot) => new Map(snapshot.rooms.map((room) => [room.id, SnapshotAnswer.of({ data: room }, keyed)])));
 /** The slot bodies were serialized when the snapshot was built: their bytes and ETags are kept. */
 const slotsById = perSnapshot(
-  (snapshot) => new Map([...snapshot.slotBodies].map(([id, frozen]) => [id, new SnapshotAnswer(frozen.body, { cacheControl: SLOTS_CACHE_CONTROL })])),
+  (snapshot) =>
+    new Map([...snapshot.slotBodies].map(([id, frozen]) => [id, new SnapshotAnswer(frozen.body, { cacheControl: SLOTS_CACHE_CONTROL })])),
 );
 
 function roomAnswer(snapshot: ContentSnapshot, id: number): SnapshotAnswer {

@@ -44,7 +44,12 @@ describe('snapshot answers', () => {
   it.each(SNAPSHOT)('%s: br and gzip decode to the identity bytes, with their own length and Vary', async (path) => {
     const identity = await get(path);
     expect(identity.headers['content-encoding']).toBeUndefined();
-    for (const [accept, encoding] of [['gzip, deflate, br', 'br'], ['gzip', 'gzip'], ['br;q=0, gzip', 'gzip'], ['*', 'br']] as const) {
+    for (const [accept, encoding] of [
+      ['gzip, deflate, br', 'br'],
+      ['gzip', 'gzip'],
+      ['br;q=0, gzip', 'gzip'],
+      ['*', 'br'],
+    ] as const) {
       const res = await get(path, { 'Accept-Encoding': accept });
       expect(res.status, accept).toBe(200);
       expect(res.headers['content-encoding'], accept).toBe(encoding);
@@ -131,10 +136,16 @@ describe('per-request compression of other /v1 JSON answers', () => {
   });
 
   it('never encodes the Library answer stream', async () => {
-    const res = await call(world.server, 'POST', '/v1/library/ask/stream', { question: 'Who drew the Atrium?' }, {
-      ip: freshIp(),
-      headers: { 'X-API-Key': world.server.key, 'Accept-Encoding': 'br, gzip' },
-    });
+    const res = await call(
+      world.server,
+      'POST',
+      '/v1/library/ask/stream',
+      { question: 'Who drew the Atrium?' },
+      {
+        ip: freshIp(),
+        headers: { 'X-API-Key': world.server.key, 'Accept-Encoding': 'br, gzip' },
+      },
+    );
     expect(res.status).toBe(200);
     expect(res.headers['content-encoding']).toBeUndefined();
     expect(res.bytes.toString()).toMatch(/^data: /m);

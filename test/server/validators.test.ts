@@ -98,7 +98,11 @@ describe('GET /v1/rooms/{id}', () => {
 
   it('answers token_id as a string or null (the store handed room 2 its token id as a number)', async () => {
     const rooms = JSON.parse((await get('/v1/rooms')).body.toString()) as { data: Array<{ id: number; token_id: unknown }> };
-    expect(rooms.data.map((room) => [room.id, room.token_id])).toEqual([[1, '1'], [2, '2'], [3, null]]);
+    expect(rooms.data.map((room) => [room.id, room.token_id])).toEqual([
+      [1, '1'],
+      [2, '2'],
+      [3, null],
+    ]);
   });
 
   it('is keyed, and 404 NOT_FOUND for unknown or malformed ids', async () => {
