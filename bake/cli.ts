@@ -7,6 +7,7 @@ import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { oneLine } from '../common/errors.ts';
 import { printable } from '../common/terminal.ts';
 import type { GcRemoval, GcSummary } from './gc.ts';
 import type { BakeEvent, BakeSummary, RoomOutcome } from './pipeline.ts';
@@ -246,7 +247,6 @@ interface RoomOptions {
   json?: boolean;
 }
 
-const oneLine = (error: unknown) => (error instanceof Error ? error.message : String(error)).split('\n')[0]!;
 
 /** `bake room`: its steps on stderr as they begin, then the files written (or one JSON document). */
 async function bakeOneRoom(model: string, opts: RoomOptions, command: Command): Promise<void> {

@@ -24,6 +24,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import { writeFileAtomic } from '../artifacts/store.ts';
+import { causeOf, oneLine } from '../common/errors.ts';
 import { BodyTooLarge, guardedGet, NetRefused, type NetPolicy, netPolicyFromEnv, RetriesExhausted, Transient, trustingOrigin, withRetries } from '../common/net.ts';
 import { type Content, CONTENT_FILES, type ContentCollection, ContentRoom, loadContent } from './content.ts';
 import {
@@ -132,12 +133,6 @@ const IMAGE_EXTENSIONS: Record<string, string> = {
   'image/avif': 'avif',
   'image/gif': 'gif',
   'image/svg+xml': 'svg',
-};
-
-const firstLine = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
-const causeOf = (err: unknown) => {
-  const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-  return cause?.code ?? cause?.message ?? firstLine(err);
 };
 
 /** The store answered that it allows at most `max` records per request. */
@@ -396,7 +391,7 @@ export async function syncContent(options: SyncOptions): Promise<SyncSummary> {
     await writeContent(staging, { collections, artworks, rooms }, state);
     // The bake's own loader is the judge of what was written.
     const loaded = await loadContent(staging).catch((err: unknown) => {
-      throw new SyncError(`the synced content is not valid: ${firstLine(err)}`);
+      throw new SyncError(`the synced content is not valid: ${oneLine(err)}`);
     });
 
     await swapInto(staging, contentDir);
@@ -415,7 +410,7 @@ export async function syncContent(options: SyncOptions): Promise<SyncSummary> {
   } catch (err) {
     await fs.rm(staging, { recursive: true, force: true });
     if (err instanceof SyncError) throw err;
-    throw new SyncError(`sync failed: ${firstLine(err)}`);
+    throw new SyncError(`sync failed: ${oneLine(err)}`);
   }
 }
 

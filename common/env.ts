@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseEnv } from 'node:util';
 import { z } from 'zod';
+import { issuesLine } from './errors.ts';
 
 export const url = z
   .string()
@@ -35,7 +36,7 @@ export class EnvError extends Error {
 export function contentStoreFromEnv(env: Record<string, string | undefined> = process.env): { url: string; token?: string } | undefined {
   const parsed = ContentStoreEnv.safeParse(env);
   if (!parsed.success) {
-    throw new EnvError(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    throw new EnvError(`invalid configuration: ${issuesLine(parsed.error)}`);
   }
   const e = parsed.data;
   return e.CONTENT_UPSTREAM_URL ? { url: e.CONTENT_UPSTREAM_URL, token: e.CONTENT_UPSTREAM_TOKEN } : undefined;

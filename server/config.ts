@@ -4,6 +4,7 @@
  */
 import { resolve } from 'node:path';
 import { z } from 'zod';
+import { issuesLine } from '../common/errors.ts';
 import { ContentStoreEnv, flag, int, optionalString, optionalUrl, url } from '../common/env.ts';
 
 const optionalRedisUrl = z.preprocess(
@@ -127,7 +128,7 @@ export class ConfigError extends Error {}
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
   const parsed = EnvSchema.safeParse(env);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ');
+    const problems = issuesLine(parsed.error, { max: 10 });
     throw new ConfigError(`invalid configuration: ${problems}`);
   }
   const e = parsed.data;
