@@ -39,7 +39,7 @@ export interface OpenApiInfo {
   publicUrl: string;
 }
 
-export const ErrorEnvelope = z
+const ErrorEnvelope = z
   .object({
     errors: z.array(z.object({ message: z.string(), extensions: z.object({ code: z.string() }) })).min(1),
   })

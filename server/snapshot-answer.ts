@@ -28,7 +28,7 @@ const ETAG_SUFFIX: Record<Encoding, string> = { br: '-br', gzip: '-gz', identity
  * the best ratio. `cached`: an answer per query (artwork pages), made anew for each new query, so
  * cheaper settings bound what a stream of distinct queries can cost.
  */
-export type Effort = 'once' | 'cached';
+type Effort = 'once' | 'cached';
 const BROTLI_QUALITY: Record<Effort, number> = { once: zlib.BROTLI_MAX_QUALITY, cached: 5 };
 const GZIP_LEVEL: Record<Effort, number> = { once: 9, cached: 6 };
 

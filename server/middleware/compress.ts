@@ -10,7 +10,7 @@ import { constants as zlib } from 'node:zlib';
 import type { MuseumMiddleware } from '../types.ts';
 
 /** Smaller answers gain too little to pay for a compressor. */
-export const COMPRESS_THRESHOLD = 1024;
+const COMPRESS_THRESHOLD = 1024;
 
 const compressJson = compress({
   threshold: COMPRESS_THRESHOLD,

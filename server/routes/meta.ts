@@ -14,7 +14,7 @@ const DESCRIPTION =
   "The museum's published collections, artworks with normalized media, 3D rooms with baked wall-slot anchors, characters, search, the Library, souls, presence and the exhibition guide.";
 
 /** What the document says about itself; `publicUrl` is offered as a second server beside this origin. */
-export const openApiInfo = (publicUrl: string): OpenApiInfo => ({
+const openApiInfo = (publicUrl: string): OpenApiInfo => ({
   title: API_NAME,
   version: API_VERSION,
   description: DESCRIPTION,
@@ -22,7 +22,7 @@ export const openApiInfo = (publicUrl: string): OpenApiInfo => ({
 });
 
 /** The OpenAPI document of a route table, as GET /v1/openapi.json serves it. */
-export const openApiDocument = (api: RouteTable, publicUrl: string) => api.openapi(openApiInfo(publicUrl));
+const openApiDocument = (api: RouteTable, publicUrl: string) => api.openapi(openApiInfo(publicUrl));
 
 const Index = z.object({
   data: z.object({
