@@ -28,6 +28,11 @@ type Declared = { route?: { response: object } };
 export function compressAnswers(): MuseumMiddleware {
   return async function compressStage(ctx, next) {
     if (!ctx.path.startsWith('/v1')) return next();
+    // Nothing to negotiate: the answer is identity whatever it is (koa-compress would parse the default).
+    if (ctx.get('Accept-Encoding') === '') {
+      ctx.vary('Accept-Encoding');
+      return next();
+    }
     return compressJson(ctx, async () => {
       await next();
       // An event stream is known from its declaration, whatever type it ends up sent with.

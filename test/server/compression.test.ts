@@ -106,6 +106,8 @@ describe('per-request compression of other /v1 JSON answers', () => {
   it('compresses a large answer (search with the characters upstream) as asked, with Vary', async () => {
     const identity = await get('/v1/search?q=a&limit=25');
     expect(identity.status).toBe(200);
+    expect(identity.headers['content-encoding']).toBeUndefined();
+    expect(identity.headers.vary).toMatch(/Accept-Encoding/i);
     expect(identity.body.length).toBeGreaterThan(1024);
     for (const encoding of ['br', 'gzip'] as const) {
       const res = await get('/v1/search?q=a&limit=25', { 'Accept-Encoding': encoding });
