@@ -192,6 +192,27 @@ describe('fit for code generators (decisions.md "Clients of the HTTP API")', () 
     }
   });
 
+  it('documents headers the server really sends', async () => {
+    const sent = async (path: string, template: string, status: string, init: { key?: string | null } = {}) => {
+      const res = await exchange('GET', path, init);
+      expect(res.status, path).toBe(Number(status));
+      const documented = responsesOf(doc.paths[template]!.get!).find(([s]) => s === status)![1];
+      // Content-Encoding only when the answer is encoded.
+      const expected = Object.keys(documented.headers ?? {}).filter((name) => name !== 'Content-Encoding');
+      for (const name of expected) expect(res.headers, `${path} ${status} ${name}`).toHaveProperty([name.toLowerCase()]);
+    };
+    const keyed = [
+      ['/v1/rooms', '/v1/rooms'],
+      ['/v1/rooms/1', '/v1/rooms/{id}'],
+      ['/v1/artworks/101', '/v1/artworks/{id}'],
+    ];
+    for (const [path, template] of keyed) await sent(path!, template!, '200', { key: await freshKey() });
+    await sent('/v1/rooms/1/slots', '/v1/rooms/{id}/slots', '200', { key: null });
+    await sent('/v1/openapi.json', '/v1/openapi.json', '200', { key: null });
+    await sent('/v1/rooms', '/v1/rooms', '401', { key: null });
+    await sent('/v1/rooms/424242', '/v1/rooms/{id}', '404', { key: await freshKey() });
+  });
+
   it("types each status's error code as an enum", () => {
     const codesOf = (template: string, method: string, status: string) => {
       const response = resolveResponse(doc, doc.paths[template]![method]!.responses[status]!) as DocumentedResponse;
