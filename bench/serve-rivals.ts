@@ -2,8 +2,8 @@
  * The servers `make bench-serve` measures the museum against: what a user would pick instead, each
  * doing the museum's work for `GET /v1/rooms/{id}/slots` and its 304 — the slot JSON from memory, a
  * strong ETag answered with 304 on If-None-Match, a request id (the caller's sane one, else a fresh
- * one), the CORS headers, and one asynchronous pino access line per request through the same pino
- * destination settings as the museum (ACCESS_DESTINATION). Each rival sends the museum's very bytes
+ * one), the CORS headers, and one asynchronous pino access line per request through the museum's
+ * own pino destination settings (LOG_DESTINATION, server/log.ts). Each rival sends the museum's very bytes
  * (checked by the bench), written the way its framework's documentation writes them.
  *
  *   spec     bare node:http doing that work and nothing else (the spec floor)
@@ -22,6 +22,7 @@ import fastify from 'fastify';
 import Koa from 'koa';
 import onFinished from 'on-finished';
 import pino, { type Logger } from 'pino';
+import { LOG_DESTINATION } from '../server/log.ts';
 
 export const RIVALS = ['spec', 'fastify', 'koa', 'express', 'floor'] as const;
 export type Rival = (typeof RIVALS)[number];
@@ -40,9 +41,6 @@ export interface RivalBytes {
   glb: WireAnswer;
   artworks: WireAnswer;
 }
-
-/** The pino destination every access line goes through, the museum's and the rivals' alike. */
-export const ACCESS_DESTINATION = { sync: false, minLength: 12 * 1024 } as const;
 
 export const SLOTS_ROUTE = '/v1/rooms/:id/slots';
 const ROOM_ID = /^[1-9]\d{0,15}$/;
@@ -74,7 +72,7 @@ const NOT_FOUND = JSON.stringify({ errors: [{ message: 'Not found', extensions: 
 
 /** The access line every rival writes: the museum's fields. */
 function accessLogger(logPath: string): Logger {
-  return pino({ base: undefined }, pino.destination({ dest: logPath, ...ACCESS_DESTINATION }));
+  return pino({ base: undefined }, pino.destination({ ...LOG_DESTINATION, dest: logPath }));
 }
 const line = (log: Logger, requestId: string, method: string, path: string, status: number, started: number) =>
   log.info({ requestId, method, path, status, ms: Math.round((performance.now() - started) * 100) / 100 }, 'request');

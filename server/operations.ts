@@ -9,7 +9,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Registry } from 'prom-client';
 import { z } from 'zod';
 import type { ContentStore } from './content.ts';
 import { envelope, HttpError } from './errors.ts';
@@ -18,6 +18,7 @@ import { CORS_HEADERS } from './middleware/cors.ts';
 import type { RequestObserver } from './middleware/observe.ts';
 import { REQUEST_ID_HEADER, requestIdOf } from './middleware/request-id.ts';
 import type { PresenceHub } from './presence/hub.ts';
+import { RequestMetrics } from './request-metrics.ts';
 import type { RouteTable } from './route-table.ts';
 import type { StateStore } from './state/store.ts';
 import type { MuseumContext, RawAnswer } from './types.ts';
@@ -26,9 +27,6 @@ import { upstreamEvents } from './upstream/http.ts';
 const CHECK_TIMEOUT_MS = 1_000;
 /** Readiness answers are reused this long: load balancers probing hard cost one check a second. */
 const READY_CACHE_MS = 1_000;
-const METHODS = new Set(['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
-/** Seconds. */
-const BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 export interface OperationsDeps {
   content: ContentStore;
@@ -41,8 +39,7 @@ export class Operations implements RequestObserver {
   readonly registry = new Registry();
   /** Requests not yet answered (what a graceful shutdown waits for). */
   readonly inFlight = new Set<MuseumContext>();
-  private readonly requests: Counter<'route' | 'method' | 'status'>;
-  private readonly durations: Histogram<'route' | 'method'>;
+  private readonly requests = new RequestMetrics();
   private readonly refusals: Counter<'route'>;
   private readonly upstreamCalls: Counter<'upstream'>;
   private readonly upstreamFailures: Counter<'upstream' | 'reason'>;
@@ -56,19 +53,7 @@ export class Operations implements RequestObserver {
 
   constructor(private readonly deps: OperationsDeps) {
     const registers = [this.registry];
-    this.requests = new Counter({
-      name: 'museum_http_requests_total',
-      help: 'HTTP requests answered, by route declaration, method and status',
-      labelNames: ['route', 'method', 'status'],
-      registers,
-    });
-    this.durations = new Histogram({
-      name: 'museum_http_request_duration_seconds',
-      help: 'Time to answer an HTTP request (to the end of the response), by route declaration',
-      labelNames: ['route', 'method'],
-      buckets: BUCKETS,
-      registers,
-    });
+    this.requests.register(this.registry);
     this.refusals = new Counter({ name: 'museum_rate_limit_refusals_total', help: 'Requests refused with 429 (per-key, per-IP and registration limits), by route', labelNames: ['route'], registers });
     this.upstreamCalls = new Counter({ name: 'museum_upstream_calls_total', help: 'Calls made to upstream services, by upstream', labelNames: ['upstream'], registers });
     this.upstreamFailures = new Counter({
@@ -105,10 +90,8 @@ export class Operations implements RequestObserver {
   }
 
   /** A request answered by `route` (its declared path). */
-  record(route: string, rawMethod: string, status: number, seconds: number): void {
-    const method = METHODS.has(rawMethod) ? rawMethod : 'other';
-    this.requests.inc({ route, method, status });
-    this.durations.observe({ route, method }, seconds);
+  record(route: string, method: string, status: number, seconds: number): void {
+    this.requests.record(route, method, status, seconds);
     if (status === 429) this.refusals.inc({ route });
   }
 

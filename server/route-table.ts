@@ -34,7 +34,8 @@ export type RouteModule = (table: RouteTable, services: Services) => void;
 type AnyObject = z.ZodObject<z.ZodRawShape>;
 
 export type RouteResponse =
-  | { json: z.ZodType; status?: number }
+  /** JSON; `precompressed`: its answers carry their own encodings, made once (snapshot answers): the compression stage leaves them. */
+  | { json: z.ZodType; status?: number; precompressed?: true }
   /** An event stream; `endsOwnStreams`: the route ends them itself on shutdown (the presence hub). */
   | { sse: string; endsOwnStreams?: true }
   | { binary: string; description: string; /** also answers single `Range` requests with 206 */ ranges?: boolean }
@@ -242,7 +243,8 @@ export class RouteTable {
     if (entry.routes.has(def.method)) throw new Error(`${def.method} ${def.path} is declared twice`);
     if (def.headers && entry.headers && entry.headers !== def.headers) throw new Error(`${def.path}: its routes declare different headers`);
     entry.headers ??= def.headers;
-    entry.routes.set(def.method, { def, run: compose(this.stagesOf(def)) });
+    const stages = this.stagesOf(def);
+    entry.routes.set(def.method, { def, run: stages.length === 1 ? stages[0]! : compose(stages) });
     entry.allow = [...entry.routes.keys()].flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ');
     this.routes.push(def);
   }
@@ -290,7 +292,7 @@ export class RouteTable {
     return null;
   }
 
-  /** The route-match stage: `ctx.state.match`, `ctx.params`, and the path's declared headers. */
+  /** The route-match stage: `ctx.state.match`, the answering `ctx.state.route`, `ctx.params`, and the path's declared headers. */
   match(): MuseumMiddleware {
     return (ctx, next) => {
       const path = ctx.path;
@@ -298,6 +300,7 @@ export class RouteTable {
       ctx.state.match = match;
       if (match) {
         (ctx as RouteContext).params = match.params;
+        ctx.state.route = match.entry.routes.get(ctx.method === 'HEAD' ? 'GET' : ctx.method)?.def;
         if (match.entry.headers) ctx.set(match.entry.headers);
       } else {
         for (const area of this.areas) if (path.startsWith(area.prefix)) ctx.set(area.headers);
@@ -316,7 +319,6 @@ export class RouteTable {
         ctx.set('Allow', match.entry.allow);
         throw METHOD_NOT_ALLOWED;
       }
-      ctx.state.route = route.def;
       return route.run(ctx, next);
     };
   }

@@ -2,8 +2,8 @@
  * The request path, in one order, for every request (http.createServer(app.callback()) is the only
  * request handler):
  *
- *   connection guard → request id + client IP → access line + metrics (on close) → compression →
- *   error envelope → route match (+ the path's declared headers) → CORS (preflights from the table) →
+ *   connection guard → request id + client IP → access line + metrics (on close) → route match (+ the
+ *   path's declared headers) → CORS (preflights from the table) → compression → error envelope →
  *   dispatch: 404 / 405, or the route's own stages — auth + key limit or IP limit → body → validation → handler
  *
  * Each stage is a small Koa middleware in its own file; the route's own stages are composed once per
@@ -18,7 +18,7 @@ import { connectionGuard } from './middleware/guard.ts';
 import { observe, type RequestObserver } from './middleware/observe.ts';
 import { requestContext } from './middleware/request-id.ts';
 import type { RouteTable } from './route-table.ts';
-import type { MuseumState } from './types.ts';
+import type { MuseumMiddleware, MuseumState } from './types.ts';
 
 export interface StageDeps {
   table: RouteTable;
@@ -33,10 +33,19 @@ export function stages({ table, log, trustProxy, operations }: StageDeps): Array
     connectionGuard(operations),
     requestContext({ trustProxy }),
     observe(log, operations),
-    compressAnswers(),
-    errorEnvelope(log),
     table.match(),
     cors(),
+    compression(),
+    errorEnvelope(log),
     table.dispatch(),
   ];
+}
+
+/** Compression of answers made per request; a route whose answers carry their own encodings (snapshot answers) skips it. */
+function compression(): MuseumMiddleware {
+  const compress = compressAnswers();
+  return function compressionStage(ctx, next) {
+    const response = ctx.state.route?.response;
+    return response && 'json' in response && response.precompressed ? next() : compress(ctx, next);
+  };
 }

@@ -26,7 +26,7 @@ const PREFLIGHT_HEADERS = {
  * route table has for the path (a GET-only path does not advertise POST), after the route match.
  */
 export function cors(): MuseumMiddleware {
-  return async function corsMiddleware(ctx, next) {
+  return function corsMiddleware(ctx, next) {
     ctx.set(CORS_HEADERS);
     if (ctx.method === 'OPTIONS') {
       const match = ctx.state.match;
@@ -34,8 +34,8 @@ export function cors(): MuseumMiddleware {
       // (undefined: the stack without a route-match stage, until app.ts moves to server/stages.ts)
       ctx.set('Access-Control-Allow-Methods', match === undefined ? 'GET, HEAD, POST, OPTIONS' : match ? `${match.entry.allow}, OPTIONS` : 'OPTIONS');
       ctx.status = 204;
-      return;
+      return Promise.resolve();
     }
-    await next();
+    return next();
   };
 }

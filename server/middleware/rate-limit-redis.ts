@@ -25,7 +25,8 @@ import type { RateDecision, RateLimitStore } from './rate-limit.ts';
 // The window of a subject is a sorted set of its hit times. Atomic for the whole batch, hit by hit in
 // order (a subject hit twice in one batch counts twice): drop the hits that left the window, count,
 // record this one only when allowed, and let an idle subject expire. ARGV holds four values per hit
-// (now, window, limit, member); returns, per hit, the remaining budget, or -1 when refused.
+// (now, window, limit, member); returns, per hit, two values: the remaining budget, or -1 when
+// refused, and the time of the oldest hit in the window.
 const HIT_SCRIPT = `
 local out = {}
 for i, key in ipairs(KEYS) do
@@ -35,12 +36,13 @@ for i, key in ipairs(KEYS) do
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
   local count = redis.call('ZCARD', key)
   if count >= limit then
-    out[i] = -1
+    out[i * 2 - 1] = -1
   else
     redis.call('ZADD', key, now, ARGV[i * 4])
     redis.call('PEXPIRE', key, window)
-    out[i] = limit - count - 1
+    out[i * 2 - 1] = limit - count - 1
   end
+  out[i * 2] = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
 end
 return out
 `;
@@ -125,7 +127,10 @@ export class RedisRateLimitStore implements RateLimitStore {
       args.push(hit.now, hit.windowMs, hit.limit, `${hit.now}:${this.instance}:${this.sequence++}`);
     }
     const reply = await this.hitScript(keys.length, ...keys, ...args);
-    if (!Array.isArray(reply) || reply.length !== batch.length || !reply.every(Number.isInteger)) throw new Error('unexpected reply to the rate-limit script');
-    return reply.map((remaining) => ({ allowed: remaining >= 0, remaining: Math.max(0, remaining) }));
+    if (!Array.isArray(reply) || reply.length !== 2 * batch.length || !reply.every(Number.isInteger)) throw new Error('unexpected reply to the rate-limit script');
+    return batch.map((hit, i) => {
+      const [remaining, oldest] = [reply[2 * i]!, reply[2 * i + 1]!];
+      return { allowed: remaining >= 0, remaining: Math.max(0, remaining), resetMs: oldest + hit.windowMs - hit.now };
+    });
   }
 }

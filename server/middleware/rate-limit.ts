@@ -11,6 +11,8 @@ import type { MuseumMiddleware } from '../types.ts';
 export interface RateDecision {
   allowed: boolean;
   remaining: number;
+  /** Milliseconds until the oldest hit counted in the window leaves it (a place frees up). */
+  resetMs: number;
 }
 
 export interface RateLimitStore {
@@ -49,10 +51,10 @@ export class MemoryRateLimitStore implements RateLimitStore {
       entry.oldest = (entry.oldest + 1) % limit;
       entry.count--;
     }
-    if (entry.count >= limit) return { allowed: false, remaining: 0 };
+    if (entry.count >= limit) return { allowed: false, remaining: 0, resetMs: times[entry.oldest]! + windowMs - now };
     times[(entry.oldest + entry.count) % limit] = now;
     entry.count++;
-    return { allowed: true, remaining: limit - entry.count };
+    return { allowed: true, remaining: limit - entry.count, resetMs: times[entry.oldest]! + windowMs - now };
   }
 
   get size(): number {
@@ -67,9 +69,13 @@ export const hitKeyLimit = (store: RateLimitStore, keyId: number): RateDecision 
   store.hit(`key:${keyId}`, KEY_LIMIT.limit, KEY_LIMIT.windowMs, Date.now());
 
 /** The headers every keyed response carries, and the 429 when the budget is spent. */
-export const keyLimitHeaders = (decision: RateDecision): Record<string, string> => ({
-  'X-RateLimit-Limit': String(KEY_LIMIT.limit),
+export const keyLimitHeaders = (decision: RateDecision): Record<string, string> => rateLimitHeaders(KEY_LIMIT.limit, decision);
+
+/** The rate-limit headers of an answer: the budget, what is left, and in how many seconds a place frees up. */
+const rateLimitHeaders = (limit: number, decision: RateDecision): Record<string, string> => ({
+  'X-RateLimit-Limit': String(limit),
   'X-RateLimit-Remaining': String(decision.remaining),
+  'X-RateLimit-Reset': String(Math.max(0, Math.ceil(decision.resetMs / 1000))),
 });
 // One instance for every refusal: a client hammering past its budget should cost little (an Error
 // captures a stack trace when created).
@@ -80,8 +86,7 @@ export const keyLimitExceeded = (): HttpError => KEY_LIMIT_EXCEEDED;
 export function ipRateLimit(store: RateLimitStore, name: string, limit: number, windowMs = 60_000): MuseumMiddleware {
   return async function ipRateLimitMiddleware(ctx, next) {
     const decision = await store.hit(`ip:${name}:${clientBucket(ctx.state.clientIp)}`, limit, windowMs, Date.now());
-    ctx.set('X-RateLimit-Limit', String(limit));
-    ctx.set('X-RateLimit-Remaining', String(decision.remaining));
+    ctx.set(rateLimitHeaders(limit, decision));
     if (!decision.allowed) {
       throw new HttpError(429, 'RATE_LIMITED', `Rate limit exceeded: ${limit} requests per minute`, { 'Retry-After': '60' });
     }

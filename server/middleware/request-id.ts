@@ -22,12 +22,12 @@ export const requestIdOf = (incoming: string | string[] | undefined): string =>
   typeof incoming === 'string' && INCOMING_ID.test(incoming) ? incoming : freshRequestId();
 
 export function requestContext(options: { trustProxy: boolean }): MuseumMiddleware {
-  return async function requestContextMiddleware(ctx, next) {
+  return function requestContextMiddleware(ctx, next) {
     const id = requestIdOf(ctx.req.headers['x-request-id']);
     ctx.state.requestId = id;
     ctx.set(REQUEST_ID_HEADER, id);
     ctx.state.clientIp = clientIp(ctx.req, options.trustProxy);
-    await next();
+    return next();
   };
 }
 

@@ -131,6 +131,7 @@ export const artworkRoutes: RouteModule = (api, { content }) => {
         data: z.array(Artwork),
         meta: z.object({ total: z.number().int(), page: z.number().int(), limit: z.number().int() }),
       }),
+      precompressed: true,
     },
     errors: [304],
     handler: (ctx, { query }) => listAnswer(content.snapshot, query).answer(ctx.req),
@@ -144,7 +145,7 @@ export const artworkRoutes: RouteModule = (api, { content }) => {
     tag: 'artworks',
     access: 'key',
     params: z.object({ id: ArtworkId }),
-    response: { json: z.object({ data: Artwork }) },
+    response: { json: z.object({ data: Artwork }), precompressed: true },
     errors: [304, 404],
     handler: (ctx, { params }) => artworkAnswer(content.snapshot, params.id).answer(ctx.req),
   });

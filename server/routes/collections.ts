@@ -30,7 +30,7 @@ export const collectionRoutes: RouteModule = (api, { content }) => {
     summary: 'Published top-level collections, each with its child collections',
     tag: 'collections',
     access: 'key',
-    response: { json: z.object({ data: z.array(Collection) }) },
+    response: { json: z.object({ data: z.array(Collection) }), precompressed: true },
     errors: [304],
     handler: (ctx) => listAnswer(content.snapshot).answer(ctx.req),
   });
@@ -43,7 +43,7 @@ export const collectionRoutes: RouteModule = (api, { content }) => {
     tag: 'collections',
     access: 'key',
     params: z.object({ slug: z.string().min(1).max(200).describe('collection slug') }),
-    response: { json: z.object({ data: Collection }) },
+    response: { json: z.object({ data: Collection }), precompressed: true },
     errors: [304, 404],
     handler: (ctx, { params }) => collectionAnswer(content.snapshot, params.slug).answer(ctx.req),
   });

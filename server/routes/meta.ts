@@ -62,7 +62,7 @@ export const metaRoutes: RouteModule = (api, { config }) => {
     summary: 'API index',
     tag: 'meta',
     access: 'public',
-    response: { json: Index },
+    response: { json: Index, precompressed: true },
     errors: [304],
     handler: (ctx) => indexAnswer().answer(ctx.req),
   });
@@ -73,7 +73,7 @@ export const metaRoutes: RouteModule = (api, { config }) => {
     summary: 'OpenAPI 3.1 description of this API',
     tag: 'meta',
     access: 'public',
-    response: { json: z.record(z.string(), z.unknown()) },
+    response: { json: z.record(z.string(), z.unknown()), precompressed: true },
     errors: [304],
     handler: (ctx) => (openapi ??= SnapshotAnswer.of(openApiDocument(api, config.publicUrl), publicAnswer)).answer(ctx.req),
   });

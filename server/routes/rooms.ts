@@ -51,7 +51,7 @@ export const roomRoutes: RouteModule = (api, { content }) => {
     summary: 'All rooms of the museum with their model, image and slot-data URLs',
     tag: 'rooms',
     access: 'key',
-    response: { json: z.object({ data: z.array(Room) }) },
+    response: { json: z.object({ data: z.array(Room) }), precompressed: true },
     errors: [304],
     handler: (ctx) => roomList(content.snapshot).answer(ctx.req),
   });
@@ -64,7 +64,7 @@ export const roomRoutes: RouteModule = (api, { content }) => {
     tag: 'rooms',
     access: 'key',
     params: z.object({ id: idParam().describe('room id') }),
-    response: { json: z.object({ data: Room }) },
+    response: { json: z.object({ data: Room }), precompressed: true },
     errors: [304, 404],
     handler: (ctx, { params }) => roomAnswer(content.snapshot, params.id).answer(ctx.req),
   });
@@ -77,7 +77,7 @@ export const roomRoutes: RouteModule = (api, { content }) => {
     tag: 'rooms',
     access: 'public',
     params: z.object({ id: idParam().describe('room id') }),
-    response: { json: z.object({ data: RoomSlotData }) },
+    response: { json: z.object({ data: RoomSlotData }), precompressed: true },
     errors: [304, 404],
     handler: (ctx, { params }) => slotsAnswer(content.snapshot, params.id).answer(ctx.req),
   });

@@ -111,7 +111,7 @@ async function withServingStore(prefix: string, use: (store: RedisRateLimitStore
   try {
     const store = new RedisRateLimitStore(client, new MemoryRateLimitStore(), log.log, prefix);
     // A first hit while healthy: the script is cached in Redis, the connection is ready.
-    expect(await store.hit('warm', 5, 60_000, Date.now())).toEqual({ allowed: true, remaining: 4 });
+    expect(await store.hit('warm', 5, 60_000, Date.now())).toMatchObject({ allowed: true, remaining: 4 });
     await use(store, client, log);
   } finally {
     client.disconnect();
@@ -125,7 +125,7 @@ describe('a stalled Redis (up, connected, answering nothing)', () => {
       const now = Date.now();
       const burst = await whileStalled(async () => {
         // The first batch waits out the command timeout and is decided locally…
-        expect(await store.hit('k', 5, 60_000, now)).toEqual({ allowed: true, remaining: 4 });
+        expect(await store.hit('k', 5, 60_000, now)).toMatchObject({ allowed: true, remaining: 4 });
         // …and a burst of four batches' worth right after it too, all while Redis stays stopped.
         return Promise.all(Array.from({ length: 2_000 }, () => store.hit('k', 5, 60_000, now)));
       });
@@ -156,7 +156,7 @@ describe('a stalled Redis (up, connected, answering nothing)', () => {
 
   it('counts hits in Redis again once it answers', () =>
     withServingStore('test:resume:', async (store, client, log) => {
-      expect(await whileStalled(async () => store.hit('gap', 5, 60_000, Date.now()))).toEqual({ allowed: true, remaining: 4 });
+      expect(await whileStalled(async () => store.hit('gap', 5, 60_000, Date.now()))).toMatchObject({ allowed: true, remaining: 4 });
       // Back: hits stay local until the fail-fast window ends and a probe finds Redis answering.
       const deadline = Date.now() + 10_000;
       while (!(await client.exists('test:resume:back')) && Date.now() < deadline) {

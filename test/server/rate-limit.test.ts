@@ -36,6 +36,24 @@ describe('per-key limit over HTTP', () => {
     }
   });
 
+  it('says in X-RateLimit-Reset when the oldest counted request leaves the window (seconds), on answers and on 429s', async () => {
+    const key = (await server.services.keys.create('reset-header')).key;
+    const first = await server.get('/v1/collections', { key });
+    expect(first.headers.get('x-ratelimit-reset')).toBe('60');
+    await new Promise((done) => setTimeout(done, 1_100));
+    // The oldest counted request is the first, 1.1 s old: its place frees up in 59 s (rounded up).
+    const later = Number((await server.get('/v1/collections', { key })).headers.get('x-ratelimit-reset'));
+    expect(later).toBeGreaterThanOrEqual(50);
+    expect(later).toBeLessThanOrEqual(59);
+    await Promise.all(Array.from({ length: 118 }, () => server.get('/v1/rooms', { key })));
+    const refused = await server.get('/v1/rooms', { key });
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('x-ratelimit-reset'))).toBeLessThanOrEqual(later);
+    // Per-IP budgets say it too (the presence ping).
+    const ping = await server.post('/v1/presence/ping', {}, { key: null });
+    expect(Number(ping.headers.get('x-ratelimit-reset'))).toBeGreaterThan(0);
+  });
+
   it('counts every keyed route against the same budget, and keys independently', async () => {
     const a = (await server.services.keys.create('independent-a')).key;
     const b = (await server.services.keys.create('independent-b')).key;
@@ -81,7 +99,7 @@ describe('MemoryRateLimitStore', () => {
       now += seed % 7 === 0 ? seed % 1_500 : seed % 40;
       const inWindow = allowedAt.filter((t) => t > now - 1_000).length;
       const decision = store.hit('k', 5, 1_000, now);
-      expect(decision).toEqual(inWindow < 5 ? { allowed: true, remaining: 4 - inWindow } : { allowed: false, remaining: 0 });
+      expect(decision).toMatchObject(inWindow < 5 ? { allowed: true, remaining: 4 - inWindow } : { allowed: false, remaining: 0 });
       if (decision.allowed) allowedAt.push(now);
     }
   });
@@ -102,7 +120,7 @@ describe('MemoryRateLimitStore', () => {
     store.hit('a', 2, 60_000, 1); // a is now the most recently used
     store.hit('d', 2, 60_000, 2); // evicts b
     expect(store.size).toBe(3);
-    expect(store.hit('a', 2, 60_000, 3)).toEqual({ allowed: false, remaining: 0 });
-    expect(store.hit('b', 2, 60_000, 3)).toEqual({ allowed: true, remaining: 1 });
+    expect(store.hit('a', 2, 60_000, 3)).toMatchObject({ allowed: false, remaining: 0 });
+    expect(store.hit('b', 2, 60_000, 3)).toMatchObject({ allowed: true, remaining: 1 });
   });
 });
