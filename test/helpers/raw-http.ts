@@ -11,29 +11,56 @@ export interface RawResponse {
   body: Buffer;
 }
 
-/** Write `text` on a fresh connection (closing our side) and parse the one response that comes back. */
-export function rawRequest(port: number, text: string | Buffer): Promise<RawResponse> {
+/**
+ * Write `text` on a fresh connection and parse the one response that comes back. Our side is closed
+ * once that response is complete (or after `idleMs` without data), not right after the request: node
+ * ends a connection whose client half-closes as soon as it reads the FIN (httpAllowHalfOpen is off),
+ * so an answer that needs an await (a file streamed from disk) would never be written.
+ */
+export function rawRequest(port: number, text: string | Buffer, idleMs = 3_000): Promise<RawResponse> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1', () => socket.end(text));
+    const socket = net.connect(port, '127.0.0.1', () => socket.write(text));
     const chunks: Buffer[] = [];
-    socket.on('data', (d: Buffer) => chunks.push(d));
+    const endSoon = () => socket.end();
+    let idle = setTimeout(endSoon, idleMs);
+    socket.on('data', (d: Buffer) => {
+      chunks.push(d);
+      clearTimeout(idle);
+      if (responseComplete(Buffer.concat(chunks))) socket.end();
+      else idle = setTimeout(endSoon, idleMs);
+    });
     socket.on('error', reject);
     socket.on('close', () => {
-      const raw = Buffer.concat(chunks);
-      const split = raw.indexOf('\r\n\r\n');
-      const head = raw.subarray(0, split < 0 ? raw.length : split).toString('latin1');
-      const [statusLine = '', ...lines] = head.split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const line of lines) {
-        const at = line.indexOf(':');
-        headers[line.slice(0, at).toLowerCase()] = line.slice(at + 1).trim();
-      }
-      // Only the first response: junk after a request may have been parsed as a second one.
-      const rest = split < 0 ? Buffer.alloc(0) : raw.subarray(split + 4);
-      const length = headers['content-length'] === undefined ? rest.length : Number(headers['content-length']);
-      resolve({ status: Number(statusLine.split(' ')[1]), headers, body: rest.subarray(0, length) });
+      clearTimeout(idle);
+      resolve(parseResponse(Buffer.concat(chunks)));
     });
   });
+}
+
+/** Whether `raw` holds a whole response: its head, and its body by Content-Length (none for 1xx/204/304). */
+function responseComplete(raw: Buffer): boolean {
+  const split = raw.indexOf('\r\n\r\n');
+  if (split < 0) return false;
+  const { status, headers } = parseResponse(raw);
+  if (status < 200) return false;
+  if (status === 204 || status === 304) return true;
+  const length = headers['content-length'];
+  return length !== undefined && raw.length - (split + 4) >= Number(length);
+}
+
+function parseResponse(raw: Buffer): RawResponse {
+  const split = raw.indexOf('\r\n\r\n');
+  const head = raw.subarray(0, split < 0 ? raw.length : split).toString('latin1');
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const headers: Record<string, string> = {};
+  for (const line of lines) {
+    const at = line.indexOf(':');
+    headers[line.slice(0, at).toLowerCase()] = line.slice(at + 1).trim();
+  }
+  // Only the first response: junk after a request may have been parsed as a second one.
+  const rest = split < 0 ? Buffer.alloc(0) : raw.subarray(split + 4);
+  const length = headers['content-length'] === undefined ? rest.length : Number(headers['content-length']);
+  return { status: Number(statusLine.split(' ')[1]), headers, body: rest.subarray(0, length) };
 }
 
 export interface NodeRequest {
