@@ -2,7 +2,6 @@
  * Types shared by the server's modules (the app, the route table, the stages, the routes), kept
  * apart so that none of them has to import another just for its types.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import type { Middleware, ParameterizedContext } from 'koa';
@@ -46,13 +45,10 @@ export type MuseumMiddleware = Middleware<MuseumState>;
 /** The context a route handler gets: its path parameters as sent (percent-decoded), before validation. */
 export type RouteContext = MuseumContext & { params: Record<string, string> };
 
-/** A raw node:http handler tried before Koa; true when it answered the request. */
-export type FastPathHandler = (req: IncomingMessage, res: ServerResponse) => boolean;
-
 /** Response headers as one object; precomputed sets are shared, never mutated. */
 export type Headers = Readonly<Record<string, string>>;
 
-/** An answer as both stacks send it: status, headers (besides request id, CORS, rate limits), body. */
+/** A whole answer: status, headers (besides request id, CORS, rate limits), body. */
 export interface RawAnswer {
   status: number;
   headers: Headers;

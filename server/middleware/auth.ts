@@ -11,14 +11,14 @@ import type { MuseumMiddleware } from '../types.ts';
 import { hitKeyLimit, keyLimitExceeded, keyLimitHeaders, type RateLimitStore } from './rate-limit.ts';
 
 /** The key a request presents, from its X-API-Key or Authorization header values. */
-export function keyFromHeaders(apiKey: string | undefined, authorization: string | undefined): string | null {
+function keyFromHeaders(apiKey: string | undefined, authorization: string | undefined): string | null {
   if (apiKey) return apiKey.trim();
   const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization ?? '');
   return match ? match[1]! : null;
 }
 
 /** The key presented in a request's headers. */
-export const presentedKey = (headers: IncomingHttpHeaders): string | null => {
+const presentedKey = (headers: IncomingHttpHeaders): string | null => {
   const apiKey = headers['x-api-key'];
   return keyFromHeaders(Array.isArray(apiKey) ? apiKey[0] : apiKey, headers.authorization);
 };

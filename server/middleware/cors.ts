@@ -12,9 +12,6 @@ export const CORS_HEADERS = {
   'Access-Control-Expose-Headers': '*',
 } as const;
 
-/** The same headers as a flat `[name, value, …]` list, as the raw exchange writes them. */
-export const CORS_LIST: readonly string[] = Object.entries(CORS_HEADERS).flat();
-
 const PREFLIGHT_HEADERS = {
   'Access-Control-Allow-Headers':
     'X-API-Key, Authorization, Content-Type, X-Exhibition-Token, If-None-Match, If-Modified-Since, Range, X-Request-Id',

@@ -33,7 +33,7 @@ const INTERNAL = new HttpError(500, 'INTERNAL', 'Internal server error');
 /** Serialized envelopes, once per error instance (the shared 401s and 429s are answered often). */
 const answers = new WeakMap<HttpError, RawAnswer & { body: Buffer }>();
 
-/** The answer for an error: status, its headers, the envelope (shared with the raw exchange). */
+/** The answer for an error: status, its headers, the envelope (serialized once per error instance). */
 export function errorAnswer(error: HttpError): RawAnswer & { body: Buffer } {
   let answer = answers.get(error);
   if (!answer) {
@@ -56,7 +56,7 @@ export function httpErrorOf(err: unknown, log: Logger, request: { requestId: str
   return INTERNAL;
 }
 
-/** Set an answer on a Koa context (the raw exchange writes the same answer to the socket). */
+/** Set an answer (status, headers, body) on a Koa context. */
 export function setAnswer(ctx: MuseumContext, answer: RawAnswer): void {
   ctx.status = answer.status;
   ctx.set(answer.headers);
