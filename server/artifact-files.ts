@@ -9,8 +9,8 @@ import { promises as fs } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
 import { resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
+import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
-import { LruMap } from '../common/lru.ts';
 import { CONTENT_ENCODINGS, type ContentEncoding, contentTypeOf, FILE_EXTENSIONS, FILE_NAME_PATTERN, type FileExt, PRECOMPRESSED_EXTENSIONS } from '../artifacts/format.ts';
 import { HttpError, notFound } from './errors.ts';
 import { type ByteRange, etagMatches, IMMUTABLE_CACHE_CONTROL, parseRange } from './http-conditional.ts';
@@ -64,9 +64,9 @@ const DEFAULT_LIMITS: ArtifactFilesLimits = { memoryBytes: 64 * 1024 * 1024, max
  */
 export class ArtifactFiles {
   /** Small files with their bytes, bounded by total size. */
-  private readonly inMemory: LruMap<string, StoredFile>;
+  private readonly inMemory: LRUCache<string, StoredFile>;
   /** Large files' metadata (their bytes stay on disk), bounded by count. */
-  private readonly streamed: LruMap<string, StoredFile>;
+  private readonly streamed: LRUCache<string, StoredFile>;
   private readonly loading = new Map<string, Promise<StoredFile | null>>();
   readonly limits: ArtifactFilesLimits;
 
@@ -76,8 +76,9 @@ export class ArtifactFiles {
   constructor(filesDir: string, limits: Partial<ArtifactFilesLimits> = {}) {
     this.filesDir = resolve(filesDir);
     this.limits = { ...DEFAULT_LIMITS, ...limits };
-    this.inMemory = new LruMap(this.limits.memoryBytes, { weigh: bytesHeld });
-    this.streamed = new LruMap(this.limits.maxStreamedEntries);
+    // An empty file weighs 1: lru-cache sizes are positive.
+    this.inMemory = new LRUCache({ maxSize: this.limits.memoryBytes, sizeCalculation: (file) => Math.max(1, bytesHeld(file)) });
+    this.streamed = new LRUCache({ max: this.limits.maxStreamedEntries });
   }
 
   /**
@@ -141,7 +142,7 @@ export class ArtifactFiles {
   }
 
   get memoryUsed(): number {
-    return this.inMemory.weight;
+    return this.inMemory.calculatedSize;
   }
 
   private known(path: string): StoredFile | undefined {

@@ -9,13 +9,14 @@
 import { promises as fs } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
+import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import sharp, { type Sharp } from 'sharp';
-import { LruMap } from '../common/lru.ts';
 import { clientBucket } from '../common/net.ts';
 import { artifactPaths, contentTypeOf, type FileExt } from '../artifacts/format.ts';
 import { writeFileAtomic } from '../artifacts/store.ts';
 import type { ArtifactFiles, FileAnswer, StoredFile } from './artifact-files.ts';
+import { diskCacheIndex } from './disk-index.ts';
 import { badRequest, HttpError } from './errors.ts';
 import { etagMatches, IMMUTABLE_CACHE_CONTROL } from './http-conditional.ts';
 
@@ -82,8 +83,8 @@ export class ImageVariants {
   readonly dir: string;
   readonly limits: VariantLimits;
   /** Cached variant files → size, least recently used first (scanned from disk on first use). */
-  private index: LruMap<string, number> | null = null;
-  private indexing: Promise<LruMap<string, number>> | null = null;
+  private index: LRUCache<string, number> | null = null;
+  private indexing: Promise<LRUCache<string, number>> | null = null;
   /** Variants evicted from the index whose files are still to be removed. */
   private evicted: string[] = [];
   private running = 0;
@@ -92,7 +93,7 @@ export class ImageVariants {
   /** Variants being made for each client (by clientBucket); entries leave at zero, so at most maxInProgress. */
   private readonly perClient = new Map<string, number>();
   private inProgress = 0;
-  private readonly dimensions = new LruMap<string, { width: number; height: number }>(10_000);
+  private readonly dimensions = new LRUCache<string, { width: number; height: number }>({ max: 10_000 });
 
   constructor(
     dataDir: string,
@@ -142,7 +143,9 @@ export class ImageVariants {
 
   /** Bytes of variants currently cached on disk (as far as this process knows). */
   async cachedBytes(): Promise<number> {
-    return (await this.loadIndex()).weight;
+    let bytes = 0;
+    for (const size of (await this.loadIndex()).values()) bytes += size;
+    return bytes;
   }
 
   private async plan(name: string, source: StoredFile, request: VariantRequest): Promise<VariantPlan> {
@@ -237,7 +240,7 @@ export class ImageVariants {
     else this.running--;
   }
 
-  private loadIndex(): Promise<LruMap<string, number>> {
+  private loadIndex(): Promise<LRUCache<string, number>> {
     if (this.index) return Promise.resolve(this.index);
     this.indexing ??= (async () => {
       const names = await fs.readdir(this.dir).catch(() => [] as string[]);
@@ -248,7 +251,7 @@ export class ImageVariants {
         if (stat?.isFile()) entries.push([name, stat.size, stat.mtimeMs]);
       }
       entries.sort((a, b) => a[2] - b[2]);
-      const index = new LruMap<string, number>(this.limits.maxBytes, { weigh: (size) => size, onEvict: (name) => this.evicted.push(name) });
+      const index = diskCacheIndex(this.limits.maxBytes, (name) => this.evicted.push(name));
       for (const [name, size] of entries) index.set(name, size);
       await this.removeEvicted();
       this.index = index;

@@ -9,8 +9,8 @@ import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { promisify } from 'node:util';
 import { brotliCompress, constants as zlib, gzip } from 'node:zlib';
+import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
-import { LruMap } from '../common/lru.ts';
 import { etagMatches, JSON_TYPE } from './http-conditional.ts';
 import type { Headers, RawAnswer } from './types.ts';
 
@@ -36,7 +36,7 @@ const brotli = promisify(brotliCompress);
 const gzipped = promisify(gzip);
 
 /** Accept-Encoding header → the encoding to send; remembered per distinct header (few in practice; bounded). */
-const chosen = new LruMap<string, Encoding>(256);
+const chosen = new LRUCache<string, Encoding>({ max: 256 });
 
 /** The encoding a request prefers among ours: br over gzip on a tie, identity without the header. */
 export function negotiateEncoding(acceptEncoding: string | undefined): Encoding {

@@ -13,7 +13,7 @@
  * records itself at most once a day per exhibition, so reads stay reads.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { LruMap } from '../../common/lru.ts';
+import { LRUCache } from 'lru-cache';
 import { clientBucket } from '../../common/net.ts';
 import { HttpError } from '../errors.ts';
 import { contentHashOf, type ExhibitionDocument, type GuideContext } from '../guide/exhibitions.ts';
@@ -143,13 +143,13 @@ export const dayOf = (now: number): number => Math.floor(now / DAY_MS);
  * stale context); bounded by entries and by serialized size.
  */
 export class ContextCache {
-  private readonly entries: LruMap<string, CachedContext>;
+  private readonly entries: LRUCache<string, CachedContext>;
 
   constructor(
     maxEntries = 256,
     private readonly maxBytes = 32 * 1024 * 1024,
   ) {
-    this.entries = new LruMap(maxBytes, { weigh: (entry) => entry.bytes, maxEntries });
+    this.entries = new LRUCache({ max: maxEntries, maxSize: maxBytes, sizeCalculation: (entry) => Math.max(1, entry.bytes) });
   }
 
   /** The `updated_at` of the cached context of `id`, if any. */

@@ -12,7 +12,7 @@
  * revocations forget everything at once. `last_used_at` writes are batched.
  */
 import { createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { LruMap } from '../../common/lru.ts';
+import { LRUCache } from 'lru-cache';
 import type { StateDb } from './db.ts';
 
 export const KEY_PATTERN = /^museum_[0-9a-f]{48}$/;
@@ -80,9 +80,9 @@ export const noSuchKey = (nameOrId: string) => new Error(`no key named or number
  * `max` keys, so a server with more active keys than that re-checks only the least recently used.
  */
 export class VerifiedKeys {
-  private readonly entries: LruMap<string, { id: number; at: number }>;
+  private readonly entries: LRUCache<string, { id: number; at: number }>;
   constructor(max = 10_000) {
-    this.entries = new LruMap(max);
+    this.entries = new LRUCache({ max });
   }
   get(digest: string) {
     return this.entries.get(digest);
@@ -95,7 +95,9 @@ export class VerifiedKeys {
   }
   /** Forget one key (by id), e.g. on a revocation notice. */
   forgetId(id: number): void {
-    for (const [digest, e] of this.entries) if (e.id === id) this.entries.delete(digest);
+    // Collected first: lru-cache's iterators follow links that a delete rewrites.
+    const digests = [...this.entries.entries()].filter(([, e]) => e.id === id).map(([digest]) => digest);
+    for (const digest of digests) this.entries.delete(digest);
   }
   clear(): void {
     this.entries.clear();

@@ -13,13 +13,14 @@
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { join } from 'node:path';
+import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import sharp from 'sharp';
 import { type Artwork, fileName, filePath, type FileRef } from '../../artifacts/format.ts';
 import { writeFileAtomic } from '../../artifacts/store.ts';
 import { BodyTooLarge, guardedGet, type NetPolicy } from '../../common/net.ts';
-import { LruMap } from '../../common/lru.ts';
 import { type ContentSnapshot, perSnapshot } from '../content.ts';
+import { diskCacheIndex } from '../disk-index.ts';
 
 export interface TextureOptions {
   cacheDir: string;
@@ -71,14 +72,14 @@ export class ArtworkTextures {
   private readonly maxSourceBytes: number;
   private readonly timeoutMs: number;
   private readonly maxDiskBytes: number;
-  private readonly failureTtlMs: number;
   private readonly concurrency: number;
-  private readonly memory: LruMap<string, Buffer>;
-  private readonly failures = new LruMap<string, number>(1024);
+  private readonly memory: LRUCache<string, Buffer>;
+  /** Sources that failed recently (the value is unused: an entry is there until failureTtlMs passes). */
+  private readonly failures: LRUCache<string, true> | null;
   private readonly inflight = new Map<string, Promise<Buffer>>();
   /** Files on disk with their sizes, bounded by bytes, least recently used first (read from disk at the first write). */
-  private disk: LruMap<string, number> | null = null;
-  private listing: Promise<LruMap<string, number>> | null = null;
+  private disk: LRUCache<string, number> | null = null;
+  private listing: Promise<LRUCache<string, number>> | null = null;
   /** Files evicted from `disk`, still to be removed. */
   private evicted: string[] = [];
   private running = 0;
@@ -89,9 +90,11 @@ export class ArtworkTextures {
     this.maxSourceBytes = options.maxSourceBytes ?? 25 * 1024 * 1024;
     this.timeoutMs = options.timeoutMs ?? 15_000;
     this.maxDiskBytes = options.maxDiskBytes ?? 256 * 1024 * 1024;
-    this.failureTtlMs = options.failureTtlMs ?? 60_000;
+    const failureTtlMs = options.failureTtlMs ?? 60_000;
     this.concurrency = options.concurrency ?? 4;
-    this.memory = new LruMap(options.memoryEntries ?? 48);
+    this.memory = new LRUCache({ max: options.memoryEntries ?? 48 });
+    // lru-cache reads a ttl of 0 as "never expires": no failure is remembered then.
+    this.failures = failureTtlMs > 0 ? new LRUCache({ max: 1024, ttl: failureTtlMs }) : null;
   }
 
   /** The WebP variant of this image (a URL, or a stored file); throws TextureError when it cannot be had. */
@@ -101,8 +104,7 @@ export class ArtworkTextures {
     const key = createHash('sha256').update(`${RECIPE}\n${this.size}\n${id}`).digest('hex').slice(0, 40);
     const hit = this.memory.get(key);
     if (hit) return hit;
-    const failedAt = this.failures.get(key);
-    if (failedAt !== undefined && Date.now() - failedAt < this.failureTtlMs) throw new TextureError('the image failed recently');
+    if (this.failures?.get(key)) throw new TextureError('the image failed recently');
     let job = this.inflight.get(key);
     if (!job) {
       job = this.load(key, source).finally(() => this.inflight.delete(key));
@@ -125,7 +127,7 @@ export class ArtworkTextures {
       await this.store(`${key}.webp`, bytes);
       return bytes;
     } catch (err) {
-      this.failures.set(key, Date.now());
+      this.failures?.set(key, true);
       const where = 'url' in source ? { url: source.url } : { file: source.name };
       this.options.log.warn({ ...where, err: err instanceof Error ? err.message : String(err) }, 'artwork texture unavailable');
       throw err instanceof TextureError ? err : new TextureError('the image could not be fetched or decoded');
@@ -202,20 +204,20 @@ export class ArtworkTextures {
   }
 
   /** The index of the disk cache; at first, the files already in its directory, oldest first (listed once). */
-  private async diskIndex(): Promise<LruMap<string, number>> {
+  private async diskIndex(): Promise<LRUCache<string, number>> {
     if (this.disk) return this.disk;
     this.listing ??= this.listDisk().finally(() => (this.listing = null));
     return (this.disk = await this.listing);
   }
 
-  private async listDisk(): Promise<LruMap<string, number>> {
+  private async listDisk(): Promise<LRUCache<string, number>> {
     const entries = await Promise.all(
       (await fs.readdir(this.options.cacheDir)).filter((n) => n.endsWith('.webp')).map(async (n) => {
         const stat = await fs.stat(join(this.options.cacheDir, n)).catch(() => null);
         return stat ? ([n, stat.size, stat.mtimeMs] as const) : null;
       }),
     );
-    const index = new LruMap<string, number>(this.maxDiskBytes, { weigh: (size) => size, onEvict: (n) => this.evicted.push(n) });
+    const index = diskCacheIndex(this.maxDiskBytes, (n) => this.evicted.push(n));
     for (const [n, size] of entries.filter((e) => e !== null).sort((a, b) => a[2] - b[2])) index.set(n, size);
     return index;
   }
