@@ -5,7 +5,8 @@
  *
  * Content: the sample rooms and the real rooms of ../shared/assets/rooms (cube-room, garage; CC-BY,
  * see its LICENSES.md), baked by the project's bake (every model variant) into a temporary DATA_DIR.
- * For each model variant (draco, meshopt, plain) of each real room, a fresh page per measurement
+ * For each model variant (draco, meshopt, plain) of each real room (and its source model, as a
+ * reference), a fresh page per measurement
  * (fresh browser context, HTTP cache disabled) opens `/view/rooms/{id}?variant=…`, over an emulated
  * visitor connection (CDP: 50 Mbit/s, 20 ms round trip) and over loopback (no transfer time), the
  * variants taking turns; medians of BENCH_ROUNDS (7):
@@ -15,8 +16,9 @@
  *  - navigation → parsed scene, and navigation → the first frame with every slot frame;
  *  - bytes: the file, and its body on the wire as transferred (Content-Encoding as /files sent it),
  *    plus the decoder's bytes on the wire.
- * Target (issue 36): meshopt ≤ 0.6× Draco, request → parsed scene over the emulated connection, on
- * the median room (0.5× stretch). Also: the page's JavaScript weight, and the README screenshots.
+ * Targets: meshopt ≤ 0.6× Draco, request → parsed scene over the emulated connection, on the median
+ * room (issue 36; 0.5× stretch); Draco ≤ 0.5× the source model (model_url, measured the same way as
+ * a reference); the first full frame ≤ 1.5 s. Also: the page's JavaScript weight, the README screenshots.
  */
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -117,7 +119,7 @@ const WIRE_BYTES = (modelUrl: string) => `(() => {
  * Load one variant in a fresh viewer page that has loaded no model and no decoder yet (an
  * exhibition whose only room the museum does not know), as the page loads its room model.
  */
-async function measureModel(browser: Browser, blankUrl: string, variant: ManifestModelVariant, network: Network): Promise<ModelLoad> {
+async function measureModel(browser: Browser, blankUrl: string, variant: Model, network: Network): Promise<ModelLoad> {
   const { page, close } = await freshPage(browser, network);
   try {
     const url = `/files/${variant.file.sha256}.${variant.file.ext}`;
@@ -127,9 +129,12 @@ async function measureModel(browser: Browser, blankUrl: string, variant: Manifes
     });
     await page.goto(blankUrl);
     await pageUntil(page, 'window.museumViewer && window.museumViewer.ready');
-    const ms = (await page.evaluate(
-      `museumViewer.measureLoad(${JSON.stringify(url)}, ${JSON.stringify(variant.extensions_required)})`,
-    )) as number;
+    const load = page.evaluate(`museumViewer.measureLoad(${JSON.stringify(url)}, ${JSON.stringify(variant.extensions_required)})`);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`page never satisfied: measureLoad(${url}) within 30 s`)), 30_000);
+    });
+    const ms = (await Promise.race([load, late]).finally(() => clearTimeout(timer))) as number;
     const wire = (await page.evaluate(WIRE_BYTES(url))) as { model: number; decoders: number };
     return { ms, wireBytes: wire.model, encoding, decoderWireBytes: wire.decoders };
   } finally {
@@ -147,7 +152,7 @@ async function measurePage(browser: Browser, roomUrl: string, variant: VariantNa
     page.on('requestfailed', (r) => pending.delete(r.url()));
     // Readiness is the page's own signal; the load event may wait on preloads.
     await page.goto(`${roomUrl}?variant=${variant}`, { waitUntil: 'commit', timeout: 60_000 });
-    await pageUntil(page, 'window.museumViewer && window.museumViewer.ready', 60_000).catch(async (err: Error) => {
+    await pageUntil(page, 'window.museumViewer && window.museumViewer.ready', 30_000).catch(async (err: Error) => {
       const status = await page.evaluate('["status", "warning"].map((id) => document.getElementById(id)?.textContent).join(" ")');
       throw new Error(`${roomUrl}?variant=${variant}: ${err.message} (page: ${status}; pending: ${[...pending].join(', ')})`);
     });
@@ -168,19 +173,41 @@ async function measurePage(browser: Browser, roomUrl: string, variant: VariantNa
   }
 }
 
+/** A variant, or the source model for reference. */
+type Model = Pick<ManifestModelVariant, 'file' | 'extensions_required'> & { name: VariantName | 'source' };
+
 interface VariantRow {
-  variant: VariantName;
+  variant: VariantName | 'source';
   bytes: number;
   wire_bytes: number;
   content_encoding: string;
   decoder_wire_bytes: number;
   /** Medians over the emulated connection. */
   request_to_scene_ms: number;
-  navigation_to_scene_ms: number;
-  first_full_frame_ms: number;
+  navigation_to_scene_ms: number | null;
+  first_full_frame_ms: number | null;
   request_to_scene_rounds: number[];
   /** Request → parsed scene over loopback (decode and decoder start, no transfer). */
   loopback_request_to_scene_ms: number;
+}
+
+/** Page loads that never got ready (all requests pending), retried; reported with the results. */
+const stalls: string[] = [];
+
+/**
+ * Once in a few hundred page loads on this VM, a fresh page's subresources all stayed pending (see
+ * RESULTS.md): such a load is noted and measured again, at most twice, rather than ending the run.
+ */
+async function retried<T>(measurement: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await measurement();
+    } catch (err) {
+      if (attempt === 2 || !/page never satisfied/.test(String(err))) throw err;
+      stalls.push(String(err));
+      process.stderr.write(`  stalled, measured again: ${String(err).slice(0, 400)}\n`);
+    }
+  }
 }
 
 async function measureRoom(
@@ -191,11 +218,13 @@ async function measureRoom(
   blankUrl: string,
 ): Promise<VariantRow[]> {
   const room = manifest.rooms.find((r) => r.id === roomId)!;
-  const variants = VARIANTS.map((name) => {
+  const variants: Model[] = VARIANTS.map((name) => {
     const found = (room.model_variants ?? []).find((v) => v.name === name);
     if (!found) throw new Error(`room ${roomId} has no ${name} variant`);
     return found;
   });
+  // The source model (model_url) beside them, as the reference the optimized model was first measured against.
+  variants.push({ name: 'source', file: room.model!, extensions_required: [] });
   const runs = variants.map(() => ({
     broadband: [] as ModelLoad[],
     loopback: [] as number[],
@@ -206,9 +235,11 @@ async function measureRoom(
   for (let i = 0; i < ROUNDS; i++) {
     for (const [k, variant] of variants.entries()) {
       const run = runs[k]!;
-      run.broadband.push(await measureModel(browser, blankUrl, variant, BROADBAND));
-      run.loopback.push((await measureModel(browser, blankUrl, variant, null)).ms);
-      const page = await measurePage(browser, `${serverUrl}/view/rooms/${roomId}`, variant.name, BROADBAND);
+      run.broadband.push(await retried(() => measureModel(browser, blankUrl, variant, BROADBAND)));
+      run.loopback.push((await retried(() => measureModel(browser, blankUrl, variant, null))).ms);
+      const name = variant.name;
+      if (name === 'source') continue; // not a variant: no page shows it
+      const page = await retried(() => measurePage(browser, `${serverUrl}/view/rooms/${roomId}`, name, BROADBAND));
       run.scene.push(page.scene);
       run.frame.push(page.frame);
     }
@@ -222,13 +253,15 @@ async function measureRoom(
       content_encoding: run.broadband[0]!.encoding,
       decoder_wire_bytes: median(run.broadband.map((l) => l.decoderWireBytes)),
       request_to_scene_ms: Math.round(median(run.broadband.map((l) => l.ms))),
-      navigation_to_scene_ms: Math.round(median(run.scene)),
-      first_full_frame_ms: Math.round(median(run.frame)),
+      navigation_to_scene_ms: run.scene.length ? Math.round(median(run.scene)) : null,
+      first_full_frame_ms: run.frame.length ? Math.round(median(run.frame)) : null,
       request_to_scene_rounds: run.broadband.map((l) => Math.round(l.ms)),
       loopback_request_to_scene_ms: Math.round(median(run.loopback)),
     };
   });
 }
+
+const ms = (value: number | null) => (value === null ? '–' : `${value} ms`);
 
 function printRoom(title: string, rows: VariantRow[]): void {
   const draco = rows.find((r) => r.variant === 'draco')!;
@@ -241,7 +274,7 @@ function printRoom(title: string, rows: VariantRow[]): void {
       (r) =>
         `| ${r.variant} | ${kb(r.bytes)} | ${kb(r.wire_bytes)} (${r.content_encoding}) | ${kb(r.decoder_wire_bytes)} | ` +
         `${r.request_to_scene_ms} ms | ${(r.request_to_scene_ms / draco.request_to_scene_ms).toFixed(2)}× | ` +
-        `${r.navigation_to_scene_ms} ms | ${r.first_full_frame_ms} ms | ${r.loopback_request_to_scene_ms} ms |`,
+        `${ms(r.navigation_to_scene_ms)} | ${ms(r.first_full_frame_ms)} | ${r.loopback_request_to_scene_ms} ms |`,
     ),
   ];
   console.log(lines.join('\n'));
@@ -376,8 +409,8 @@ async function main(): Promise<void> {
         process.stderr.write(`measuring ${room.title} (${ROUNDS} rounds × ${VARIANTS.length} variants)…\n`);
         const rows = await measureRoom(browser, server.url, manifest, room.id, blankUrl);
         printRoom(`${room.title}, medians of ${ROUNDS}, 50 Mbit/s + 20 ms unless loopback`, rows);
-        const row = (v: VariantName) => rows.find((r) => r.variant === v)!;
-        const ratio = (v: VariantName) => row(v).request_to_scene_ms / row('draco').request_to_scene_ms;
+        const row = (v: VariantName | 'source') => rows.find((r) => r.variant === v)!;
+        const ratio = (v: VariantName | 'source') => row(v).request_to_scene_ms / row('draco').request_to_scene_ms;
         // Each round's meshopt load beside the Draco load of the same round (they ran one after the other).
         const paired = median(row('meshopt').request_to_scene_rounds.map((ms, i) => ms / row('draco').request_to_scene_rounds[i]!));
         rooms.push({
@@ -387,12 +420,13 @@ async function main(): Promise<void> {
           meshopt_ratio: Number(ratio('meshopt').toFixed(2)),
           meshopt_paired_ratio: Number(paired.toFixed(2)),
           plain_ratio: Number(ratio('plain').toFixed(2)),
+          draco_to_source_ratio: Number((1 / ratio('source')).toFixed(2)),
         });
       }
       mkdirSync(SHOTS, { recursive: true });
       await screenshots(browser, server.url, manifest);
       const weight = await pageWeight();
-      const result = { rounds: ROUNDS, network: BROADBAND, rooms, weight, at: new Date().toISOString() };
+      const result = { rounds: ROUNDS, network: BROADBAND, rooms, weight, stalls, at: new Date().toISOString() };
       mkdirSync(join(ROOT, '.bench'), { recursive: true });
       writeFileSync(join(ROOT, '.bench', 'viewer.json'), `${JSON.stringify(result, null, 1)}\n`);
       const ratio = median(rooms.map((r) => r.meshopt_ratio));
@@ -404,7 +438,13 @@ async function main(): Promise<void> {
         `median room: ${ratio.toFixed(2)}× — target ≤ 0.6×: ${ratio <= 0.6 ? 'met' : 'MISSED'} ` +
           `(stretch ≤ 0.5×: ${ratio <= 0.5 ? 'met' : 'not met'})`,
       );
-      const worstFrame = Math.max(...rooms.flatMap((r) => r.variants.map((v) => v.first_full_frame_ms)));
+      const worstSource = Math.max(...rooms.map((r) => r.draco_to_source_ratio));
+      console.log(
+        `draco ÷ source model (model_url), request → parsed scene over 50 Mbit/s: ` +
+          `${rooms.map((r) => `${r.title.split(' (')[0]} ${r.draco_to_source_ratio}×`).join(', ')} — ` +
+          `target ≤ 0.5×: ${worstSource <= 0.5 ? 'met' : 'MISSED'}`,
+      );
+      const worstFrame = Math.max(...rooms.flatMap((r) => r.variants.map((v) => v.first_full_frame_ms ?? 0)));
       console.log(
         `first full frame over 50 Mbit/s (worst room and variant): ${worstFrame} ms — ` +
           `target ≤ 1500 ms: ${worstFrame <= 1500 ? 'met' : 'MISSED'}`,
