@@ -179,6 +179,16 @@ describe('files', () => {
     }
   });
 
+  it('serves an empty file, again from memory', async () => {
+    const empty = await putContentFile(server.dataDir, Buffer.alloc(0), 'json');
+    for (let i = 0; i < 2; i++) {
+      const res = await server.get(`/files/${empty.sha256}.json`, { key: null });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-length')).toBe('0');
+      expect(await res.text()).toBe('');
+    }
+  });
+
   it('answers Range, If-Range and HEAD on small and streamed files', async () => {
     const image = fileUrl('room1.image');
     const bytes = fx.files['room1.image']!.bytes;

@@ -80,6 +80,14 @@ describe('artwork textures', () => {
     expect(media.requests.get('/gone.png')).toBe(1);
   });
 
+  it('remembers no failure when failureTtlMs is 0', async () => {
+    const textures = make({ failureTtlMs: 0 });
+    const before = media.requests.get('/gone.png') ?? 0;
+    await expect(textures.variant(`${media.url}/gone.png`)).rejects.toThrow(/answered 404/);
+    await expect(textures.variant(`${media.url}/gone.png`)).rejects.toThrow(/answered 404/);
+    expect(media.requests.get('/gone.png')).toBe(before + 2);
+  });
+
   it('keeps the disk cache under its byte bound, oldest out first', async () => {
     const dir = join(root, 'bounded');
     const textures = make({ cacheDir: dir, maxDiskBytes: 1, memoryEntries: 1 });
