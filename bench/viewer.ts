@@ -6,14 +6,14 @@
  * Content: the sample rooms and the real rooms of ../shared/assets/rooms (cube-room, garage; CC-BY,
  * see its LICENSES.md), baked by the project's bake (every model variant) into a temporary DATA_DIR.
  * For each model variant (draco, meshopt, plain) of each real room (and its source model, as a
- * reference), a fresh page per measurement
- * (fresh browser context, HTTP cache disabled) opens `/view/rooms/{id}?variant=…`, over an emulated
- * visitor connection (CDP: 50 Mbit/s, 20 ms round trip) and over loopback (no transfer time), the
- * variants taking turns; medians of BENCH_ROUNDS (7):
- *  - request → parsed scene: from the first request for the model or its decoder (the page's
- *    preload hints start both) to GLTFLoader's parsed scene — the decoder's download and start
- *    included;
- *  - navigation → parsed scene, and navigation → the first frame with every slot frame;
+ * reference), a fresh page per measurement (fresh browser context, HTTP cache disabled), over an
+ * emulated visitor connection (CDP: 50 Mbit/s, 20 ms round trip) and over loopback (no transfer
+ * time), the variants taking turns; medians of BENCH_ROUNDS (7):
+ *  - request → parsed scene: a viewer page that has loaded no model and no decoder yet loads the
+ *    model as the room page does (`museumViewer.measureLoad`: the decoder it needs requested beside
+ *    it) up to GLTFLoader's parsed scene — the decoder's download and start included;
+ *  - the room page itself, `/view/rooms/{id}?variant=…`: navigation → parsed scene, and → the first
+ *    frame with every slot frame;
  *  - bytes: the file, and its body on the wire as transferred (Content-Encoding as /files sent it),
  *    plus the decoder's bytes on the wire.
  * Targets: meshopt ≤ 0.6× Draco, request → parsed scene over the emulated connection, on the median
