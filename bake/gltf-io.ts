@@ -9,7 +9,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { dirname, isAbsolute, relative, resolve as resolvePath, sep } from 'node:path';
-import { BufferUtils, Format, GLB_BUFFER, Logger, NodeIO, type Document, type GLTF, type JSONDocument } from '@gltf-transform/core';
+import { BufferUtils, Format, GLB_BUFFER, Logger, NodeIO, VertexLayout, type Document, type GLTF, type JSONDocument } from '@gltf-transform/core';
 import { oneLine } from '../common/errors.ts';
 import { BAKE_LIMITS } from './settings.ts';
 
@@ -458,15 +458,19 @@ function packGlb(json: GLTF.IGLTF, bin: Uint8Array | undefined): Uint8Array {
  * Write a Document as one self-contained GLB (buffers merged into the single binary chunk).
  * `compact`: the optimized models the bake publishes also get compactJson's lossless savings
  * (source models keep glTF-Transform's exact output: their hash is the room's model id).
+ * `vertexLayout` (compact only): glTF-Transform's, interleaved unless asked.
  */
-export async function writeGlb(document: Document, options: { compact?: boolean } = {}): Promise<Uint8Array> {
+export async function writeGlb(document: Document, options: { compact?: boolean; vertexLayout?: VertexLayout } = {}): Promise<Uint8Array> {
   if (document.getRoot().listBuffers().length > 1) {
     const { unpartition } = await import('@gltf-transform/functions');
     await document.transform(unpartition());
   }
   const io = await ioWith(codecsFor(document.getRoot().listExtensionsUsed().map((e) => e.extensionName), 'encoder'));
   if (!options.compact) return io.writeBinary(document);
-  const { json, resources } = await io.writeJSON(document, { format: Format.GLB });
+  // The shared NodeIO's layout is read when writeJSON is called: set for this call alone, restored at once.
+  const written = io.setVertexLayout(options.vertexLayout ?? VertexLayout.INTERLEAVED).writeJSON(document, { format: Format.GLB });
+  io.setVertexLayout(VertexLayout.INTERLEAVED);
+  const { json, resources } = await written;
   compactJson(json);
   return packGlb(json, resources[GLB_BUFFER]);
 }

@@ -150,8 +150,13 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     return true;
   };
   // The variants start from the optimizer's document before Draco: their texture work runs on
-  // sharp's threads while the Draco model is encoded and written.
-  const variantsWork: { started: Promise<VariantGlb[]> | null } = { started: null };
+  // sharp's threads while the Draco model is encoded and written, and their files are stored (br/gz
+  // siblings compressed on libuv's threads) as soon as both are made, not after the Draco model.
+  const variantsWork: { started: Promise<Array<VariantGlb & { file: FileRef }>> | null } = { started: null };
+  const storeVariants = (prepared: Document) =>
+    makeVariants(prepared, settings, finish, plainTexturesKeyed).then((made) =>
+      Promise.all(made.map(async (v) => ({ ...v, file: await putContentFile(job.dataDir, v.glb, 'glb') }))),
+    );
   const withVariants = job.modelVariants !== false;
   onStep('optimizing the model');
   const optimized = await optimizeModel({
@@ -160,7 +165,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     first: source.document,
     settings,
     finish,
-    prepared: withVariants ? (document) => (variantsWork.started = started(makeVariants(document, settings, finish, plainTexturesKeyed))) : undefined,
+    prepared: withVariants ? (document) => (variantsWork.started = started(storeVariants(document))) : undefined,
   });
   if (optimized.isSource && slots.slots.length) {
     // Cannot happen (embedding forces a written model); guards the slot node contract.
@@ -169,19 +174,17 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   const draco = started(putContentFile(job.dataDir, optimized.glb, 'glb'));
   if (withVariants && !variantsWork.started) throw new Error('the optimizer gave no prepared document for the model variants');
   const variants = variantsWork.started ? await variantsWork.started : [];
-  const variantFiles = variants.map((v) => putContentFile(job.dataDir, v.glb, 'glb'));
 
-  const [modelRef, modelOptimized, slotFile, images, planRef, ...variantRefs] = await Promise.all([
+  const [modelRef, modelOptimized, slotFile, images, planRef] = await Promise.all([
     model,
     draco,
     putContentFile(job.dataDir, slotJson, 'json'),
     preview,
     planPicture,
-    ...variantFiles,
   ]);
   const modelVariants: ManifestModelVariant[] = [
-    { name: 'draco', file: modelOptimized, ...glbFacts(optimized.glb) },
-    ...variants.map((v, i) => ({ name: v.name, file: variantRefs[i]!, extensions_required: v.extensions_required, max_texture_size: v.max_texture_size })),
+    { name: 'draco', file: modelOptimized, ...(await glbFacts(optimized.glb)) },
+    ...variants.map((v) => ({ name: v.name, file: v.file, extensions_required: v.extensions_required, max_texture_size: v.max_texture_size })),
   ];
 
   const warnings = [...slots.warnings, ...optimized.warnings];

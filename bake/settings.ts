@@ -10,9 +10,10 @@ export const OPTIMIZER_SETTINGS = {
    * Bump when the step code changes in a way that changes output. 3: hostile-input checks (textures
    * must be images, SVG previews rasterized) — every room is re-checked once. 4: accessor bounds and
    * primitive modes written compactly (gltf-io compactJson). 5: Draco at speed 4 (see draco).
-   * 6: meshopt and plain model variants, br/gz siblings of GLB and JSON files.
+   * 6: meshopt and plain model variants, br/gz siblings of GLB and JSON files. 7: the plain variant's
+   * vertex attributes not interleaved (bake/variants.ts PLAIN_VERTEX_LAYOUT).
    */
-  revision: 6,
+  revision: 7,
   textures: {
     format: 'webp' as const,
     /** Longest side after resizing, in pixels. */

@@ -3,11 +3,12 @@
  * optimizer's prepared document (after dedup … textures, before Draco) with glTF-Transform's own
  * functions:
  *   - meshopt: glTF-Transform's `meshopt` with meshoptimizer's encoder, WebP textures;
- *   - plain: float32 geometry (dequantize), no geometry compression, WebP textures at most 1024 px.
+ *   - plain: float32 geometry (dequantize), no geometry compression, WebP textures at most 1024 px,
+ *     each vertex attribute in a bufferView of its own (see PLAIN_VERTEX_LAYOUT).
  * Both carry every Slot_NNN / Auto_NNN node exactly as the Draco model does: the anchors are embedded
  * the same way, after the geometry step (see toMeshopt).
  */
-import { Document, ImageUtils, type Texture } from '@gltf-transform/core';
+import { Document, GLB_BUFFER, ImageUtils, NodeIO, VertexLayout, type Texture } from '@gltf-transform/core';
 import { cloneDocument, compressTexture, dequantize, meshopt } from '@gltf-transform/functions';
 import sharp from 'sharp';
 import type { ModelVariantFacts } from '../artifacts/format.ts';
@@ -94,23 +95,14 @@ async function toPlain(document: Document, settings: OptimizerSettings, early: P
   );
 }
 
-const GLB_JSON_CHUNK = 0x4e4f534a;
-const GLB_BIN_CHUNK = 0x004e4942;
+/** Reads a GLB's JSON and binary chunk (glTF-Transform's own GLB parsing; no extension or codec needed). */
+const glbReader = new NodeIO();
 
 /** extensionsRequired and the longest texture side, read back from a written GLB (never assumed). */
-export function glbFacts(glb: Uint8Array): ModelVariantFacts {
-  const view = new DataView(glb.buffer, glb.byteOffset, glb.byteLength);
-  let json: { extensionsRequired?: string[]; images?: Array<{ bufferView?: number; mimeType?: string }>; bufferViews?: Array<{ byteOffset?: number; byteLength: number }> } | null = null;
-  let bin: Uint8Array | null = null;
-  for (let at = 12; at + 8 <= glb.byteLength; ) {
-    const length = view.getUint32(at, true);
-    const type = view.getUint32(at + 4, true);
-    const data = glb.subarray(at + 8, at + 8 + length);
-    if (type === GLB_JSON_CHUNK) json = JSON.parse(Buffer.from(data).toString('utf8'));
-    else if (type === GLB_BIN_CHUNK) bin = data;
-    at += 8 + length;
-  }
-  if (!json) throw new Error('written GLB has no JSON chunk');
+export async function glbFacts(glb: Uint8Array): Promise<ModelVariantFacts> {
+  // Its chunk headers are read as a Uint32Array: a view at an unaligned offset is copied first.
+  const { json, resources } = await glbReader.binaryToJSON(glb.byteOffset % 4 ? glb.slice() : glb);
+  const bin = resources[GLB_BUFFER];
   let longest = 0;
   for (const image of json.images ?? []) {
     const bufferView = image.bufferView === undefined ? undefined : json.bufferViews?.[image.bufferView];
@@ -122,13 +114,26 @@ export function glbFacts(glb: Uint8Array): ModelVariantFacts {
   return { extensions_required: json.extensionsRequired ?? [], max_texture_size: longest || null };
 }
 
-async function variant(name: VariantGlb['name'], document: Document, make: () => Promise<void>, finish: (d: Document) => void): Promise<VariantGlb> {
+/**
+ * The plain variant's vertex attributes each in a run of their own rather than interleaved: on the garage's
+ * 774 KB plain model, 11 % fewer bytes after brotli (178.6 → 158.2 KB) and gzip (212.6 → 190.1 KB), like
+ * values being adjacent, and a faster write (glTF-Transform interleaves element by element).
+ */
+const PLAIN_VERTEX_LAYOUT = VertexLayout.SEPARATE;
+
+async function variant(
+  name: VariantGlb['name'],
+  document: Document,
+  make: () => Promise<void>,
+  finish: (d: Document) => void,
+  vertexLayout?: VertexLayout,
+): Promise<VariantGlb> {
   const t0 = performance.now();
   try {
     await make();
     finish(document);
-    const glb = await writeGlb(document, { compact: true });
-    return { name, glb, ...glbFacts(glb), ms: performance.now() - t0 };
+    const glb = await writeGlb(document, { compact: true, vertexLayout });
+    return { name, glb, ...(await glbFacts(glb)), ms: performance.now() - t0 };
   } catch (err) {
     throw new Error(`the ${name} model variant could not be made: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
   }
@@ -143,6 +148,6 @@ export async function makeVariants(prepared: Document, settings: OptimizerSettin
   // The plain variant's texture work runs on sharp's threads while meshopt encodes on this one.
   return Promise.all([
     variant('meshopt', forMeshopt, () => toMeshopt(forMeshopt, settings), finish),
-    variant('plain', prepared, () => toPlain(prepared, settings, plainTextures), finish),
+    variant('plain', prepared, () => toPlain(prepared, settings, plainTextures), finish, PLAIN_VERTEX_LAYOUT),
   ]);
 }
