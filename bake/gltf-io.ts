@@ -9,7 +9,8 @@
  */
 import { promises as fs } from 'node:fs';
 import { dirname, isAbsolute, relative, resolve as resolvePath, sep } from 'node:path';
-import { BufferUtils, Format, GLB_BUFFER, Logger, NodeIO, VertexLayout, type Document, type GLTF, type JSONDocument } from '@gltf-transform/core';
+import { BufferUtils, Format, GLB_BUFFER, Logger, NodeIO, VertexLayout } from '@gltf-transform/core';
+import type { Document, GLTF, JSONDocument } from '@gltf-transform/core';
 import { oneLine } from '../common/errors.ts';
 import { BAKE_LIMITS } from './settings.ts';
 

@@ -184,7 +184,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   ]);
   const modelVariants: ManifestModelVariant[] = [
     { name: 'draco', file: modelOptimized, ...(await glbFacts(optimized.glb)) },
-    ...variants.map((v) => ({ name: v.name, file: v.file, extensions_required: v.extensions_required, max_texture_size: v.max_texture_size })),
+    ...variants.map(({ name, file, extensions_required, max_texture_size }) => ({ name, file, extensions_required, max_texture_size })),
   ];
 
   const warnings = [...slots.warnings, ...optimized.warnings];
