@@ -15,7 +15,9 @@
  * percent-decoded.
  */
 import type { Middleware } from 'koa';
+import { parse as parseQueryString } from 'node:querystring';
 import compose from 'koa-compose';
+import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { HttpError } from './errors.ts';
 import { JSON_TYPE } from './http-conditional.ts';
@@ -86,6 +88,33 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.
 }
 
 export type AnyRouteDef = RouteDef<AnyObject, AnyObject, z.ZodType>;
+
+/** A parse's outcome: the data, or the error to answer. */
+type Parsed = { data: unknown } | { error: HttpError };
+
+/** Raw inputs longer than this are parsed every time rather than remembered. */
+const MAX_REMEMBERED_INPUT = 512;
+
+/**
+ * A route's parsed path parameters and query strings, by their raw text (bounded): a repeated input —
+ * the same room's slots, the same page of artworks — costs a map lookup instead of a zod parse. The
+ * parse is a pure function of the text, and the remembered data is frozen (handlers only read it).
+ */
+class ParsedInputs {
+  private readonly seen = new LRUCache<string, Parsed>({ max: 256 });
+
+  constructor(private readonly parse: (raw: string) => Parsed) {}
+
+  get(raw: string): Parsed {
+    let parsed = this.seen.get(raw);
+    if (parsed === undefined) {
+      parsed = this.parse(raw);
+      if ('data' in parsed && parsed.data !== null && typeof parsed.data === 'object') Object.freeze(parsed.data);
+      if (raw.length <= MAX_REMEMBERED_INPUT) this.seen.set(raw, parsed);
+    }
+    return parsed;
+  }
+}
 
 /** A declaration with its stages composed (the handler last). */
 export interface CompiledRoute {
@@ -198,19 +227,46 @@ function send(ctx: RouteContext, answer: Answer): void {
   } else setAnswer(ctx, answer);
 }
 
+/** The parsers of a route's input (the query string parsed as Koa parses it). */
+interface InputParsers {
+  params: ParsedInputs | null;
+  /** The path parameters as one key: the value itself when there is one, else their JSON array. */
+  paramsKey: (params: Record<string, string>) => string;
+  query: ParsedInputs | null;
+}
+
+function inputParsers(def: AnyRouteDef): InputParsers {
+  const names = def.params ? Object.keys(def.params.shape) : [];
+  const paramsKey = (params: Record<string, string>) => (names.length === 1 ? (params[names[0]!] ?? '') : JSON.stringify(names.map((n) => params[n] ?? '')));
+  const params = def.params
+    ? new ParsedInputs((raw) => {
+        const values = names.length === 1 ? [raw] : (JSON.parse(raw) as string[]);
+        const parsed = def.params!.safeParse(Object.fromEntries(names.map((name, i) => [name, values[i]])));
+        return parsed.success ? { data: parsed.data } : { error: NOT_FOUND };
+      })
+    : null;
+  const query = def.query
+    ? new ParsedInputs((raw) => {
+        const values = firstValues(parseQueryString(raw));
+        const parsed = def.query!.safeParse(values);
+        return parsed.success ? { data: parsed.data } : { error: invalidInput(parsed.error, 'query', values) };
+      })
+    : null;
+  return { params, paramsKey, query };
+}
+
 /** The route's input from the request, or the 404 (path) / 400 (query, body) to answer. */
-function inputOf(def: AnyRouteDef, ctx: RouteContext): RouteInput<AnyObject, AnyObject, z.ZodType> {
+function inputOf(def: AnyRouteDef, parsers: InputParsers, ctx: RouteContext): RouteInput<AnyObject, AnyObject, z.ZodType> {
   let params: unknown = NO_INPUT;
-  if (def.params) {
-    const parsed = def.params.safeParse(ctx.params);
-    if (!parsed.success) throw NOT_FOUND;
+  if (parsers.params) {
+    const parsed = parsers.params.get(parsers.paramsKey(ctx.params));
+    if ('error' in parsed) throw parsed.error;
     params = parsed.data;
   }
   let query: unknown = NO_INPUT;
-  if (def.query) {
-    const raw = firstValues(ctx.query);
-    const parsed = def.query.safeParse(raw);
-    if (!parsed.success) throw invalidInput(parsed.error, 'query', raw);
+  if (parsers.query) {
+    const parsed = parsers.query.get(ctx.querystring);
+    if ('error' in parsed) throw parsed.error;
     query = parsed.data;
   }
   let body: unknown;
@@ -330,8 +386,9 @@ export class RouteTable {
     else if (def.access !== 'public') stages.push(requireBearer(def.access.bearer));
     if (def.ipLimit) stages.push(ipRateLimit(this.deps.limiter, def.ipLimit.name, def.ipLimit.perMinute));
     if (def.body) stages.push(jsonBody({ optional: def.bodyOptional, limit: def.bodyLimit }));
+    const parsers = inputParsers(def);
     stages.push(async (ctx) => {
-      const answer = await def.handler(ctx as RouteContext, inputOf(def, ctx as RouteContext));
+      const answer = await def.handler(ctx as RouteContext, inputOf(def, parsers, ctx as RouteContext));
       if (answer !== undefined) send(ctx as RouteContext, answer);
     });
     return stages;
