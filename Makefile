@@ -13,7 +13,7 @@ install: node_modules/.install-stamp
 node_modules/.install-stamp: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	@touch $@
-# Bundle the CLI into dist/ when a source changed (bin/museum.js runs the sources while it is stale).
+# Bundle the CLI and the viewer into dist/ when a source changed (bin/museum.js and the pages refuse a stale one).
 SOURCES := $(shell find artifacts bake cli common server viewer -name '*.ts' -o -name '*.mjs' -o -name '*.css') scripts/build.mjs scripts/viewer-build.mjs package-lock.json
 build: dist/build.json
 dist/build.json: $(SOURCES) | node_modules/.install-stamp

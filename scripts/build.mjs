@@ -4,17 +4,17 @@
  * start loads hundreds of modules through the TypeScript loader's thread (~0.6 s before any work);
  * the bundle starts in a fraction of that, which is most of a one-room bake and of each bake
  * worker's start. bin/museum.js runs the bundle only while it is fresh — dist/build.json lists the
- * files it was built from and when — and the sources through tsx otherwise, so an edit is never
- * hidden behind a stale bundle. Run by `npm ci` (prepare) and by make before museum commands.
+ * files it was built from and when — and otherwise exits naming `make build`, so an edit is never
+ * hidden behind a stale bundle. Run by `npm ci` (prepare), by make before museum commands and by the
+ * tests' global setup; esbuild is a devDependency, so `npm ci --omit=dev` keeps the dist/ it ships.
  *
  * Packages with native code, wasm files or worker files of their own stay external (loaded from
  * node_modules as usual); dynamic imports become chunks, so `serve` does not parse the bake's
  * libraries and `bake` does not parse Koa's.
  */
-import { existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
 import { buildViewer, writeViewer } from './viewer-build.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -23,6 +23,14 @@ const EXTERNAL = ['sharp', 'better-sqlite3', 'draco3dgltf', 'pino', 'tsx', 'esbu
 
 // Taken before reading any source: a file saved during the build counts as newer than the bundle.
 const builtAt = Date.now();
+let build;
+try {
+  ({ build } = await import('esbuild'));
+} catch {
+  // A production install (npm ci --omit=dev) runs `prepare` too: it ships dist/ instead.
+  process.stderr.write('museum: esbuild is not installed (a devDependency); dist/ is left as it is\n');
+  process.exit(process.env.MUSEUM_BUILD_STRICT ? 1 : 0);
+}
 const staging = join(ROOT, `dist.tmp-${process.pid}`);
 rmSync(staging, { recursive: true, force: true });
 try {
@@ -54,14 +62,24 @@ try {
   writeViewer(await buildViewer(), join(staging, 'viewer'));
   writeFileSync(join(staging, 'build.json'), `${JSON.stringify({ built_at: builtAt, inputs }, null, 1)}\n`);
   // Swap directories; a process already running from the old bundle has loaded what it needs.
+  // Two builds at once (two test runs) may race here; whichever lands, dist/ is whole and fresh.
   const old = `${DIST}.old-${process.pid}`;
-  if (existsSync(DIST)) renameSync(DIST, old);
-  renameSync(staging, DIST);
+  try {
+    renameSync(DIST, old);
+  } catch (err) {
+    if (err?.code !== 'ENOENT') throw err; // first build, or the other build moved it
+  }
+  try {
+    renameSync(staging, DIST);
+  } catch (err) {
+    if (err?.code !== 'ENOTEMPTY' && err?.code !== 'EEXIST') throw err;
+    rmSync(staging, { recursive: true, force: true }); // the other build's dist/ is in place
+  }
   rmSync(old, { recursive: true, force: true });
   process.stderr.write(`museum: bundled ${inputs.length} source files into dist/\n`);
 } catch (err) {
   rmSync(staging, { recursive: true, force: true });
-  // Not fatal for an install: without a fresh bundle, bin/museum.js runs the sources.
-  process.stderr.write(`museum: bundling failed (${err instanceof Error ? err.message.split('\n')[0] : err}); the CLI will run from source\n`);
+  // Not fatal for an install (the error is shown); bin/museum.js then names `make build` until it succeeds.
+  process.stderr.write(`museum: bundling failed (${err instanceof Error ? err.message.split('\n')[0] : err}); fix it and run make build\n`);
   process.exitCode = process.env.MUSEUM_BUILD_STRICT ? 1 : 0;
 }

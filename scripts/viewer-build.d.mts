@@ -8,4 +8,5 @@ export const ROOT: string;
 export const VIEWER_OUT: string;
 export function buildViewer(): Promise<ViewerBundle>;
 export function writeViewer(bundle: ViewerBundle, dir: string): void;
-export function readBuiltViewer(): ViewerBundle | null;
+/** Throws an Error with a one-line reason when dist/viewer is missing, unreadable or older than a source. */
+export function readBuiltViewer(dir?: string): ViewerBundle;

@@ -1,8 +1,8 @@
 /**
  * The viewer's browser bundle (viewer/*.ts → one ES module per page kind plus its CSS), built with
- * esbuild: minified, content-hashed file names so every asset URL is immutable. Used by
- * scripts/build.mjs (written to dist/viewer/) and by the server when that copy is missing or older
- * than a source (built in memory once, on the first page request), so a page never runs stale code.
+ * esbuild: minified, content-hashed file names so every asset URL is immutable. Built by
+ * scripts/build.mjs (`make build`, `npm ci`) into dist/viewer/; the server only reads that copy
+ * (readBuiltViewer) and never builds, so production needs no esbuild.
  */
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -51,17 +51,34 @@ export async function buildViewer() {
   return { files, entries, inputs, builtAt };
 }
 
-/** The bundle written by the build, when no listed source changed since; else null. */
-export function readBuiltViewer() {
+/**
+ * The bundle written by the build, when no listed source changed since. Throws an Error whose
+ * message says in one line why it cannot be served (not built, unreadable, or older than a source).
+ */
+export function readBuiltViewer(dir = VIEWER_OUT) {
+  let meta;
   try {
-    const meta = JSON.parse(readFileSync(join(VIEWER_OUT, 'assets.json'), 'utf8'));
-    for (const input of meta.inputs) if (statSync(join(ROOT, input)).mtimeMs > meta.built_at) return null;
-    const files = new Map();
-    for (const name of meta.files) files.set(name, readFileSync(join(VIEWER_OUT, name)));
-    return { files, entries: meta.entries, inputs: meta.inputs, builtAt: meta.built_at };
-  } catch {
-    return null; // not built, or a listed source is gone
+    meta = JSON.parse(readFileSync(join(dir, 'assets.json'), 'utf8'));
+  } catch (err) {
+    const notBuilt = err?.code === 'ENOENT';
+    throw new Error(notBuilt ? 'the viewer bundle is not built (no dist/viewer/assets.json)' : 'dist/viewer/assets.json is unreadable');
   }
+  for (const input of meta.inputs) {
+    let mtimeMs;
+    try {
+      ({ mtimeMs } = statSync(join(ROOT, input)));
+    } catch {
+      throw new Error(`${input}, a source of the viewer bundle in dist/viewer, is gone`);
+    }
+    if (mtimeMs > meta.built_at) throw new Error(`the viewer bundle in dist/viewer is older than ${input}`);
+  }
+  const files = new Map();
+  try {
+    for (const name of meta.files) files.set(name, readFileSync(join(dir, name)));
+  } catch {
+    throw new Error('the viewer bundle in dist/viewer is incomplete');
+  }
+  return { files, entries: meta.entries, inputs: meta.inputs, builtAt: meta.built_at };
 }
 
 /** Write a bundle and its `assets.json` into `dir` (the build's staging copy of dist/viewer). */

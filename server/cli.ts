@@ -28,6 +28,9 @@ export function serveCommand(): Command {
       if (missing.length > 0) {
         lines.push(`museum: note   node runs without ${missing.join(' ')} (bin/museum passes it: npx museum, make run): a server that idled after start measured ~25 % more CPU per request`);
       }
+      // The server never builds the viewer bundle (production has no esbuild): say once that the pages answer 503.
+      const unbuiltPages = server.services.view.assets.problem();
+      if (unbuiltPages) lines.push(`museum: note   ${unbuiltPages}`);
       if (!process.env.PUBLIC_URL?.trim() && !isLoopbackHost(config.host)) {
         lines.push(`museum: note   PUBLIC_URL is not set: the URLs handed out name ${config.publicUrl}, which clients on other machines cannot reach (set PUBLIC_URL)`);
       }

@@ -1,19 +1,23 @@
 /**
  * The static assets of the viewer and docs pages, served from this server (no CDN, no network):
- * the browser bundle (scripts/viewer-build.mjs: dist/viewer when fresh, else built in memory once),
- * three's Draco and meshopt decoders (fetched by a page only for a model that needs one), and
- * swagger-ui-dist. Every URL carries a content hash, so responses are
- * immutable; bodies are held in memory (a fixed, small set) with a gzip copy made on first use.
+ * the browser bundle (built into dist/viewer by `make build`, never by the server: while that copy is
+ * missing or older than a source, the pages answer 503 naming `make build`), three's Draco and
+ * meshopt decoders (fetched by a page only for a model that needs one), and swagger-ui-dist. Every
+ * URL carries a content hash, so responses are immutable; bodies are held in memory (a fixed, small
+ * set) with a gzip copy made on first use.
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
-import { buildViewer, readBuiltViewer, ROOT, type ViewerBundle } from '../../scripts/viewer-build.mjs';
+import { readBuiltViewer, ROOT, VIEWER_OUT, type ViewerBundle } from '../../scripts/viewer-build.mjs';
+import { HttpError } from '../errors.ts';
 import type { Decoders } from '../../viewer/page-data.ts';
 
 export const ASSET_PREFIX = '/view/assets/';
+/** How long a missing or stale bundle is believed before dist/viewer is read again (so `make build` needs no restart). */
+const RECHECK_MS = 5_000;
 
 const TYPES: Record<string, string> = {
   js: 'text/javascript; charset=utf-8',
@@ -58,10 +62,25 @@ const hashed = (stem: string, ext: string, body: Buffer) => `${stem}-${createHas
 export class ViewerAssets {
   private loading: Promise<{ files: Map<string, Asset>; urls: PageAssets }> | null = null;
 
-  /** Resolve the asset set (first call builds the bundle when dist/viewer is stale). */
+  /** `dir`: where the build wrote the bundle (dist/viewer; another copy in tests). */
+  constructor(private readonly dir = VIEWER_OUT) {}
+
+  /** Why the pages cannot be served now (one line naming `make build`), or null: for serve's start-up notes. */
+  problem(): string | null {
+    try {
+      readBuiltViewer(this.dir);
+      return null;
+    } catch (err) {
+      return unbuilt(err).message;
+    }
+  }
+
+  /** Resolve the asset set; rejects with a 503 HttpError while dist/viewer is missing or stale. */
   load(): Promise<{ files: Map<string, Asset>; urls: PageAssets }> {
     this.loading ??= this.collect().catch((err) => {
-      this.loading = null;
+      // A missing bundle is answered from this rejection for a while, not looked up per request.
+      if (err instanceof HttpError) setTimeout(() => (this.loading = null), RECHECK_MS).unref();
+      else this.loading = null;
       throw err;
     });
     return this.loading;
@@ -76,7 +95,12 @@ export class ViewerAssets {
   }
 
   private async collect(): Promise<{ files: Map<string, Asset>; urls: PageAssets }> {
-    const bundle: ViewerBundle = readBuiltViewer() ?? (await buildViewer());
+    let bundle: ViewerBundle;
+    try {
+      bundle = readBuiltViewer(this.dir);
+    } catch (err) {
+      throw unbuilt(err);
+    }
     const files = new Map<string, Asset>();
     for (const [name, bytes] of bundle.files) files.set(name, asset(Buffer.from(bytes), name.slice(name.lastIndexOf('.') + 1)));
     const add = (stem: string, path: string): string => {
@@ -108,3 +132,7 @@ export class ViewerAssets {
     return { files, urls };
   }
 }
+
+/** The 503 of pages whose bundle is not built from the sources on disk. */
+const unbuilt = (err: unknown) =>
+  new HttpError(503, 'UNAVAILABLE', `The pages are unavailable: ${err instanceof Error ? err.message : String(err)}; run make build`);

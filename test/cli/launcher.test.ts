@@ -1,8 +1,10 @@
 /**
- * bin/museum.js runs the bundle in dist/ only while it is fresh, and the TypeScript sources through
- * tsx otherwise. Shown on a copy of the launcher in a scratch tree whose "bundle" and "sources" say
- * which of them ran (node_modules linked so tsx resolves). bin/museum (what npx runs) passes node the
- * server's flags, and `museum serve` started without them says so.
+ * bin/museum.js runs the bundle in dist/ only while it is fresh; a missing or stale bundle is one
+ * line naming `make build` and exit 1 (the CLI never builds nor falls back to the sources), and
+ * MUSEUM_FROM_SOURCE=1 runs the TypeScript sources through tsx, a devDependency. Shown on a copy of
+ * the launcher in a scratch tree whose "bundle" and "sources" say which of them ran (node_modules
+ * linked so tsx resolves). bin/museum (what npx runs) passes node the server's flags, and
+ * `museum serve` started without them says so.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
@@ -22,12 +24,17 @@ const write = (path: string, text: string) => {
   mkdirSync(join(tree, path, '..'), { recursive: true });
   writeFileSync(join(tree, path), text);
 };
-/** The launcher's output, i.e. which `main` ran, and with what arguments. */
+/** What the launcher did: which `main` ran, with what arguments (stdout), or why none ran (stderr, status). */
 const launch = (env: Record<string, string> = {}) => {
   const run = spawnSync(process.execPath, [join(tree, 'bin/museum.js'), 'hello'], { encoding: 'utf8', env: { ...process.env, MUSEUM_FROM_SOURCE: '', ...env } });
-  expect(run.stderr).toBe('');
-  return run.stdout.trim();
+  return { status: run.status, stdout: run.stdout.trim(), stderr: run.stderr };
 };
+const ran = (stdout: string) => ({ status: 0, stdout, stderr: '' });
+const refused = (problem: string) => ({
+  status: 1,
+  stdout: '',
+  stderr: `museum: ${problem}: run make build (or set MUSEUM_FROM_SOURCE=1 to run the sources through tsx)\n`,
+});
 const setMtime = (path: string, ms: number) => utimesSync(join(tree, path), ms / 1000, ms / 1000);
 
 beforeEach(() => {
@@ -48,27 +55,39 @@ afterEach(() => rmSync(tree, { recursive: true, force: true }));
 
 describe('the museum launcher', () => {
   it('runs the bundle while no listed source is newer than it', () => {
-    expect(launch()).toBe('bundle hello');
+    expect(launch()).toEqual(ran('bundle hello'));
   });
 
-  it('runs the sources once any listed source changed after the build', () => {
+  it('refuses in one line, naming make build, once any listed source changed after the build', () => {
     setMtime('cli/helper.ts', Date.now() + 5_000);
-    expect(launch()).toBe('source hello');
+    expect(launch()).toEqual(refused('the bundle in dist/ is older than cli/helper.ts'));
   });
 
-  it('runs the sources when a listed source is gone, the bundle is missing, or its record is unreadable', () => {
+  it('refuses in one line when a listed source is gone, the bundle is missing, or its record is unreadable', () => {
     rmSync(join(tree, 'cli/helper.ts'));
-    expect(launch()).toBe('source hello');
+    expect(launch()).toEqual(refused('cli/helper.ts, a source of the bundle in dist/, is gone'));
     write('cli/helper.ts', 'export {};\n');
     setMtime('cli/helper.ts', Date.now() - 60_000);
     write('dist/build.json', '{not json');
-    expect(launch()).toBe('source hello');
+    expect(launch()).toEqual(refused('dist/build.json is unreadable'));
     rmSync(join(tree, 'dist'), { recursive: true });
-    expect(launch()).toBe('source hello');
+    expect(launch()).toEqual(refused('the CLI is not built (no dist/build.json)'));
   });
 
-  it('runs the sources when MUSEUM_FROM_SOURCE is set', () => {
-    expect(launch({ MUSEUM_FROM_SOURCE: '1' })).toBe('source hello');
+  it('runs the sources through tsx when MUSEUM_FROM_SOURCE is set, fresh bundle or not', () => {
+    expect(launch({ MUSEUM_FROM_SOURCE: '1' })).toEqual(ran('source hello'));
+    rmSync(join(tree, 'dist'), { recursive: true });
+    expect(launch({ MUSEUM_FROM_SOURCE: '1' })).toEqual(ran('source hello'));
+  });
+
+  it('says in one line that MUSEUM_FROM_SOURCE needs tsx where it is not installed (npm ci --omit=dev)', () => {
+    rmSync(join(tree, 'node_modules'));
+    expect(launch({ MUSEUM_FROM_SOURCE: '1' })).toEqual({
+      status: 1,
+      stdout: '',
+      stderr: 'museum: MUSEUM_FROM_SOURCE=1 runs the sources through tsx, which is not installed (a devDependency: npm ci)\n',
+    });
+    expect(launch()).toEqual(ran('bundle hello'));
   });
 });
 
