@@ -26,7 +26,10 @@ const write = (path: string, text: string) => {
 };
 /** What the launcher did: which `main` ran, with what arguments (stdout), or why none ran (stderr, status). */
 const launch = (env: Record<string, string> = {}) => {
-  const run = spawnSync(process.execPath, [join(tree, 'bin/museum.js'), 'hello'], { encoding: 'utf8', env: { ...process.env, MUSEUM_FROM_SOURCE: '', ...env } });
+  const run = spawnSync(process.execPath, [join(tree, 'bin/museum.js'), 'hello'], {
+    encoding: 'utf8',
+    env: { ...process.env, MUSEUM_FROM_SOURCE: '', ...env },
+  });
   return { status: run.status, stdout: run.stdout.trim(), stderr: run.stderr };
 };
 const ran = (stdout: string) => ({ status: 0, stdout, stderr: '' });
