@@ -65,7 +65,12 @@ function slotAnswers(bytes: RivalBytes) {
     for (let i = 0; i < answer.headers.length; i += 2) headers[answer.headers[i]!] = answer.headers[i + 1]!;
     return headers;
   };
-  return { etag: headerOf(bytes.slots, 'etag')!, body: bytes.slots.body, ok: asObject(bytes.slots), notModified: asObject(bytes.slotsNotModified) };
+  return {
+    etag: headerOf(bytes.slots, 'etag')!,
+    body: bytes.slots.body,
+    ok: asObject(bytes.slots),
+    notModified: asObject(bytes.slotsNotModified),
+  };
 }
 
 const NOT_FOUND = JSON.stringify({ errors: [{ message: 'Not found', extensions: { code: 'NOT_FOUND' } }] });
@@ -94,7 +99,14 @@ function specServer(bytes: RivalBytes, log: Logger): Server {
     const path = pathOf(req.url!);
     const match = /^\/v1\/rooms\/([^/]+)\/slots$/.exec(path);
     if (req.method !== 'GET' || !match || match[1] !== '1') {
-      res.writeHead(404, ['X-Request-Id', requestId, 'Content-Type', 'application/json; charset=utf-8', 'Access-Control-Allow-Origin', '*']);
+      res.writeHead(404, [
+        'X-Request-Id',
+        requestId,
+        'Content-Type',
+        'application/json; charset=utf-8',
+        'Access-Control-Allow-Origin',
+        '*',
+      ]);
       res.end(NOT_FOUND);
     } else if (req.headers['if-none-match'] === slots.etag) {
       res.writeHead(304, ['X-Request-Id', requestId, ...notModified]);
@@ -121,7 +133,8 @@ async function fastifyServer(bytes: RivalBytes, log: Logger): Promise<Server> {
     done();
   });
   app.get<{ Params: { id: string } }>(SLOTS_ROUTE, (req, reply) => {
-    if (!ROOM_ID.test(req.params.id) || req.params.id !== '1') return reply.code(404).type('application/json; charset=utf-8').send(NOT_FOUND);
+    if (!ROOM_ID.test(req.params.id) || req.params.id !== '1')
+      return reply.code(404).type('application/json; charset=utf-8').send(NOT_FOUND);
     if (req.headers['if-none-match'] === slots.etag) return reply.code(304).headers(slots.notModified).send();
     return reply.headers(slots.ok).send(slots.body);
   });
@@ -199,7 +212,10 @@ function floorServer(bytes: RivalBytes): Server {
     const type = headerOf(answer, 'content-type')!;
     return { body: answer.body, list: ['Content-Type', type, 'Content-Length', String(answer.body.length)] };
   };
-  const answers = new Map([['/slots', prepared(bytes.slots)], ['/glb', prepared(bytes.glb)]]);
+  const answers = new Map([
+    ['/slots', prepared(bytes.slots)],
+    ['/glb', prepared(bytes.glb)],
+  ]);
   const keyed = prepared(bytes.artworks);
   return createServer((req, res) => {
     const answer = answers.get(req.url!) ?? keyed;

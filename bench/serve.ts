@@ -88,7 +88,8 @@ async function startMuseum(env: Record<string, string>, logPath: string): Promis
       if (missing.length > 0) throw new Error(`museum serve runs without ${missing.join(' ')}`);
       return { child, url: `http://127.0.0.1:${port}` };
     }
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`museum serve did not start: ${readFileSync(logPath, 'utf8').slice(-500)}`);
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`museum serve did not start: ${readFileSync(logPath, 'utf8').slice(-500)}`);
     await new Promise((done) => setTimeout(done, 50));
   }
 }
@@ -105,13 +106,13 @@ function wireAnswer(url: string, headers: Record<string, string> = {}): Promise<
       res.on('data', (chunk: Buffer) => chunks.push(chunk));
       res.on('end', () => {
         const list: string[] = [];
-        for (let i = 0; i < res.rawHeaders.length; i += 2) if (!own.has(res.rawHeaders[i]!.toLowerCase())) list.push(res.rawHeaders[i]!, res.rawHeaders[i + 1]!);
+        for (let i = 0; i < res.rawHeaders.length; i += 2)
+          if (!own.has(res.rawHeaders[i]!.toLowerCase())) list.push(res.rawHeaders[i]!, res.rawHeaders[i + 1]!);
         done({ status: res.statusCode!, headers: list, body: Buffer.concat(chunks) });
       });
     }).on('error', fail),
   );
 }
-
 
 async function museumBytes(museumUrl: string, probeKey: string, glbPath: string): Promise<RivalBytes> {
   const ok = async (path: string, headers: Record<string, string> = {}) => {
@@ -134,10 +135,16 @@ const headerSet = (answer: WireAnswer) => {
 /** A rival must send the museum's bytes for slots and its 304, and echo a sane request id. */
 async function checkSameBytes(rival: string, url: string, bytes: RivalBytes): Promise<void> {
   const etag = headerOf(bytes.slots, 'etag')!;
-  for (const [expected, headers] of [[bytes.slots, {}], [bytes.slotsNotModified, { 'If-None-Match': etag }]] as const) {
+  for (const [expected, headers] of [
+    [bytes.slots, {}],
+    [bytes.slotsNotModified, { 'If-None-Match': etag }],
+  ] as const) {
     const got = await wireAnswer(url + SLOTS_PATH, headers);
     if (got.status !== expected.status || headerSet(got) !== headerSet(expected) || !got.body.equals(expected.body)) {
-      throw new Error(`${rival} does not send the museum's bytes for ${SLOTS_PATH} (${expected.status}):\n${headerSet(got)}\n--- the museum's:\n${headerSet(expected)}`);
+      throw new Error(
+        `${rival} does not send the museum's bytes for ${SLOTS_PATH} (${expected.status}):\n${headerSet(got)}\n` +
+          `--- the museum's:\n${headerSet(expected)}`,
+      );
     }
   }
   const echoed = await new Promise<string | undefined>((done, fail) =>
@@ -185,7 +192,11 @@ async function serverCpu(child: ChildProcess): Promise<number> {
  * servers' CPU per answer measured under it swung 80–220 µs for the same work, with the client's
  * pace; this client keeps the servers busy instead.
  */
-async function fetchMany(target: URL, connections: number, durationS: number): Promise<{ answered: number; statuses: Map<number, number>; errors: number }> {
+async function fetchMany(
+  target: URL,
+  connections: number,
+  durationS: number,
+): Promise<{ answered: number; statuses: Map<number, number>; errors: number }> {
   const request = Buffer.from(`GET ${target.pathname}${target.search} HTTP/1.1\r\nHost: ${target.host}\r\n\r\n`);
   const statuses = new Map<number, number>();
   let answered = 0;
@@ -253,7 +264,11 @@ async function measure(scenario: Scenario, durationS: number): Promise<Figures> 
     pipelining: PIPELINING,
     duration: durationS,
     headers: scenario.headers,
-    requests: scenario.requests?.map((r) => ({ method: 'GET', path: url.pathname + url.search, headers: { ...scenario.headers, ...r.headers } })),
+    requests: scenario.requests?.map((r) => ({
+      method: 'GET',
+      path: url.pathname + url.search,
+      headers: { ...scenario.headers, ...r.headers },
+    })),
   });
   instance.on('response', (_client: unknown, status: number) => statuses.set(status, (statuses.get(status) ?? 0) + 1));
   const result = await instance;
@@ -263,7 +278,9 @@ async function measure(scenario: Scenario, durationS: number): Promise<Figures> 
   const unexpected = scenario.name.includes('304') ? result.non2xx - notModified : result.non2xx;
   if (unexpected || result.errors || result.timeouts) {
     const byStatus = [...statuses].map(([status, count]) => `${count} × ${status}`).join(', ');
-    throw new Error(`${scenario.name}: ${unexpected} unexpected statuses (${byStatus}), ${result.errors} errors, ${result.timeouts} timeouts`);
+    throw new Error(
+      `${scenario.name}: ${unexpected} unexpected statuses (${byStatus}), ${result.errors} errors, ${result.timeouts} timeouts`,
+    );
   }
   const requests = result.requests.total;
   return { rps: result.requests.average, p99: result.latency.p99, cpuUs: cpuUs / Math.max(1, requests), requests };
@@ -294,11 +311,14 @@ function pinCpus(serverPids: number[]): boolean {
   return serverPids.every((pid) => pin(0, pid)) && pin(1, process.pid);
 }
 
-
 /** A rival server in a process of its own (the museum's node flags), logging to `logPath`. */
 function forkRival(rival: Rival, bytes: RivalBytes, logPath: string): Promise<{ child: ChildProcess; url: string }> {
   // `advanced`: the bytes go over as Buffers (structured clone), not as JSON arrays of numbers.
-  const child = fork(SELF, ['--rival', rival], { execArgv: [...SERVER_NODE_FLAGS, '--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], serialization: 'advanced' });
+  const child = fork(SELF, ['--rival', rival], {
+    execArgv: [...SERVER_NODE_FLAGS, '--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    serialization: 'advanced',
+  });
   child.send({ bytes, logPath });
   return new Promise((done, fail) => {
     child.once('message', (m) => done({ child, url: (m as { url: string }).url }));
@@ -333,12 +353,12 @@ async function stopProcess(child: ChildProcess): Promise<void> {
 /** Access lines in the log, read as a stream: a quiet machine writes more than a string can hold. */
 async function countAccessLines(path: string): Promise<number> {
   let count = 0;
-  for await (const line of createInterface({ input: createReadStream(path), crlfDelay: Infinity })) if (line.includes('"msg":"request"')) count++;
+  for await (const line of createInterface({ input: createReadStream(path), crlfDelay: Infinity }))
+    if (line.includes('"msg":"request"')) count++;
   return count;
 }
 
 const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]!;
-
 
 /** The run's server processes: each `museum serve` with a log file of its own, each rival; stopped on demand or all at the end. */
 class ServerProcesses {
@@ -389,18 +409,39 @@ interface Results {
   figures: Map<string, Figures[]>;
 }
 
-const RIVAL_NAMES: Record<Rival, string> = { spec: 'spec floor', fastify: 'fastify 5', koa: 'Koa + @koa/router', express: 'Express 5', floor: 'bare floor' };
+const RIVAL_NAMES: Record<Rival, string> = {
+  spec: 'spec floor',
+  fastify: 'fastify 5',
+  koa: 'Koa + @koa/router',
+  express: 'Express 5',
+  floor: 'bare floor',
+};
 
 /** The result table: per row the museum's CPU, then each rival's and its ratio; how many targets were missed. */
 function summaryTable(rows: Row[], results: Results): { lines: string[]; missed: number } {
-  const lines = ['', `${'row'.padEnd(18)} ${'server'.padEnd(18)} ${'CPU µs/req'.padStart(10)} ${'÷ museum'.padStart(8)}  ${'target'.padEnd(12)} ${'req/s'.padStart(8)}  per round`];
+  const lines = [
+    '',
+    `${'row'.padEnd(18)} ${'server'.padEnd(18)} ${'CPU µs/req'.padStart(10)} ${'÷ museum'.padStart(8)}  ` +
+      `${'target'.padEnd(12)} ${'req/s'.padStart(8)}  per round`,
+  ];
   let missed = 0;
   for (const row of rows) {
     const museum = results.figures.get(`${row.name}/museum`) ?? [];
     if (museum.length === 0) continue;
     const figureLine = (server: string, figures: Figures[], ratio: string, verdict: string, rounds: string) =>
-      [row.name.padEnd(18), server.padEnd(18), median(figures.map((x) => x.cpuUs)).toFixed(1).padStart(10), ratio.padStart(8), ' ' + verdict.padEnd(12),
-        Math.round(median(figures.map((x) => x.rps))).toString().padStart(8), ' ' + rounds].join(' ');
+      [
+        row.name.padEnd(18),
+        server.padEnd(18),
+        median(figures.map((x) => x.cpuUs))
+          .toFixed(1)
+          .padStart(10),
+        ratio.padStart(8),
+        ' ' + verdict.padEnd(12),
+        Math.round(median(figures.map((x) => x.rps)))
+          .toString()
+          .padStart(8),
+        ' ' + rounds,
+      ].join(' ');
     lines.push(figureLine('museum', museum, '', '', museum.map((x) => x.cpuUs.toFixed(1)).join(' ')));
     for (const { rival, target } of row.rivals) {
       const ratios = results.ratios.get(`${row.name}/${rival}`)!;
@@ -410,12 +451,19 @@ function summaryTable(rows: Row[], results: Results): { lines: string[]; missed:
         verdict = `≥ ${target.toFixed(2)} ${ratio >= target ? 'ok' : 'MISSED'}`;
         if (ratio < target) missed++;
       }
-      lines.push(figureLine(RIVAL_NAMES[rival], results.figures.get(`${row.name}/${rival}`)!, ratio.toFixed(2), verdict, ratios.map((r) => r.toFixed(2)).join(' ')));
+      lines.push(
+        figureLine(
+          RIVAL_NAMES[rival],
+          results.figures.get(`${row.name}/${rival}`)!,
+          ratio.toFixed(2),
+          verdict,
+          ratios.map((r) => r.toFixed(2)).join(' '),
+        ),
+      );
     }
   }
   return { lines, missed };
 }
-
 
 async function main(): Promise<void> {
   const dir = join(ROOT, '.bench', `serve-${process.pid}`);
@@ -424,7 +472,10 @@ async function main(): Promise<void> {
   const processes = new ServerProcesses(dir);
   try {
     // As shipped means from the bundle; a stale one would run the sources through tsx (slower).
-    if (!freshBundle()) throw new Error('dist/ is missing or older than the sources: run `make build` (make bench-serve does) so museum serve runs as shipped');
+    if (!freshBundle())
+      throw new Error(
+        'dist/ is missing or older than the sources: run `make build` (make bench-serve does) so museum serve runs as shipped',
+      );
     process.stderr.write('bench-serve: publishing the fixture bake and creating keys…\n');
     await publishFixtureBake(join(dir, 'data'), { extraArtworks: 500 });
     const glbRef = await putContentFile(join(dir, 'data'), await benchGlb(), 'glb');
@@ -446,12 +497,21 @@ async function main(): Promise<void> {
     const revalidate = { 'If-None-Match': headerOf(bytes.slots, 'etag')! };
     const perRound = Math.floor(keys.length / ROUNDS);
     const keyed = (round: number) => keys.slice(round * perRound, (round + 1) * perRound).map((key) => ({ headers: { 'X-API-Key': key } }));
-    const frameworks = (['spec', 'fastify', 'koa', 'express'] as const).map((rival) => ({ rival, path: SLOTS_PATH, target: rival === 'spec' ? 0.95 : 1 }));
+    const frameworks = (['spec', 'fastify', 'koa', 'express'] as const).map((rival) => ({
+      rival,
+      path: SLOTS_PATH,
+      target: rival === 'spec' ? 0.95 : 1,
+    }));
     const only = new RegExp(process.env.BENCH_ONLY ?? '');
     const allRows: Row[] = [
       { name: 'slots', path: SLOTS_PATH, rivals: frameworks },
       { name: 'slots 304', path: SLOTS_PATH, headers: revalidate, rivals: frameworks },
-      { name: `files GLB ${Math.round(glbRef.bytes / 1024)} KB`, path: glbPath, largeBody: true, rivals: [{ rival: 'floor', path: '/glb', target: null }] },
+      {
+        name: `files GLB ${Math.round(glbRef.bytes / 1024)} KB`,
+        path: glbPath,
+        largeBody: true,
+        rivals: [{ rival: 'floor', path: '/glb', target: null }],
+      },
       // The same request stream for both (keys included, ignored by the floor).
       { name: 'artworks (keyed)', path: ARTWORKS_PATH, requests: keyed, rivals: [{ rival: 'floor', path: '/artworks', target: null }] },
     ];
@@ -464,7 +524,9 @@ async function main(): Promise<void> {
       await processes.stop(started.child);
     }
 
-    process.stderr.write(`bench-serve: ${CONNECTIONS} connections, ${DURATION_S} s per run, ${ROUNDS} rounds, fresh server processes every round\n`);
+    process.stderr.write(
+      `bench-serve: ${CONNECTIONS} connections, ${DURATION_S} s per run, ${ROUNDS} rounds, fresh server processes every round\n`,
+    );
     const results: Results = { ratios: new Map(), figures: new Map() };
     const run = async (scenario: Scenario, round: number, key: string, museumSide: boolean): Promise<Figures> => {
       const warm = await measure(scenario, 1); // warm-up (JIT, caches, connections)
@@ -473,7 +535,9 @@ async function main(): Promise<void> {
       const inFlightAtStop = scenario.largeBody ? 0 : 2 * CONNECTIONS * PIPELINING;
       if (museumSide) museumRequests += warm.requests + figures.requests + inFlightAtStop;
       results.figures.set(key, [...(results.figures.get(key) ?? []), figures]);
-      process.stderr.write(`  round ${round + 1} ${scenario.name.padEnd(36)} ${Math.round(figures.rps)} req/s, ${figures.cpuUs.toFixed(1)} µs CPU/req\n`);
+      process.stderr.write(
+        `  round ${round + 1} ${scenario.name.padEnd(36)} ${Math.round(figures.rps)} req/s, ${figures.cpuUs.toFixed(1)} µs CPU/req\n`,
+      );
       return figures;
     };
     let pinned = true;
@@ -482,11 +546,19 @@ async function main(): Promise<void> {
         const [museum, ...rivals] = await Promise.all([processes.museum(env), ...row.rivals.map((r) => processes.rival(r.rival, bytes))]);
         pinned = pinCpus([museum.child.pid!, ...rivals.map((r) => r.child.pid!)]) && pinned;
         const side = (name: string, child: ChildProcess, url: string): Scenario => ({
-          name, child, url, headers: row.headers, largeBody: row.largeBody, requests: row.requests?.(round),
+          name,
+          child,
+          url,
+          headers: row.headers,
+          largeBody: row.largeBody,
+          requests: row.requests?.(round),
         });
         const sides = [
           { key: `${row.name}/museum`, scenario: side(`${row.name} museum`, museum.child, museum.url + row.path) },
-          ...row.rivals.map((r, i) => ({ key: `${row.name}/${r.rival}`, scenario: side(`${row.name} ${RIVAL_NAMES[r.rival]}`, rivals[i]!.child, rivals[i]!.url + r.path) })),
+          ...row.rivals.map((r, i) => ({
+            key: `${row.name}/${r.rival}`,
+            scenario: side(`${row.name} ${RIVAL_NAMES[r.rival]}`, rivals[i]!.child, rivals[i]!.url + r.path),
+          })),
         ];
         // Back to back, rotating which goes first, so a change in the machine's load hits all alike.
         const order = sides.map((_, i) => sides[(i + round) % sides.length]!);
@@ -499,7 +571,11 @@ async function main(): Promise<void> {
         }
       }
     }
-    process.stderr.write(pinned ? 'bench-serve: servers were pinned to CPU 0, the load generator to CPU 1\n' : 'bench-serve: NOT pinned (taskset missing or one core)\n');
+    process.stderr.write(
+      pinned
+        ? 'bench-serve: servers were pinned to CPU 0, the load generator to CPU 1\n'
+        : 'bench-serve: NOT pinned (taskset missing or one core)\n',
+    );
 
     const { lines, missed } = summaryTable(rows, results);
     // Give the buffered access log a moment, then count its lines against the requests answered.
@@ -509,11 +585,12 @@ async function main(): Promise<void> {
     lines.push(
       '',
       `Medians of ${ROUNDS} rounds of ${DURATION_S} s. CPU µs/req: the server process's CPU time per request answered;`,
-      '÷ museum: that server\'s CPU per request ÷ the museum\'s (above 1.00: the museum is cheaper), the median of',
-      'per-round ratios — the targets apply to it. Every slots server sends the museum\'s bytes (checked) and writes one',
-      'pino access line per request through the museum\'s destination settings; the spec floor is bare node:http doing',
+      "÷ museum: that server's CPU per request ÷ the museum's (above 1.00: the museum is cheaper), the median of",
+      "per-round ratios — the targets apply to it. Every slots server sends the museum's bytes (checked) and writes one",
+      "pino access line per request through the museum's destination settings; the spec floor is bare node:http doing",
       'just that. The bare floor (GLB, keyed rows) sends the same bytes and nothing else.',
-      `Museum: default configuration, access log on (${accessLines} lines written for ${museumRequests} requests answered${accessLines === museumRequests ? ', one each' : ': NOT one each'}).`,
+      `Museum: default configuration, access log on (${accessLines} lines written for ${museumRequests} requests answered` +
+        `${accessLines === museumRequests ? ', one each' : ': NOT one each'}).`,
       `Keyed rows rotate over ${keys.length} real keys (${perRound} per round) with the real 120/60 s limiter.`,
       '',
     );
@@ -524,7 +601,6 @@ async function main(): Promise<void> {
     rmSync(dir, { recursive: true, force: true });
   }
 }
-
 
 if (process.argv[2] === '--rival') rivalProcess(process.argv[3] as Rival);
 else await main();

@@ -45,7 +45,10 @@ export interface MuseumServer {
   shutdown(options?: { drainDelayMs?: number; graceMs?: number }): Promise<void>;
 }
 
-/** Defaults of the graceful shutdown: how long readiness fails before the listener closes, how long requests in flight get, the streams' reconnect hint. */
+/**
+ * Defaults of the graceful shutdown: how long readiness fails before the listener closes, how long
+ * requests in flight get, the streams' reconnect hint.
+ */
 export const SHUTDOWN = { drainDelayMs: 500, graceMs: 10_000, retryMs: 1_000 } as const;
 
 export interface ServerOptions {
@@ -119,7 +122,10 @@ function koaApp(table: RouteTable, operations: Operations, config: Config, log: 
   app.on('error', (err: NodeJS.ErrnoException) => {
     // Clients that hang up mid-stream are normal (SSE, aborted downloads).
     // A stream ended by a shutdown may still be written to by its source once.
-    if (['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE', 'ERR_STREAM_WRITE_AFTER_END', 'ERR_STREAM_DESTROYED'].includes(err.code ?? '')) return;
+    if (
+      ['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE', 'ERR_STREAM_WRITE_AFTER_END', 'ERR_STREAM_DESTROYED'].includes(err.code ?? '')
+    )
+      return;
     log.error({ err }, 'koa error');
   });
   for (const stage of stages({ table, log, trustProxy: config.trustProxy, operations })) app.use(stage);
@@ -127,7 +133,12 @@ function koaApp(table: RouteTable, operations: Operations, config: Config, log: 
 }
 
 /** The node server, not yet listening, with its guards. `lastConnectionAt` is when the last connection arrived while draining. */
-function nodeServer(config: Config, operations: Operations, app: Koa<MuseumState>, log: Logger): { server: Server; lastConnectionAt: () => number } {
+function nodeServer(
+  config: Config,
+  operations: Operations,
+  app: Koa<MuseumState>,
+  log: Logger,
+): { server: Server; lastConnectionAt: () => number } {
   const server = createServer(serverOptions(config), app.callback());
   server.on('clientError', clientErrorResponder());
   let lastConnectionAt = 0;

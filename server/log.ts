@@ -41,7 +41,9 @@ export function logDestination(fd: number, options: LogDestinationOptions = {}):
     if (dropped === 0) return;
     const count = dropped;
     dropped = 0;
-    destination.write(`{"level":40,"time":${Date.now()},"dropped":${count},"msg":"log lines dropped: the log destination could not keep up"}\n`);
+    destination.write(
+      `{"level":40,"time":${Date.now()},"dropped":${count},"msg":"log lines dropped: the log destination could not keep up"}\n`,
+    );
     // Still no room (the drop event fires within write): the note waits for the next write.
     if (dropped > 0) dropped = count;
   });
@@ -59,5 +61,4 @@ export function serverLog(level: string, fd = 2, options?: LogDestinationOptions
  * Write out what the logger still holds. Twice: sonic-boom's flush calls back once what is left is
  * under `minLength` (its drain), and the second writes that rest.
  */
-export const flushLog = (log: Logger): Promise<void> =>
-  new Promise((done) => log.flush(() => log.flush(() => done())));
+export const flushLog = (log: Logger): Promise<void> => new Promise((done) => log.flush(() => log.flush(() => done())));

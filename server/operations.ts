@@ -54,8 +54,18 @@ export class Operations implements RequestObserver {
   constructor(private readonly deps: OperationsDeps) {
     const registers = [this.registry];
     this.requests.register(this.registry);
-    this.refusals = new Counter({ name: 'museum_rate_limit_refusals_total', help: 'Requests refused with 429 (per-key, per-IP and registration limits), by route', labelNames: ['route'], registers });
-    this.upstreamCalls = new Counter({ name: 'museum_upstream_calls_total', help: 'Calls made to upstream services, by upstream', labelNames: ['upstream'], registers });
+    this.refusals = new Counter({
+      name: 'museum_rate_limit_refusals_total',
+      help: 'Requests refused with 429 (per-key, per-IP and registration limits), by route',
+      labelNames: ['route'],
+      registers,
+    });
+    this.upstreamCalls = new Counter({
+      name: 'museum_upstream_calls_total',
+      help: 'Calls made to upstream services, by upstream',
+      labelNames: ['upstream'],
+      registers,
+    });
     this.upstreamFailures = new Counter({
       name: 'museum_upstream_failures_total',
       help: 'Upstream calls that failed, by upstream and reason (timeout, network, status, body)',
@@ -64,24 +74,45 @@ export class Operations implements RequestObserver {
     });
     upstreamEvents.subscribe(this.onUpstream);
     const inFlight = this.inFlight;
-    new Gauge({ name: 'museum_presence_listeners', help: 'Presence stream listeners connected to this instance', registers, collect() {
-      this.set(deps.presence.size);
-    } });
-    new Gauge({ name: 'museum_sse_streams_open', help: 'Server-sent event streams open on this instance (presence, Library)', registers, collect() {
-      let open = 0;
-      for (const ctx of inFlight) {
-        const response = ctx.state.route?.response;
-        if (response && 'sse' in response && ctx.res.headersSent) open++;
-      }
-      this.set(open);
-    } });
-    new Gauge({ name: 'museum_http_requests_in_flight', help: 'Requests being answered (streams included)', registers, collect() {
-      this.set(inFlight.size);
-    } });
-    new Gauge({ name: 'museum_bake_info', help: 'The published bake this instance serves (value 1)', labelNames: ['bake_id'], registers, collect() {
-      this.reset();
-      this.set({ bake_id: deps.content.snapshot.manifest.bake_id }, 1);
-    } });
+    new Gauge({
+      name: 'museum_presence_listeners',
+      help: 'Presence stream listeners connected to this instance',
+      registers,
+      collect() {
+        this.set(deps.presence.size);
+      },
+    });
+    new Gauge({
+      name: 'museum_sse_streams_open',
+      help: 'Server-sent event streams open on this instance (presence, Library)',
+      registers,
+      collect() {
+        let open = 0;
+        for (const ctx of inFlight) {
+          const response = ctx.state.route?.response;
+          if (response && 'sse' in response && ctx.res.headersSent) open++;
+        }
+        this.set(open);
+      },
+    });
+    new Gauge({
+      name: 'museum_http_requests_in_flight',
+      help: 'Requests being answered (streams included)',
+      registers,
+      collect() {
+        this.set(inFlight.size);
+      },
+    });
+    new Gauge({
+      name: 'museum_bake_info',
+      help: 'The published bake this instance serves (value 1)',
+      labelNames: ['bake_id'],
+      registers,
+      collect() {
+        this.reset();
+        this.set({ bake_id: deps.content.snapshot.manifest.bake_id }, 1);
+      },
+    });
   }
 
   /** Stop listening to process-wide events (server close). */
@@ -104,10 +135,16 @@ export class Operations implements RequestObserver {
     const missing = (async () => {
       const problems: string[] = [];
       if (this.deps.content.snapshot.manifest.bake_id === 'none') problems.push('no bake published in DATA_DIR');
-      const state = await withTimeout(this.deps.state.check(), CHECK_TIMEOUT_MS).then(() => null, () => 'unreachable');
+      const state = await withTimeout(this.deps.state.check(), CHECK_TIMEOUT_MS).then(
+        () => null,
+        () => 'unreachable',
+      );
       if (state) problems.push(`state store (${this.deps.state.backend === 'postgres' ? 'DATABASE_URL' : 'STATE_DB'}) ${state}`);
       if (this.deps.redis) {
-        const pong = await withTimeout(this.deps.redis.ping(), CHECK_TIMEOUT_MS).then(() => true, () => false);
+        const pong = await withTimeout(this.deps.redis.ping(), CHECK_TIMEOUT_MS).then(
+          () => true,
+          () => false,
+        );
         if (!pong) problems.push('Redis (REDIS_URL) unreachable');
       }
       return problems;
@@ -118,7 +155,11 @@ export class Operations implements RequestObserver {
 
   async writeMetrics(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const text = await this.registry.metrics();
-    res.writeHead(200, { 'Content-Type': this.registry.contentType, 'Cache-Control': 'no-store', [REQUEST_ID_HEADER]: requestIdOf(req.headers['x-request-id']) });
+    res.writeHead(200, {
+      'Content-Type': this.registry.contentType,
+      'Cache-Control': 'no-store',
+      [REQUEST_ID_HEADER]: requestIdOf(req.headers['x-request-id']),
+    });
     res.end(req.method === 'HEAD' ? undefined : text);
   }
 
@@ -141,8 +182,6 @@ export class Operations implements RequestObserver {
     return (server.address() as AddressInfo).port;
   }
 }
-
-
 
 function send(req: IncomingMessage, res: ServerResponse, status: number, body: unknown): void {
   const bytes = Buffer.from(JSON.stringify(body));

@@ -47,12 +47,18 @@ export class RequestMetrics {
   /** Register the request counter and the latency histogram with `registry` (formatted by prom-client). */
   register(registry: Registry): void {
     const cells = () => [...this.cells.values()].flatMap((byMethod) => [...byMethod.values()]);
-    const metric = (name: string, help: string, type: 'counter' | 'histogram', values: () => Array<MetricValue<string> | MetricValueWithName<string>>) => ({
+    const metric = (
+      name: string,
+      help: string,
+      type: 'counter' | 'histogram',
+      values: () => Array<MetricValue<string> | MetricValueWithName<string>>,
+    ) => ({
       name,
       help,
       type,
       aggregator: 'sum' as const,
-      get: async (): Promise<MetricObjectWithValues<MetricValue<string>>> => ({ name, help, type, aggregator: 'sum', values: values() } as never),
+      get: async (): Promise<MetricObjectWithValues<MetricValue<string>>> =>
+        ({ name, help, type, aggregator: 'sum', values: values() }) as never,
       reset: () => this.cells.clear(),
     });
     registry.registerMetric(

@@ -40,7 +40,7 @@ export type RouteResponse =
   | { json: z.ZodType; status?: number; precompressed?: true }
   /** An event stream; `endsOwnStreams`: the route ends them itself on shutdown (the presence hub). */
   | { sse: string; endsOwnStreams?: true }
-  | { binary: string; description: string; /** also answers single `Range` requests with 206 */ ranges?: boolean }
+  | { binary: string; description: string /** also answers single `Range` requests with 206 */; ranges?: boolean }
   | { html: string };
 
 /** Who may call a route: anyone, an API key holder, or whoever has this bearer token (/metrics). */
@@ -237,7 +237,8 @@ interface InputParsers {
 
 function inputParsers(def: AnyRouteDef): InputParsers {
   const names = def.params ? Object.keys(def.params.shape) : [];
-  const paramsKey = (params: Record<string, string>) => (names.length === 1 ? (params[names[0]!] ?? '') : JSON.stringify(names.map((n) => params[n] ?? '')));
+  const paramsKey = (params: Record<string, string>) =>
+    names.length === 1 ? (params[names[0]!] ?? '') : JSON.stringify(names.map((n) => params[n] ?? ''));
   const params = def.params
     ? new ParsedInputs((raw) => {
         const values = names.length === 1 ? [raw] : (JSON.parse(raw) as string[]);

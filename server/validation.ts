@@ -46,7 +46,8 @@ function sentence(issue: Issue, field: string, input: unknown): string {
     case 'too_big':
       return `${field} ${bound(issue, issue.maximum, 'most')}`;
     case 'invalid_value':
-      return `${field} must be ${issue.values.length === 1 ? JSON.stringify(issue.values[0]) : `one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`}`;
+      if (issue.values.length === 1) return `${field} must be ${JSON.stringify(issue.values[0])}`;
+      return `${field} must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}`;
     case 'invalid_format':
       return `${field} is not a valid ${issue.format === 'regex' ? 'value' : issue.format}`;
     case 'not_multiple_of':

@@ -18,8 +18,13 @@ const dir = mkdtempSync(join(tmpdir(), 'museum-log-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Run a script with the log module, in a child process from the repository root. */
-const script = (body: string) => `import { logDestination, serverLog, flushLog } from ${JSON.stringify(join(ROOT, 'server/log.ts'))};\n${body}`;
-const linesOf = (path: string) => readFileSync(path, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { i: number; text?: string; msg: string });
+const script = (body: string) =>
+  `import { logDestination, serverLog, flushLog } from ${JSON.stringify(join(ROOT, 'server/log.ts'))};\n${body}`;
+const linesOf = (path: string) =>
+  readFileSync(path, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { i: number; text?: string; msg: string });
 
 describe('the server log', () => {
   it('writes every line whole and in order, long and multi-byte ones included', async () => {
@@ -59,25 +64,49 @@ describe('the server log', () => {
   });
 
   it('writes what it holds when the process exits at once', () => {
-    const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(`
+    const child = spawnSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        script(`
       const log = serverLog('info');
       for (let i = 0; i < 1000; i++) log.info({ i }, 'exiting');
       process.exit(3);
-    `)], { cwd: ROOT, encoding: 'utf8' });
+    `),
+      ],
+      { cwd: ROOT, encoding: 'utf8' },
+    );
     expect(child.status).toBe(3);
-    const lines = child.stderr.trim().split('\n').filter((l) => l.includes('"exiting"'));
+    const lines = child.stderr
+      .trim()
+      .split('\n')
+      .filter((l) => l.includes('"exiting"'));
     expect(lines.map((l) => (JSON.parse(l) as { i: number }).i)).toEqual(Array.from({ length: 1000 }, (_, i) => i));
   });
 
   it('bounds what waits for a reader that stopped reading, and says how many lines it dropped', async () => {
     // A pipe nobody reads until the writer has queued far past its bound.
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(`
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        script(`
       const destination = logDestination(1, { maxLength: 256 * 1024 });
       const line = 'x'.repeat(200) + '\\n';
       for (let i = 0; i < 20000; i++) destination.write(line); // 4 MB, far more than a pipe holds
       process.stderr.write('queued\\n');
-      process.stdin.once('data', () => destination.flush(() => { destination.write('last\\n'); destination.flush(() => process.exit(0)); }));
-    `)], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+      const last = () => { destination.write('last\\n'); destination.flush(() => process.exit(0)); };
+      process.stdin.once('data', () => destination.flush(last));
+    `),
+      ],
+      { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] },
+    );
     child.stdout.pause();
     await new Promise<void>((done) => child.stderr.once('data', () => done()));
     const chunks: Buffer[] = [];
@@ -96,12 +125,23 @@ describe('the server log', () => {
   });
 
   it('stops logging, not the process, when the reader goes away', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script(`
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--input-type=module',
+        '-e',
+        script(`
       const log = serverLog('info', 1);
       let n = 0;
       const timer = setInterval(() => { for (let i = 0; i < 500; i++) log.info({ n: n++ }, 'spam'); }, 5);
-      setTimeout(() => { clearInterval(timer); flushLog(log).then(() => { process.stderr.write('alive ' + n + '\\n'); process.exit(0); }); }, 1500);
-    `)], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      const alive = () => { process.stderr.write('alive ' + n + '\\n'); process.exit(0); };
+      setTimeout(() => { clearInterval(timer); flushLog(log).then(alive); }, 1500);
+    `),
+      ],
+      { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     await new Promise<void>((done) => child.stdout.once('data', () => done()));

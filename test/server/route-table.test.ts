@@ -32,8 +32,24 @@ const observer = {
 function table(keys: SqliteKeyStore): RouteTable {
   const t = new RouteTable({ keys, limiter: new MemoryRateLimitStore() });
   const common = { tag: 'test', access: 'public', response: { json: z.unknown() } } as const;
-  t.route({ ...common, method: 'GET', path: '/v1/things', operationId: 'listThings', summary: 'list', query: z.object({ limit: limitParam(5), q: z.string().max(10) }), handler: (_ctx, { query }) => Buffer.from(JSON.stringify(query)) });
-  t.route({ ...common, method: 'GET', path: '/v1/things/{id}', operationId: 'getThing', summary: 'one', params: z.object({ id: idParam() }), handler: (_ctx, { params }) => Buffer.from(JSON.stringify(params)) });
+  t.route({
+    ...common,
+    method: 'GET',
+    path: '/v1/things',
+    operationId: 'listThings',
+    summary: 'list',
+    query: z.object({ limit: limitParam(5), q: z.string().max(10) }),
+    handler: (_ctx, { query }) => Buffer.from(JSON.stringify(query)),
+  });
+  t.route({
+    ...common,
+    method: 'GET',
+    path: '/v1/things/{id}',
+    operationId: 'getThing',
+    summary: 'one',
+    params: z.object({ id: idParam() }),
+    handler: (_ctx, { params }) => Buffer.from(JSON.stringify(params)),
+  });
   t.route({
     ...common,
     method: 'GET',
@@ -55,7 +71,15 @@ function table(keys: SqliteKeyStore): RouteTable {
       ctx.body = body;
     },
   });
-  t.route({ ...common, method: 'GET', path: '/page/{id}', operationId: 'page', summary: 'page', headers: { 'X-Page': 'yes' }, handler: () => Buffer.from('{}') });
+  t.route({
+    ...common,
+    method: 'GET',
+    path: '/page/{id}',
+    operationId: 'page',
+    summary: 'page',
+    headers: { 'X-Page': 'yes' },
+    handler: () => Buffer.from('{}'),
+  });
   t.area('/page/', { 'X-Page': 'yes' });
   return t;
 }
@@ -65,14 +89,16 @@ beforeAll(async () => {
   key = (await keys.create('route-table')).key;
   const app = new Koa<MuseumState>();
   app.silent = true;
-  for (const stage of stages({ table: table(keys), log: pino({ level: 'silent' }), trustProxy: false, operations: observer })) app.use(stage);
+  for (const stage of stages({ table: table(keys), log: pino({ level: 'silent' }), trustProxy: false, operations: observer }))
+    app.use(stage);
   server = createServer(app.callback());
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
   port = (server.address() as AddressInfo).port;
 });
 afterAll(() => new Promise<void>((done) => server.close(() => done())));
 
-const get = (path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) => nodeRequest(port, { path, ...init });
+const get = (path: string, init: { method?: string; headers?: Record<string, string>; body?: string } = {}) =>
+  nodeRequest(port, { path, ...init });
 const json = (body: Buffer) => JSON.parse(body.toString()) as Record<string, unknown>;
 
 describe('matching', () => {
@@ -109,7 +135,17 @@ describe('matching', () => {
 
   it('refuses declarations that would overlap or repeat', () => {
     const t = new RouteTable({ keys: new SqliteKeyStore(openStateDb(':memory:')), limiter: new MemoryRateLimitStore() });
-    const route = (path: string) => ({ method: 'GET', path, operationId: path, summary: '', tag: '', access: 'public', response: { json: z.unknown() }, handler: () => undefined }) as const;
+    const route = (path: string) =>
+      ({
+        method: 'GET',
+        path,
+        operationId: path,
+        summary: '',
+        tag: '',
+        access: 'public',
+        response: { json: z.unknown() },
+        handler: () => undefined,
+      }) as const;
     t.route(route('/v1/a/{id}'));
     expect(() => t.route(route('/v1/a/{id}'))).toThrow(/declared twice/);
     expect(() => t.route(route('/v1/a/latest'))).toThrow(/would also match \/v1\/a\/\{id\}/);
@@ -120,7 +156,8 @@ describe('matching', () => {
 
 describe('headers and preflights', () => {
   it('advertises only the methods the table has for the path', async () => {
-    const preflight = (path: string) => get(path, { method: 'OPTIONS', headers: { Origin: 'https://client.example', 'Access-Control-Request-Method': 'GET' } });
+    const preflight = (path: string) =>
+      get(path, { method: 'OPTIONS', headers: { Origin: 'https://client.example', 'Access-Control-Request-Method': 'GET' } });
     const getOnly = await preflight('/v1/things/1');
     expect(getOnly.status).toBe(204);
     expect(getOnly.headers['access-control-allow-methods']).toBe('GET, HEAD, OPTIONS');
@@ -130,7 +167,13 @@ describe('headers and preflights', () => {
   });
 
   it("puts a path's declared headers on its answers, errors and preflights, and an area's on paths no route matches", async () => {
-    for (const [path, method] of [['/page/1', 'GET'], ['/page/1', 'POST'], ['/page/1', 'OPTIONS'], ['/page/', 'GET'], ['/page/1/2', 'GET']] as const) {
+    for (const [path, method] of [
+      ['/page/1', 'GET'],
+      ['/page/1', 'POST'],
+      ['/page/1', 'OPTIONS'],
+      ['/page/', 'GET'],
+      ['/page/1/2', 'GET'],
+    ] as const) {
       expect((await get(path, { method })).headers['x-page'], `${method} ${path}`).toBe('yes');
     }
     expect((await get('/v1/things/1')).headers['x-page']).toBeUndefined();
@@ -141,12 +184,21 @@ describe('validation', () => {
   it('answers one error object per problem, with its field, in plain words', async () => {
     const query = json((await get('/v1/things?q=' + 'x'.repeat(11))).body);
     expect(query).toEqual({ errors: [{ message: 'q must be at most 10 characters', extensions: { code: 'BAD_REQUEST', field: 'q' } }] });
-    expect(json((await get('/v1/things')).body)).toEqual({ errors: [{ message: 'q is required', extensions: { code: 'BAD_REQUEST', field: 'q' } }] });
+    expect(json((await get('/v1/things')).body)).toEqual({
+      errors: [{ message: 'q is required', extensions: { code: 'BAD_REQUEST', field: 'q' } }],
+    });
 
     const body = { name: 'n'.repeat(101), size: 1.5, tags: [], extra: 1 };
-    const res = await get('/v1/things', { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-API-Key': key }, body: JSON.stringify(body) });
+    const res = await get('/v1/things', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-API-Key': key },
+      body: JSON.stringify(body),
+    });
     expect(res.status).toBe(400);
-    const problems = (json(res.body).errors as Array<{ message: string; extensions: { code: string; field: string } }>).map((e) => [e.extensions.field, e.message]);
+    const problems = (json(res.body).errors as Array<{ message: string; extensions: { code: string; field: string } }>).map((e) => [
+      e.extensions.field,
+      e.message,
+    ]);
     expect([...problems].sort()).toEqual([
       ['extra', 'extra is not a known field'],
       ['name', 'name must be at most 100 characters'],
@@ -154,8 +206,14 @@ describe('validation', () => {
       ['tags', 'tags must have at least 1 item'],
     ]);
 
-    const nested = await get('/v1/things', { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-API-Key': key }, body: JSON.stringify({ name: 'a', size: 1, tags: [3] }) });
-    expect(json(nested.body)).toEqual({ errors: [{ message: 'tags.0 must be a string', extensions: { code: 'BAD_REQUEST', field: 'tags.0' } }] });
+    const nested = await get('/v1/things', {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-API-Key': key },
+      body: JSON.stringify({ name: 'a', size: 1, tags: [3] }),
+    });
+    expect(json(nested.body)).toEqual({
+      errors: [{ message: 'tags.0 must be a string', extensions: { code: 'BAD_REQUEST', field: 'tags.0' } }],
+    });
   });
 
   it('runs auth before the body is read: a keyless POST is 401 with WWW-Authenticate', async () => {

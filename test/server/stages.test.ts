@@ -37,7 +37,14 @@ beforeAll(async () => {
   table.route({ ...common, path: '/v1/big', operationId: 'big', handler: () => big });
   table.route({ ...common, path: '/v1/own', operationId: 'own', response: { json: z.unknown(), precompressed: true }, handler: () => big });
   table.route({ ...common, path: '/v1/quiet', operationId: 'quiet', logged: false, handler: () => Buffer.from('{}') });
-  table.route({ ...common, path: '/v1/boom', operationId: 'boom', handler: () => { throw new Error('secret detail'); } });
+  table.route({
+    ...common,
+    path: '/v1/boom',
+    operationId: 'boom',
+    handler: () => {
+      throw new Error('secret detail');
+    },
+  });
   const app = new Koa<MuseumState>();
   app.silent = true;
   for (const stage of stages({ table, log, trustProxy: false, operations })) app.use(stage);
@@ -51,7 +58,13 @@ const get = (path: string, init: { method?: string; headers?: Record<string, str
 
 describe('the stages', () => {
   it('give every answer a request id and CORS headers: success, 404, 405, 500, preflight', async () => {
-    for (const [path, method, status] of [['/v1/big', 'GET', 200], ['/v1/none', 'GET', 404], ['/v1/big', 'POST', 405], ['/v1/boom', 'GET', 500], ['/v1/big', 'OPTIONS', 204]] as const) {
+    for (const [path, method, status] of [
+      ['/v1/big', 'GET', 200],
+      ['/v1/none', 'GET', 404],
+      ['/v1/big', 'POST', 405],
+      ['/v1/boom', 'GET', 500],
+      ['/v1/big', 'OPTIONS', 204],
+    ] as const) {
       const res = await get(path, { method, headers: { 'X-Request-Id': `id-${status}` } });
       expect(res.status, path).toBe(status);
       expect(res.headers['x-request-id'], path).toBe(`id-${status}`);
@@ -71,10 +84,16 @@ describe('the stages', () => {
     await get('/v1/quiet', { headers: { 'X-Request-Id': 'quiet-1' } });
     await get('/v1/big', { headers: { 'X-Request-Id': 'big-1' } });
     await get('/v1/nowhere', { headers: { 'X-Request-Id': 'nowhere-1' } });
-    await expect.poll(() => lines.filter((l) => l.msg === 'request' && ['big-1', 'nowhere-1'].includes(String(l.requestId))).length).toBe(2);
+    await expect
+      .poll(() => lines.filter((l) => l.msg === 'request' && ['big-1', 'nowhere-1'].includes(String(l.requestId))).length)
+      .toBe(2);
     const line = lines.find((l) => l.requestId === 'big-1')!;
     // (pid and hostname: this test logger's pino bindings)
-    expect(Object.keys(line).filter((k) => k !== 'pid' && k !== 'hostname').sort()).toEqual(['level', 'method', 'ms', 'msg', 'path', 'requestId', 'status', 'time']);
+    expect(
+      Object.keys(line)
+        .filter((k) => k !== 'pid' && k !== 'hostname')
+        .sort(),
+    ).toEqual(['level', 'method', 'ms', 'msg', 'path', 'requestId', 'status', 'time']);
     expect(line).toMatchObject({ method: 'GET', path: '/v1/big', status: 200 });
     expect(lines.some((l) => l.requestId === 'quiet-1')).toBe(false);
     expect(lines.find((l) => l.requestId === 'nowhere-1')).toMatchObject({ status: 404 });
