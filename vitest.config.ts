@@ -10,7 +10,7 @@ export default defineConfig({
     // A temp dir per run, removed at its end (test/global-setup.ts).
     globalSetup: ['test/global-setup.ts'],
     // `gc()` for the tests that prove timeouts fire whatever the garbage collector does
-    // (test/upstreams/library-hostile.test.ts); exposing it changes nothing else.
+    // (test/server/upstream/library-hostile.test.ts); exposing it changes nothing else.
     execArgv: ['--expose-gc'],
   },
 });

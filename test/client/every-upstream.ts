@@ -11,7 +11,7 @@ import { type LibraryFake, startFakeLibrary } from '../fakes/library.ts';
 import { type LlmFake, startFakeLlm } from '../fakes/llm.ts';
 import { type SoulsFake, startFakeSouls } from '../fakes/souls.ts';
 import { startFakeTts, type TtsFake } from '../fakes/tts.ts';
-import { ask, exhibitionDoc, register } from '../guide/helpers.ts';
+import { ask, exhibitionDoc, register } from '../server/guide/helpers.ts';
 import { type FixtureBake, publishFixtureBake } from '../helpers/artifacts.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 

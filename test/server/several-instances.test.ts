@@ -13,11 +13,11 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { exhibitionDoc } from '../guide/helpers.ts';
+import { exhibitionDoc } from './guide/helpers.ts';
 import { publishFixtureBake } from '../helpers/artifacts.ts';
 import { startPostgres, type TestPostgres } from '../helpers/postgres.ts';
 import { startRedis, type TestRedis } from '../helpers/redis.ts';
-import { openListener } from '../presence/sse.ts';
+import { openListener } from './presence/sse.ts';
 
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const run = promisify(execFile);
