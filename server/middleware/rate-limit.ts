@@ -3,7 +3,7 @@
  * routes). The window is exact — a log of hit times per subject — behind a small store interface
  * so a Redis store can share one budget across instances.
  */
-import { LruMap } from '../../common/lru.ts';
+import { LRUCache } from 'lru-cache';
 import { clientBucket } from '../../common/net.ts';
 import { HttpError } from '../errors.ts';
 import type { MuseumMiddleware } from '../types.ts';
@@ -31,10 +31,10 @@ export interface RateLimitStore {
  * what the bound is for).
  */
 export class MemoryRateLimitStore implements RateLimitStore {
-  private readonly subjects: LruMap<string, { times: Float64Array; oldest: number; count: number }>;
+  private readonly subjects: LRUCache<string, { times: Float64Array; oldest: number; count: number }>;
 
   constructor(maxSubjects = 100_000) {
-    this.subjects = new LruMap(maxSubjects);
+    this.subjects = new LRUCache({ max: maxSubjects });
   }
 
   hit(subject: string, limit: number, windowMs: number, now: number): RateDecision {
