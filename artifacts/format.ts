@@ -29,7 +29,13 @@ export const slotId = (prefix: 'Slot' | 'Auto', n: number): string => `${prefix}
 export function isSlotMaterialName(name: string | null | undefined): boolean {
   if (!name) return false;
   const wanted = SLOT_MATERIAL_NAME.toLowerCase().replace(/[ _]/g, '');
-  return name.trim().toLowerCase().replace(/\.\d+$/, '').replace(/[ _]/g, '') === wanted;
+  return (
+    name
+      .trim()
+      .toLowerCase()
+      .replace(/\.\d+$/, '')
+      .replace(/[ _]/g, '') === wanted
+  );
 }
 
 export const Vec3 = z.tuple([z.number(), z.number(), z.number()]);
@@ -70,7 +76,10 @@ export const RoomSlotData = z
   .object({
     version: z.literal(SLOT_DATA_VERSION),
     room: z.number().int(),
-    model: z.string().regex(/^[0-9a-f]{64}$/).describe('sha256 of the source model file (behind model_url)'),
+    model: z
+      .string()
+      .regex(/^[0-9a-f]{64}$/)
+      .describe('sha256 of the source model file (behind model_url)'),
     generated_at: z.string(),
     algorithm: z.string().describe('slot algorithm revision; changes whenever its output can change'),
     slots: z.array(RoomSlot),
@@ -135,10 +144,12 @@ export const ModelVariantFacts = z.object({
 export type ModelVariantFacts = z.infer<typeof ModelVariantFacts>;
 
 export const RoomModelVariant = ModelVariantFacts.extend({
-  name: z.enum(MODEL_VARIANT_NAMES).describe(
-    'draco: model_optimized_url itself (KHR_draco_mesh_compression); meshopt: EXT_meshopt_compression + KHR_mesh_quantization; ' +
-      'plain: float32 geometry, no compression, textures at most 1024 px (loads with no decoder)',
-  ),
+  name: z
+    .enum(MODEL_VARIANT_NAMES)
+    .describe(
+      'draco: model_optimized_url itself (KHR_draco_mesh_compression); meshopt: EXT_meshopt_compression + KHR_mesh_quantization; ' +
+        'plain: float32 geometry, no compression, textures at most 1024 px (loads with no decoder)',
+    ),
   url: z.string(),
   bytes: z.number().int().min(0).describe('bytes of the file (identity); /files sends it br/gzip-encoded when the client accepts it'),
 }).meta({ id: 'RoomModelVariant' });
@@ -164,9 +175,27 @@ export const Room = z
       .describe('the optimized model in each variant a client can pick from (every one carries the same Slot_/Auto_ anchor nodes)')
       .meta({
         example: [
-          { name: 'draco', url: 'https://museum.example/files/<sha256>.glb', bytes: 124_000, extensions_required: ['KHR_draco_mesh_compression', 'EXT_texture_webp'], max_texture_size: 2048 },
-          { name: 'meshopt', url: 'https://museum.example/files/<sha256>.glb', bytes: 180_000, extensions_required: ['EXT_meshopt_compression', 'KHR_mesh_quantization', 'EXT_texture_webp'], max_texture_size: 2048 },
-          { name: 'plain', url: 'https://museum.example/files/<sha256>.glb', bytes: 410_000, extensions_required: ['EXT_texture_webp'], max_texture_size: 1024 },
+          {
+            name: 'draco',
+            url: 'https://museum.example/files/<sha256>.glb',
+            bytes: 124_000,
+            extensions_required: ['KHR_draco_mesh_compression', 'EXT_texture_webp'],
+            max_texture_size: 2048,
+          },
+          {
+            name: 'meshopt',
+            url: 'https://museum.example/files/<sha256>.glb',
+            bytes: 180_000,
+            extensions_required: ['EXT_meshopt_compression', 'KHR_mesh_quantization', 'EXT_texture_webp'],
+            max_texture_size: 2048,
+          },
+          {
+            name: 'plain',
+            url: 'https://museum.example/files/<sha256>.glb',
+            bytes: 410_000,
+            extensions_required: ['EXT_texture_webp'],
+            max_texture_size: 1024,
+          },
         ],
       }),
   })
@@ -277,11 +306,19 @@ export const artifactPaths = (dataDir: string) => ({
 });
 
 /** Every file a manifest references (its rooms' files and its QA report). */
-export const manifestFileRefs = (manifest: Manifest): FileRef[] => [
-  ...manifest.rooms.flatMap((r) => [r.model, r.model_optimized, r.image, r.thumbnail, r.slot_data, ...(r.model_variants ?? []).map((v) => v.file)]),
-  manifest.report ?? null,
-  ...manifest.artworks.map((a) => a.media_file ?? null),
-].filter((r): r is FileRef => r !== null);
+export const manifestFileRefs = (manifest: Manifest): FileRef[] =>
+  [
+    ...manifest.rooms.flatMap((r) => [
+      r.model,
+      r.model_optimized,
+      r.image,
+      r.thumbnail,
+      r.slot_data,
+      ...(r.model_variants ?? []).map((v) => v.file),
+    ]),
+    manifest.report ?? null,
+    ...manifest.artworks.map((a) => a.media_file ?? null),
+  ].filter((r): r is FileRef => r !== null);
 
 export const fileName = (ref: Pick<FileRef, 'sha256' | 'ext'>): string => `${ref.sha256}.${ref.ext}`;
 export const filePath = (dataDir: string, ref: Pick<FileRef, 'sha256' | 'ext'>): string =>
@@ -302,5 +339,4 @@ export const CONTENT_ENCODINGS = [
 export type ContentEncoding = (typeof CONTENT_ENCODINGS)[number]['encoding'];
 /** `<sha256>.<ext>.br|gz` (group 1: the file's own name). */
 export const ENCODED_FILE_NAME_PATTERN = /^([0-9a-f]{64}\.[a-z0-9]{2,5})\.(br|gz)$/;
-export const contentTypeOf = (ext: string): string =>
-  (FILE_EXTENSIONS as Record<string, string>)[ext] ?? 'application/octet-stream';
+export const contentTypeOf = (ext: string): string => (FILE_EXTENSIONS as Record<string, string>)[ext] ?? 'application/octet-stream';

@@ -77,7 +77,13 @@ async function putEncodedSiblings(path: string, data: Uint8Array | string): Prom
   await Promise.all(
     CONTENT_ENCODINGS.map(async ({ suffix }) => {
       const target = `${path}.${suffix}`;
-      if (await fs.stat(target).then((s) => s.isFile(), () => false)) return;
+      if (
+        await fs.stat(target).then(
+          (s) => s.isFile(),
+          () => false,
+        )
+      )
+        return;
       const encoded = await encoders[suffix](bytes);
       if (encoded.byteLength < bytes.byteLength) await writeFileAtomic(target, encoded);
     }),
@@ -156,7 +162,12 @@ export async function listManifests(dataDir: string): Promise<PublishedManifest[
   const list = [...found.values()];
   // The current manifest first, whatever the clocks said, then by publication time.
   const rank = (m: Manifest) => (current && m.bake_id === current.bake_id ? 1 : 0);
-  return list.sort((a, b) => rank(b.manifest) - rank(a.manifest) || b.manifest.published_at.localeCompare(a.manifest.published_at) || b.manifest.bake_id.localeCompare(a.manifest.bake_id));
+  return list.sort(
+    (a, b) =>
+      rank(b.manifest) - rank(a.manifest) ||
+      b.manifest.published_at.localeCompare(a.manifest.published_at) ||
+      b.manifest.bake_id.localeCompare(a.manifest.bake_id),
+  );
 }
 
 /** Another bake holds the data directory; one line for operators. */
@@ -195,7 +206,12 @@ const isAlive = (pid: number): boolean => {
  */
 async function removeDeadLock(path: string, mine: string, deadIno: number): Promise<void> {
   const takeover = `${path}.takeover`;
-  if (!(await fs.link(mine, takeover).then(() => true, () => false))) {
+  if (
+    !(await fs.link(mine, takeover).then(
+      () => true,
+      () => false,
+    ))
+  ) {
     const left = await fs.stat(takeover).catch(() => null);
     if (left && Date.now() - left.mtimeMs > 10_000) await fs.rm(takeover, { force: true });
     return;

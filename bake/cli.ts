@@ -24,8 +24,13 @@ const nonNegativeInt = (name: string) => (value: string) => {
   return n;
 };
 const idList = (value: string) => {
-  const ids = value.split(',').map((v) => v.trim()).filter(Boolean).map(Number);
-  if (!ids.length || ids.some((n) => !Number.isInteger(n) || n < 1)) throw new InvalidArgumentError('expected comma-separated room ids, e.g. 1,4,7');
+  const ids = value
+    .split(',')
+    .map((v) => v.trim())
+    .filter(Boolean)
+    .map(Number);
+  if (!ids.length || ids.some((n) => !Number.isInteger(n) || n < 1))
+    throw new InvalidArgumentError('expected comma-separated room ids, e.g. 1,4,7');
   return ids;
 };
 
@@ -62,8 +67,7 @@ export function progressReporter(stream: ProgressStream, { everyMs = 10_000, now
   const tty = Boolean(stream.isTTY);
   const inFlight = new Map<number, { title: string; since: number }>();
   let [done, total] = [0, 0];
-  const flying = () =>
-    [...inFlight].map(([id, room]) => `room ${id} ${printable(room.title)} ${formatMs(now() - room.since)}`).join(', ');
+  const flying = () => [...inFlight].map(([id, room]) => `room ${id} ${printable(room.title)} ${formatMs(now() - room.since)}`).join(', ');
   const status = () => {
     const width = 20;
     const filled = total ? Math.round((done / total) * width) : 0;
@@ -73,10 +77,13 @@ export function progressReporter(stream: ProgressStream, { everyMs = 10_000, now
   };
   // A terminal's status line is erased before each line above it and redrawn after.
   const write = (text: string) => stream.write(tty ? `\r\x1b[2K${text}${status()}` : text);
-  const timer = setInterval(() => {
-    if (tty) write('');
-    else if (inFlight.size) stream.write(`bake: ${done}/${total} done, in flight: ${flying()}\n`);
-  }, tty ? 1_000 : everyMs);
+  const timer = setInterval(
+    () => {
+      if (tty) write('');
+      else if (inFlight.size) stream.write(`bake: ${done}/${total} done, in flight: ${flying()}\n`);
+    },
+    tty ? 1_000 : everyMs,
+  );
   timer.unref();
   return {
     onEvent(event) {
@@ -128,7 +135,11 @@ export function summaryTable(summary: BakeSummary, reportPath: string | null = s
   ]);
   const header = ['room', 'title', 'status', 'anchors vs previous bake', 'model in → out', 'time', 'notes'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
   const total =
     `${summary.rooms.length} rooms: ${summary.baked} baked, ${summary.skipped} skipped, ${summary.failed} failed · ` +
     `${formatBytes(summary.bytes_in)} → ${formatBytes(summary.bytes_out)} · ${formatMs(summary.ms)} · ` +
@@ -157,7 +168,8 @@ function sampleCommand(): Command {
       const dir = resolve(opts.out);
       const summary = await writeSampleContent(dir);
       if (opts.json) out(JSON.stringify({ dir, ...summary }));
-      else out(`sample content written to ${dir}: ${summary.rooms} rooms, ${summary.collections} collections, ${summary.artworks} artworks`);
+      else
+        out(`sample content written to ${dir}: ${summary.rooms} rooms, ${summary.collections} collections, ${summary.artworks} artworks`);
     });
 }
 
@@ -175,42 +187,56 @@ interface RoomsOptions {
 }
 
 function roomsCommand(): Command {
-  return new Command('rooms')
-    .description('Bake every room of the content source into DATA_DIR (incremental, parallel) and publish the manifest')
-    .option('--out <dir>', 'data directory (default: $DATA_DIR or ./data)')
-    .option('--content <dir>', 'content directory (default: $CONTENT_DIR or ./content)')
-    .option('--force', 'rebake every room even when nothing changed')
-    .option('--only <ids>', 'bake only these room ids (comma-separated)', idList)
-    .addOption(new Option('--concurrency <n>', 'rooms baked at once, two per thread (default: number of cores)').argParser(positiveInt('--concurrency')))
-    .option('--lossless-normals', 'keep normal maps exact (lossless WebP) instead of lossy like the other textures')
-    // Defaults as in BAKE_LIMITS (bake/settings.ts), not imported: --help stays instant.
-    .addOption(new Option('--room-timeout <s>', 'fail a room still baking after this many seconds (default: 300)').argParser(positiveInt('--room-timeout')))
-    .addOption(new Option('--worker-memory <mb>', 'heap limit of each bake worker in MB; a room over it fails (default: 4096)').argParser(positiveInt('--worker-memory')))
-    .option('--gc', 'after publishing, remove files no recent manifest references (as `bake gc` with its defaults)')
-    .option('--json', 'print the summary as one JSON document on stdout')
-    .action(async (opts: RoomsOptions) => {
-      const [{ bakeRooms }, { withLosslessNormals }] = await Promise.all([import('./pipeline.ts'), import('./settings.ts')]);
-      const progress = progressReporter(process.stderr);
-      const summary = await bakeRooms({
-        contentDir: opts.content ?? process.env.CONTENT_DIR ?? 'content',
-        dataDir: opts.out ?? process.env.DATA_DIR ?? 'data',
-        force: opts.force,
-        only: opts.only,
-        concurrency: opts.concurrency,
-        roomTimeoutMs: opts.roomTimeout === undefined ? undefined : opts.roomTimeout * 1000,
-        workerHeapMb: opts.workerMemory,
-        settings: withLosslessNormals(Boolean(opts.losslessNormals)),
-        gc: opts.gc ? {} : undefined,
-        onEvent: (event) => progress.onEvent(event),
-      }).finally(() => progress.stop());
-      if (opts.json) out(jsonDocument(summary));
-      else {
-        const { artifactPaths } = await import('../artifacts/format.ts');
-        const served = artifactPaths(summary.data_dir).report;
-        out(summaryTable(summary, summary.report ?? (existsSync(served) ? served : null)));
-      }
-      if (summary.failed > 0) process.exitCode = 1;
-    });
+  return (
+    new Command('rooms')
+      .description('Bake every room of the content source into DATA_DIR (incremental, parallel) and publish the manifest')
+      .option('--out <dir>', 'data directory (default: $DATA_DIR or ./data)')
+      .option('--content <dir>', 'content directory (default: $CONTENT_DIR or ./content)')
+      .option('--force', 'rebake every room even when nothing changed')
+      .option('--only <ids>', 'bake only these room ids (comma-separated)', idList)
+      .addOption(
+        new Option('--concurrency <n>', 'rooms baked at once, two per thread (default: number of cores)').argParser(
+          positiveInt('--concurrency'),
+        ),
+      )
+      .option('--lossless-normals', 'keep normal maps exact (lossless WebP) instead of lossy like the other textures')
+      // Defaults as in BAKE_LIMITS (bake/settings.ts), not imported: --help stays instant.
+      .addOption(
+        new Option('--room-timeout <s>', 'fail a room still baking after this many seconds (default: 300)').argParser(
+          positiveInt('--room-timeout'),
+        ),
+      )
+      .addOption(
+        new Option('--worker-memory <mb>', 'heap limit of each bake worker in MB; a room over it fails (default: 4096)').argParser(
+          positiveInt('--worker-memory'),
+        ),
+      )
+      .option('--gc', 'after publishing, remove files no recent manifest references (as `bake gc` with its defaults)')
+      .option('--json', 'print the summary as one JSON document on stdout')
+      .action(async (opts: RoomsOptions) => {
+        const [{ bakeRooms }, { withLosslessNormals }] = await Promise.all([import('./pipeline.ts'), import('./settings.ts')]);
+        const progress = progressReporter(process.stderr);
+        const summary = await bakeRooms({
+          contentDir: opts.content ?? process.env.CONTENT_DIR ?? 'content',
+          dataDir: opts.out ?? process.env.DATA_DIR ?? 'data',
+          force: opts.force,
+          only: opts.only,
+          concurrency: opts.concurrency,
+          roomTimeoutMs: opts.roomTimeout === undefined ? undefined : opts.roomTimeout * 1000,
+          workerHeapMb: opts.workerMemory,
+          settings: withLosslessNormals(Boolean(opts.losslessNormals)),
+          gc: opts.gc ? {} : undefined,
+          onEvent: (event) => progress.onEvent(event),
+        }).finally(() => progress.stop());
+        if (opts.json) out(jsonDocument(summary));
+        else {
+          const { artifactPaths } = await import('../artifacts/format.ts');
+          const served = artifactPaths(summary.data_dir).report;
+          out(summaryTable(summary, summary.report ?? (existsSync(served) ? served : null)));
+        }
+        if (summary.failed > 0) process.exitCode = 1;
+      })
+  );
 }
 
 function roomCommand(): Command {
@@ -247,18 +273,18 @@ interface RoomOptions {
   json?: boolean;
 }
 
-
 /** `bake room`: its steps on stderr as they begin, then the files written (or one JSON document). */
 async function bakeOneRoom(model: string, opts: RoomOptions, command: Command): Promise<void> {
   const started = performance.now();
   const step = (what: string) => err(`bake room: ${what} (${formatMs(performance.now() - started)})`);
-  const [{ SourceResolver, modelFiles }, { bakeRoom }, { artifactPaths, filePath, RoomSlotData }, { withLosslessNormals }, { readFile }] = await Promise.all([
-    import('./fetch.ts'),
-    import('./room.ts'),
-    import('../artifacts/format.ts'),
-    import('./settings.ts'),
-    import('node:fs/promises'),
-  ]);
+  const [{ SourceResolver, modelFiles }, { bakeRoom }, { artifactPaths, filePath, RoomSlotData }, { withLosslessNormals }, { readFile }] =
+    await Promise.all([
+      import('./fetch.ts'),
+      import('./room.ts'),
+      import('../artifacts/format.ts'),
+      import('./settings.ts'),
+      import('node:fs/promises'),
+    ]);
   let previousSlots = null;
   if (opts.previous) {
     const parsed = RoomSlotData.safeParse(await readFile(opts.previous, 'utf8').then(JSON.parse, () => null));
@@ -270,17 +296,20 @@ async function bakeOneRoom(model: string, opts: RoomOptions, command: Command): 
   const resolver = new SourceResolver({ baseDir: process.cwd(), cacheDir: artifactPaths(dataDir).cache });
   step(`resolving ${printable(model)}`);
   const [source, image] = await Promise.all([resolver.resolveModel(model), opts.image ? resolver.resolveFile(opts.image) : null]);
-  const result = await bakeRoom({
-    roomId: opts.room,
-    onchainSlots: opts.slots,
-    kind: opts.kind,
-    model: modelFiles(source),
-    image: image ? { path: image.path } : null,
-    dataDir,
-    settings: withLosslessNormals(Boolean(opts.losslessNormals)),
-    previousSlots,
-    planPicture: false, // only the QA report of `bake rooms` shows it
-  }, step);
+  const result = await bakeRoom(
+    {
+      roomId: opts.room,
+      onchainSlots: opts.slots,
+      kind: opts.kind,
+      model: modelFiles(source),
+      image: image ? { path: image.path } : null,
+      dataDir,
+      settings: withLosslessNormals(Boolean(opts.losslessNormals)),
+      previousSlots,
+      planPicture: false, // only the QA report of `bake rooms` shows it
+    },
+    step,
+  );
   step('done');
   await resolver.save().catch(() => undefined);
   const files = Object.fromEntries(
@@ -315,7 +344,9 @@ async function bakeOneRoom(model: string, opts: RoomOptions, command: Command): 
 
 function syncCommand(): Command {
   return new Command('sync')
-    .description('Pull collections, artworks and rooms (with model and preview files) from the content store (CONTENT_UPSTREAM_URL, CONTENT_UPSTREAM_TOKEN) into the content directory')
+    .description(
+      'Pull collections, artworks and rooms (with model and preview files) from the content store (CONTENT_UPSTREAM_URL, CONTENT_UPSTREAM_TOKEN) into the content directory',
+    )
     .option('--content <dir>', 'content directory to write (default: $CONTENT_DIR or ./content)')
     .option('--json', 'print the summary as one JSON document on stdout')
     .action(async (opts: { content?: string; json?: boolean }) => {
@@ -342,7 +373,9 @@ function syncCommand(): Command {
 
 function gcCommand(): Command {
   return new Command('gc')
-    .description('Remove files of DATA_DIR that none of the last published manifests references and that are older than the grace period (takes the bake lock)')
+    .description(
+      'Remove files of DATA_DIR that none of the last published manifests references and that are older than the grace period (takes the bake lock)',
+    )
     .option('--out <dir>', 'data directory (default: $DATA_DIR or ./data)')
     .addOption(new Option('--keep <n>', 'published manifests whose files are kept').default(3).argParser(positiveInt('--keep')))
     .option('--grace <duration>', 'keep files of manifests replaced, and files written, less than this ago (e.g. 30m, 1h, 2d)', '1h')
@@ -358,8 +391,15 @@ function gcCommand(): Command {
       }
       // Without --json, each removal is listed as it happens (after a kill, the output says what
       // went), at the pace stdout takes it: a slow reader does not make the output pile up in memory.
-      const onRemove = opts.json ? undefined : (r: GcRemoval) => outPaced(`${opts.dryRun ? 'would remove' : 'removed'} ${r.path} (${formatBytes(r.bytes)})`);
-      const summary = await collectGarbage(opts.out ?? process.env.DATA_DIR ?? 'data', { keep: opts.keep, graceMs, dryRun: opts.dryRun, onRemove });
+      const onRemove = opts.json
+        ? undefined
+        : (r: GcRemoval) => outPaced(`${opts.dryRun ? 'would remove' : 'removed'} ${r.path} (${formatBytes(r.bytes)})`);
+      const summary = await collectGarbage(opts.out ?? process.env.DATA_DIR ?? 'data', {
+        keep: opts.keep,
+        graceMs,
+        dryRun: opts.dryRun,
+        onRemove,
+      });
       out(opts.json ? jsonDocument(summary) : gcLine(summary));
     });
 }

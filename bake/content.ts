@@ -35,9 +35,21 @@ import { inspectPreview } from './thumbnail.ts';
 export const CONTENT_FILES = { rooms: 'rooms.json', collections: 'collections.json', artworks: 'artworks.json' } as const;
 
 const text = z.string();
-const optionalText = z.string().nullish().transform((v) => v ?? '');
-const nullableText = z.string().min(1).nullish().transform((v) => v ?? null);
-const dimension = z.number().int().positive().nullish().transform((v) => v ?? null);
+const optionalText = z
+  .string()
+  .nullish()
+  .transform((v) => v ?? '');
+const nullableText = z
+  .string()
+  .min(1)
+  .nullish()
+  .transform((v) => v ?? null);
+const dimension = z
+  .number()
+  .int()
+  .positive()
+  .nullish()
+  .transform((v) => v ?? null);
 const SLUG = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*$/, 'slug must be URL-safe');
 const ref = z
   .string()
@@ -51,7 +63,10 @@ export const ContentRoom = z.object({
   description: optionalText,
   series: optionalText,
   slots: z.number().int().min(0).max(10_000),
-  token_id: z.union([z.string(), z.number().int()]).nullish().transform((v) => v ?? null),
+  token_id: z
+    .union([z.string(), z.number().int()])
+    .nullish()
+    .transform((v) => v ?? null),
   model: ref,
   image: ref.nullish().transform((v) => v ?? null),
   kind: z.enum(['room', 'sculpture']).optional(),
@@ -65,9 +80,18 @@ export const ContentCollection = z.object({
   description: optionalText,
   slug: SLUG,
   status: z.enum(['published', 'draft']),
-  parent: z.number().int().positive().nullish().transform((v) => v ?? null),
+  parent: z
+    .number()
+    .int()
+    .positive()
+    .nullish()
+    .transform((v) => v ?? null),
   /** Display order among siblings (the store's `sort`); then by id. */
-  sort: z.number().int().nullish().transform((v) => v ?? null),
+  sort: z
+    .number()
+    .int()
+    .nullish()
+    .transform((v) => v ?? null),
 });
 export type ContentCollection = z.infer<typeof ContentCollection>;
 
@@ -94,20 +118,21 @@ export type MarketplaceMedia = z.infer<typeof MarketplaceMedia>;
 
 const media = ContentMedia.nullish().transform((v) => v ?? null);
 
-export const ContentArtwork = z.object({
-  id: z.number().int().positive(),
-  name: optionalText,
-  artist_name: optionalText,
-  /** The marketplace's collection slug, shown as the artwork's `collection`. */
-  collection: optionalText,
-  /** Slug of the museum collection (collections.json) the artwork belongs to, or null. */
-  museum_collection: SLUG.nullish().transform((v) => v ?? null),
-  marketplace_url: optionalText,
-  media_info: media,
-  display_media_info: media,
-  display_animation_info: media,
-  marketplace: MarketplaceMedia.nullish().transform((v) => v ?? MarketplaceMedia.parse({})),
-})
+export const ContentArtwork = z
+  .object({
+    id: z.number().int().positive(),
+    name: optionalText,
+    artist_name: optionalText,
+    /** The marketplace's collection slug, shown as the artwork's `collection`. */
+    collection: optionalText,
+    /** Slug of the museum collection (collections.json) the artwork belongs to, or null. */
+    museum_collection: SLUG.nullish().transform((v) => v ?? null),
+    marketplace_url: optionalText,
+    media_info: media,
+    display_media_info: media,
+    display_animation_info: media,
+    marketplace: MarketplaceMedia.nullish().transform((v) => v ?? MarketplaceMedia.parse({})),
+  })
   // Strict: a field this format does not have (e.g. `image_url` of the older flat format) is an
   // error, never media silently dropped.
   .strict();
@@ -129,7 +154,8 @@ export class ContentError extends Error {
 function describeIssues(file: string, error: z.ZodError, items: unknown): string {
   const at = ([index, ...rest]: PropertyKey[]) => {
     const record = Array.isArray(items) && typeof index === 'number' ? (items[index] as { id?: unknown } | undefined) : undefined;
-    const where = typeof index === 'number' ? `record ${index}${record?.id !== undefined ? ` (id ${JSON.stringify(record.id)})` : ''}` : 'file';
+    const where =
+      typeof index === 'number' ? `record ${index}${record?.id !== undefined ? ` (id ${JSON.stringify(record.id)})` : ''}` : 'file';
     return `${where}${rest.length ? ` field ${rest.map(String).join('.')}` : ''}`;
   };
   return `${file}: ${issuesLine(error, { max: 1, at })}`;
@@ -139,7 +165,9 @@ async function readArray<S extends z.ZodType>(dir: string, file: string, schema:
   const path = join(dir, file);
   const source = await fs.readFile(path, 'utf8').catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT' && !required) return null;
-    throw new ContentError(`${path}: ${err.code === 'ENOENT' ? 'not found (is this a content directory? `museum bake sample` writes one)' : err.message}`);
+    throw new ContentError(
+      `${path}: ${err.code === 'ENOENT' ? 'not found (is this a content directory? `museum bake sample` writes one)' : err.message}`,
+    );
   });
   if (source === null) return [];
   let items: unknown;
@@ -184,7 +212,9 @@ export async function loadContent(dir: string): Promise<Content> {
   const slugs = new Set(collections.map((c) => c.slug));
   const stray = artworks.find((a) => a.museum_collection !== null && !slugs.has(a.museum_collection));
   if (stray) {
-    throw new ContentError(`${at(CONTENT_FILES.artworks)}: artwork ${stray.id} is in museum collection "${stray.museum_collection}", which is not in ${CONTENT_FILES.collections}`);
+    throw new ContentError(
+      `${at(CONTENT_FILES.artworks)}: artwork ${stray.id} is in museum collection "${stray.museum_collection}", which is not in ${CONTENT_FILES.collections}`,
+    );
   }
   return { dir, rooms, collections, artworks };
 }

@@ -15,7 +15,16 @@ import { dirname, isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import { sha256, writeFileAtomic } from '../artifacts/store.ts';
 import { causeOf, oneLine } from '../common/errors.ts';
-import { BodyTooLarge, guardedGet, NetRefused, type NetPolicy, netPolicyFromEnv, RetriesExhausted, Transient, withRetries } from '../common/net.ts';
+import {
+  BodyTooLarge,
+  guardedGet,
+  NetRefused,
+  type NetPolicy,
+  netPolicyFromEnv,
+  RetriesExhausted,
+  Transient,
+  withRetries,
+} from '../common/net.ts';
 import { externalUris, isGlb, localResourcePath } from './gltf-io.ts';
 
 /** A source that could not be fetched; one line for operators. */
@@ -158,7 +167,9 @@ export class SourceResolver {
     this.dirty = false;
     const kept = new Set([...this.remoteIndex.values()].map((e) => e.sha256));
     const blobs = await fs.readdir(join(this.options.cacheDir, 'blobs')).catch(() => [] as string[]);
-    await Promise.all(blobs.filter((name) => /^[0-9a-f]{64}$/.test(name) && !kept.has(name)).map((name) => fs.rm(this.blobPath(name), { force: true })));
+    await Promise.all(
+      blobs.filter((name) => /^[0-9a-f]{64}$/.test(name) && !kept.has(name)).map((name) => fs.rm(this.blobPath(name), { force: true })),
+    );
   }
 
   /** Resolve one file (a preview image, or a model without looking at its resources). */
@@ -177,9 +188,7 @@ export class SourceResolver {
     }
     const { uris: _uris, ...file } = main;
     const names = Object.keys(resources).sort();
-    const fingerprint = names.length
-      ? sha256(JSON.stringify([file.sha256, ...names.map((n) => [n, resources[n]!.sha256])]))
-      : file.sha256;
+    const fingerprint = names.length ? sha256(JSON.stringify([file.sha256, ...names.map((n) => [n, resources[n]!.sha256])])) : file.sha256;
     return { main: file, resources, fingerprint };
   }
 
@@ -224,9 +233,16 @@ export class SourceResolver {
       throw new FetchError(`${ref}: ${err.code === 'ENOENT' ? 'file not found' : oneLine(err)}`);
     });
     if (!stat.isFile()) throw new FetchError(`${ref}: not a file`);
-    if (stat.size > this.fetchOptions.maxBytes) throw new FetchError(`${ref}: ${stat.size} bytes, over the ${this.fetchOptions.maxBytes}-byte limit`);
+    if (stat.size > this.fetchOptions.maxBytes)
+      throw new FetchError(`${ref}: ${stat.size} bytes, over the ${this.fetchOptions.maxBytes}-byte limit`);
     const cached = this.statCache.get(path);
-    if (cached && cached.size === stat.size && cached.mtimeMs === stat.mtimeMs && stat.mtimeMs < cached.hashedAt - 1000 && (!wantUris || cached.uris)) {
+    if (
+      cached &&
+      cached.size === stat.size &&
+      cached.mtimeMs === stat.mtimeMs &&
+      stat.mtimeMs < cached.hashedAt - 1000 &&
+      (!wantUris || cached.uris)
+    ) {
       return { ref, path, sha256: cached.sha256, bytes: stat.size, uris: cached.uris };
     }
     const hashedAt = Date.now();
@@ -247,10 +263,17 @@ export class SourceResolver {
 
   private async fetchRemote(url: string, wantUris: boolean, stayOnOrigin: boolean): Promise<ResolvedFile & { uris?: string[] }> {
     const known = this.remoteIndex.get(url);
-    const haveBlob = known ? await fs.stat(this.blobPath(known.sha256)).then((s) => s.size === known.bytes, () => false) : false;
-    const outcome = await withRetries(() => this.fetchOnce(url, haveBlob ? known : undefined, stayOnOrigin), this.fetchOptions).catch((err: unknown) => {
-      throw err instanceof RetriesExhausted ? new FetchError(`GET ${url} ${err.message}`) : err;
-    });
+    const haveBlob = known
+      ? await fs.stat(this.blobPath(known.sha256)).then(
+          (s) => s.size === known.bytes,
+          () => false,
+        )
+      : false;
+    const outcome = await withRetries(() => this.fetchOnce(url, haveBlob ? known : undefined, stayOnOrigin), this.fetchOptions).catch(
+      (err: unknown) => {
+        throw err instanceof RetriesExhausted ? new FetchError(`GET ${url} ${err.message}`) : err;
+      },
+    );
     const entry = outcome.kind === 'not-modified' ? known! : outcome.entry;
     if (wantUris && entry.uris === undefined) {
       entry.uris = gltfUris(await fs.readFile(this.blobPath(entry.sha256)));
@@ -261,7 +284,11 @@ export class SourceResolver {
   }
 
   /** One attempt; throws Transient for what is worth retrying, FetchError for the rest. */
-  private async fetchOnce(url: string, known: RemoteEntry | undefined, stayOnOrigin: boolean): Promise<{ kind: 'not-modified' } | { kind: 'fetched'; entry: RemoteEntry }> {
+  private async fetchOnce(
+    url: string,
+    known: RemoteEntry | undefined,
+    stayOnOrigin: boolean,
+  ): Promise<{ kind: 'not-modified' } | { kind: 'fetched'; entry: RemoteEntry }> {
     const { timeoutMs, maxBytes } = this.fetchOptions;
     const headers: Record<string, string> = {};
     if (known?.etag) headers['if-none-match'] = known.etag;

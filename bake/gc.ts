@@ -18,7 +18,14 @@
  */
 import { promises as fs } from 'node:fs';
 import { join, resolve as resolvePath } from 'node:path';
-import { artifactPaths, ENCODED_FILE_NAME_PATTERN, FILE_NAME_PATTERN, fileName, type Manifest, manifestFileRefs } from '../artifacts/format.ts';
+import {
+  artifactPaths,
+  ENCODED_FILE_NAME_PATTERN,
+  FILE_NAME_PATTERN,
+  fileName,
+  type Manifest,
+  manifestFileRefs,
+} from '../artifacts/format.ts';
 import { DataDirBusyError, listManifests, lockDataDir, type PublishedManifest, TEMP_FILE_PATTERN } from '../artifacts/store.ts';
 import { QA_FACTS_NAME_PATTERN, qaFactsDir, readQaFactsFile } from './qa-facts.ts';
 
@@ -76,7 +83,10 @@ export function parseDuration(text: string): number {
 export async function collectGarbage(dataDir: string, options: GcOptions = {}): Promise<GcSummary> {
   const dir = resolvePath(dataDir);
   // Taking the lock would create the directory: a mistyped --out must not turn into an empty one.
-  const isDir = await fs.stat(dir).then((s) => s.isDirectory(), () => false);
+  const isDir = await fs.stat(dir).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
   if (!isDir) throw new GcError(`${dir} is not a data directory (it does not exist): nothing to collect`);
   const release = await lockDataDir(dir).catch((err: unknown) => {
     throw err instanceof DataDirBusyError ? new GcError(err.message) : err;
@@ -95,7 +105,9 @@ export async function collectGarbageUnderLock(dataDir: string, options: GcOption
   if (!(graceMs >= 0)) throw new GcError(`--grace must be a duration of 0 or more (got ${graceMs})`);
   const run: GcRun = { dataDir, graceMs, dryRun, now: options.now ?? Date.now(), onRemove: options.onRemove ?? (() => {}) };
   const manifests = await listManifests(dataDir).catch((err: unknown) => {
-    throw new GcError(`a published manifest is unreadable, so nothing is removed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+    throw new GcError(
+      `a published manifest is unreadable, so nothing is removed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`,
+    );
   });
   const refs = referencesOf(manifests, keep, run);
   const summary: GcSummary = {
@@ -113,7 +125,12 @@ export async function collectGarbageUnderLock(dataDir: string, options: GcOption
   await sweepFiles(run, refs, summary);
   for (const path of refs.prunable) {
     if (!dryRun) await fs.rm(path, { force: true });
-    summary.pruned_manifests.push(path.split('/').pop()!.replace(/\.json$/, ''));
+    summary.pruned_manifests.push(
+      path
+        .split('/')
+        .pop()!
+        .replace(/\.json$/, ''),
+    );
   }
   return summary;
 }
@@ -158,7 +175,10 @@ function referencesOf(manifests: PublishedManifest[], keep: number, run: GcRun):
 /** Remove one file unless it is a dry run; false when it could not be removed (it stays, unreported). */
 async function remove(run: GcRun, path: string, relative: string, bytes: number): Promise<boolean> {
   if (!run.dryRun) {
-    const gone = await fs.rm(path).then(() => true, (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
+    const gone = await fs.rm(path).then(
+      () => true,
+      (err: NodeJS.ErrnoException) => err.code === 'ENOENT',
+    );
     if (!gone) return false;
   }
   await run.onRemove({ path: relative, bytes });

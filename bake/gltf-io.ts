@@ -88,7 +88,10 @@ function parseJson(bytes: Uint8Array, what: string): GLTF.IGLTF {
   return json;
 }
 
-const showMagic = (bytes: Uint8Array) => Buffer.from(bytes.subarray(0, 4)).toString('latin1').replace(/[^\x20-\x7e]/g, '?');
+const showMagic = (bytes: Uint8Array) =>
+  Buffer.from(bytes.subarray(0, 4))
+    .toString('latin1')
+    .replace(/[^\x20-\x7e]/g, '?');
 
 /** Split a GLB (magic already checked) into its JSON and BIN chunk, checking every length against the real byte count. */
 function splitGlb(bytes: Uint8Array): { json: GLTF.IGLTF; bin: Uint8Array | null } {
@@ -170,17 +173,33 @@ function checkRanges(json: GLTF.IGLTF, bufferBytes: Array<number | null>): void 
   (json.accessors ?? []).forEach((accessor, i) => {
     const componentBytes = COMPONENT_BYTES[accessor.componentType];
     const components = TYPE_COMPONENTS[accessor.type];
-    if (!componentBytes || !components) throw new ModelError(`accessor ${i} has an invalid type ${accessor.type}/${accessor.componentType}`);
-    if (!Number.isSafeInteger(accessor.count) || accessor.count < 0) throw new ModelError(`accessor ${i} has an invalid count ${JSON.stringify(accessor.count)}`);
+    if (!componentBytes || !components)
+      throw new ModelError(`accessor ${i} has an invalid type ${accessor.type}/${accessor.componentType}`);
+    if (!Number.isSafeInteger(accessor.count) || accessor.count < 0)
+      throw new ModelError(`accessor ${i} has an invalid count ${JSON.stringify(accessor.count)}`);
     if (accessor.bufferView !== undefined) {
       checkAccessorRange(`accessor ${i}`, accessor.bufferView, accessor.byteOffset ?? 0, accessor.count, componentBytes * components);
     }
     const sparse = accessor.sparse;
     if (sparse) {
       const indexBytes = COMPONENT_BYTES[sparse.indices.componentType] ?? 4;
-      checkAccessorRange(`sparse indices of accessor ${i}`, sparse.indices.bufferView, sparse.indices.byteOffset ?? 0, sparse.count, indexBytes, indexBytes);
+      checkAccessorRange(
+        `sparse indices of accessor ${i}`,
+        sparse.indices.bufferView,
+        sparse.indices.byteOffset ?? 0,
+        sparse.count,
+        indexBytes,
+        indexBytes,
+      );
       const valueBytes = componentBytes * components;
-      checkAccessorRange(`sparse values of accessor ${i}`, sparse.values.bufferView, sparse.values.byteOffset ?? 0, sparse.count, valueBytes, valueBytes);
+      checkAccessorRange(
+        `sparse values of accessor ${i}`,
+        sparse.values.bufferView,
+        sparse.values.byteOffset ?? 0,
+        sparse.count,
+        valueBytes,
+        valueBytes,
+      );
     }
   });
 }
@@ -194,7 +213,9 @@ function checkAccessorTotal(json: GLTF.IGLTF, max: number): void {
   let total = 0;
   for (const accessor of json.accessors ?? []) total += accessor.count * (TYPE_COMPONENTS[accessor.type] ?? 1);
   if (total > max) {
-    throw new ModelError(`model declares ${total.toLocaleString('en')} accessor elements (count × components), over the limit of ${max.toLocaleString('en')}`);
+    throw new ModelError(
+      `model declares ${total.toLocaleString('en')} accessor elements (count × components), over the limit of ${max.toLocaleString('en')}`,
+    );
   }
 }
 
@@ -230,7 +251,9 @@ export async function parseModel(bytes: Uint8Array, loadResource?: ResourceLoade
     ({ json, bin } = splitGlb(bytes));
     if (bin) resources[GLB_BUFFER] = bin;
   } else {
-    const start = bytes.subarray(0, 64).findIndex((b) => b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09 && b !== 0xef && b !== 0xbb && b !== 0xbf);
+    const start = bytes
+      .subarray(0, 64)
+      .findIndex((b) => b !== 0x20 && b !== 0x0a && b !== 0x0d && b !== 0x09 && b !== 0xef && b !== 0xbb && b !== 0xbf);
     if (start < 0 || bytes[start] !== 0x7b /* { */) {
       throw new ModelError(`not a glTF model: wrong magic "${showMagic(bytes)}" (expected "glTF" or a JSON object)`);
     }
@@ -312,20 +335,23 @@ const ALLOWED_BY_MIME: Record<string, ImageFormat[]> = {
  * resource URI pointing at anything) fails the model instead of being packed into a public file.
  */
 function assertTexturesAreImages(document: Document): void {
-  document.getRoot().listTextures().forEach((texture, i) => {
-    const image = texture.getImage();
-    if (!image) return;
-    const mime = texture.getMimeType();
-    const declared = Object.hasOwn(ALLOWED_BY_MIME, mime) ? mime : null; // else glTF-Transform guessed it from the URI
-    const allowed = declared ? ALLOWED_BY_MIME[declared]! : [...RASTER, 'ktx2', 'dds'];
-    const format = imageFormatOf(image);
-    if (format && allowed.includes(format)) return;
-    const label = texture.getURI() || texture.getName() || `#${i}`;
-    throw new ModelError(
-      `texture ${label} is not an image: its bytes are ${format ?? 'no known image format'}, ` +
-        `not ${allowed.join('/')}${declared ? ` (declared ${declared})` : ''}`,
-    );
-  });
+  document
+    .getRoot()
+    .listTextures()
+    .forEach((texture, i) => {
+      const image = texture.getImage();
+      if (!image) return;
+      const mime = texture.getMimeType();
+      const declared = Object.hasOwn(ALLOWED_BY_MIME, mime) ? mime : null; // else glTF-Transform guessed it from the URI
+      const allowed = declared ? ALLOWED_BY_MIME[declared]! : [...RASTER, 'ktx2', 'dds'];
+      const format = imageFormatOf(image);
+      if (format && allowed.includes(format)) return;
+      const label = texture.getURI() || texture.getName() || `#${i}`;
+      throw new ModelError(
+        `texture ${label} is not an image: its bytes are ${format ?? 'no known image format'}, ` +
+          `not ${allowed.join('/')}${declared ? ` (declared ${declared})` : ''}`,
+      );
+    });
 }
 
 /**
@@ -349,10 +375,10 @@ export async function localResourcePath(dir: string, uri: string): Promise<strin
   };
   const folder = resolvePath(dir);
   const target = resolvePath(folder, path);
-  if (!inside(folder, target)) throw refuse('it points outside the model\'s folder');
+  if (!inside(folder, target)) throw refuse("it points outside the model's folder");
   const real = await fs.realpath(target).catch(() => null);
   if (real === null) return target; // missing: reading it says so
-  if (!inside(await fs.realpath(folder), real)) throw refuse('it links outside the model\'s folder');
+  if (!inside(await fs.realpath(folder), real)) throw refuse("it links outside the model's folder");
   return real;
 }
 
@@ -405,13 +431,20 @@ const ARRAY_BUFFER = 34962;
 /** Merge each run of adjacent plain vertex bufferViews of one stride; renumber every reference. */
 function mergeVertexBufferViews(json: GLTF.IGLTF): void {
   const views = json.bufferViews ?? [];
-  const mergeable = (v: GLTF.IBufferView) => v.target === ARRAY_BUFFER && v.byteStride !== undefined && !v.extensions && !v.extras && !v.name;
+  const mergeable = (v: GLTF.IBufferView) =>
+    v.target === ARRAY_BUFFER && v.byteStride !== undefined && !v.extensions && !v.extras && !v.name;
   const into = new Map<number, { index: number; shift: number }>(); // merged view → (view it joins, its offset there)
   let run: number | null = null;
   views.forEach((view, i) => {
     const head = run === null ? null : views[run]!;
     const headEnd = head ? (head.byteOffset ?? 0) + head.byteLength : -1;
-    if (head && mergeable(view) && view.buffer === head.buffer && view.byteStride === head.byteStride && (view.byteOffset ?? 0) === headEnd) {
+    if (
+      head &&
+      mergeable(view) &&
+      view.buffer === head.buffer &&
+      view.byteStride === head.byteStride &&
+      (view.byteOffset ?? 0) === headEnd
+    ) {
       into.set(i, { index: run!, shift: headEnd - (head.byteOffset ?? 0) });
       head.byteLength += view.byteLength;
     } else {
@@ -449,7 +482,8 @@ function mergeVertexBufferViews(json: GLTF.IGLTF): void {
 function packGlb(json: GLTF.IGLTF, bin: Uint8Array | undefined): Uint8Array {
   const jsonChunk = BufferUtils.pad(BufferUtils.encodeText(JSON.stringify(json)), 0x20);
   const binChunk = bin?.byteLength ? BufferUtils.pad(bin, 0) : null;
-  const chunk = (type: number, data: Uint8Array) => BufferUtils.concat([BufferUtils.toView(new Uint32Array([data.byteLength, type])), data]);
+  const chunk = (type: number, data: Uint8Array) =>
+    BufferUtils.concat([BufferUtils.toView(new Uint32Array([data.byteLength, type])), data]);
   const chunks = [chunk(CHUNK_JSON, jsonChunk), ...(binChunk ? [chunk(CHUNK_BIN, binChunk)] : [])];
   const length = 12 + chunks.reduce((n, c) => n + c.byteLength, 0);
   return BufferUtils.concat([BufferUtils.toView(new Uint32Array([GLB_MAGIC, 2, length])), ...chunks]);
@@ -466,7 +500,15 @@ export async function writeGlb(document: Document, options: { compact?: boolean;
     const { unpartition } = await import('@gltf-transform/functions');
     await document.transform(unpartition());
   }
-  const io = await ioWith(codecsFor(document.getRoot().listExtensionsUsed().map((e) => e.extensionName), 'encoder'));
+  const io = await ioWith(
+    codecsFor(
+      document
+        .getRoot()
+        .listExtensionsUsed()
+        .map((e) => e.extensionName),
+      'encoder',
+    ),
+  );
   if (!options.compact) return io.writeBinary(document);
   // The shared NodeIO's layout is read when writeJSON is called: set for this call alone, restored at once.
   const written = io.setVertexLayout(options.vertexLayout ?? VertexLayout.INTERLEAVED).writeJSON(document, { format: Format.GLB });

@@ -162,8 +162,10 @@ export function normalizeArtwork(record: ContentArtwork, options: NormalizeOptio
     const animationUrls = [animation?.url, market.display_animation_url, market.animation_url];
     const image = [market.display_image_url, market.image_url].find(isLive);
     const motion = image ? undefined : animationUrls.find(isLive);
-    if (image) still = { ...still, url: image, contentType: null, kind: null }; // same work, another file
-    else if (motion && animation) still = { ...animation, url: motion, ...(motion === animation.url ? {} : { contentType: null, kind: null }) };
+    if (image)
+      still = { ...still, url: image, contentType: null, kind: null }; // same work, another file
+    else if (motion && animation)
+      still = { ...animation, url: motion, ...(motion === animation.url ? {} : { contentType: null, kind: null }) };
     else if (motion) still = { url: motion, contentType: null, kind: null, width: null, height: null };
     else still = null;
   }

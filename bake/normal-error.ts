@@ -25,7 +25,9 @@ export async function normalMapAngularError(source: Uint8Array, encoded: Uint8Ar
   const n = b.info.width * b.info.height;
   const angles = new Float64Array(n);
   const unit = (d: Buffer, i: number): [number, number, number] => {
-    const x = d[i]! / 127.5 - 1, y = d[i + 1]! / 127.5 - 1, z = d[i + 2]! / 127.5 - 1;
+    const x = d[i]! / 127.5 - 1,
+      y = d[i + 1]! / 127.5 - 1,
+      z = d[i + 2]! / 127.5 - 1;
     const l = Math.hypot(x, y, z) || 1;
     return [x / l, y / l, z / l];
   };

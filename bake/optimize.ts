@@ -8,7 +8,7 @@
  * optimized GLB is never larger than the source GLB — when a step would make it larger, the
  * optimizer retries without that step and says so.
  */
-import { Document, ImageUtils, PropertyType, type Node, type Texture, type Transform } from '@gltf-transform/core';
+import { type Document, ImageUtils, PropertyType, type Node, type Texture, type Transform } from '@gltf-transform/core';
 import { EXTTextureWebP } from '@gltf-transform/extensions';
 import { cloneDocument, compressTexture, dedup, draco, join, listTextureSlots, palette, prune, weld } from '@gltf-transform/functions';
 import sharp from 'sharp';
@@ -40,26 +40,29 @@ export function sniffedImageType(image: Uint8Array): 'image/png' | 'image/jpeg' 
 
 /** Fail before decoding anything when an image declares more pixels than we are willing to hold. */
 export function assertTextureSizes(document: Document, maxPixels: number = OPTIMIZER_SETTINGS.maxTexturePixels): void {
-  document.getRoot().listTextures().forEach((texture, i) => {
-    const image = texture.getImage();
-    const declared = texture.getMimeType();
-    if (!image || !['image/png', 'image/jpeg', 'image/webp'].includes(declared)) return;
-    const label = texture.getURI() || texture.getName() || `#${i}`;
-    // These textures are decoded (sharp detects the format from the bytes): size what is really there.
-    const mime = sniffedImageType(image);
-    if (!mime) throw new ModelError(`texture ${label}: declared ${declared}, but its bytes are not a PNG, JPEG or WebP image`);
-    let size: [number, number] | null;
-    try {
-      size = ImageUtils.getSize(image, mime) as [number, number] | null;
-    } catch {
-      size = null;
-    }
-    if (!size) throw new ModelError(`texture ${label}: unreadable ${mime} header`);
-    const [w, h] = size;
-    if (w * h > maxPixels) {
-      throw new ModelError(`texture ${label} declares ${w}×${h} pixels, over the limit of ${maxPixels} pixels`);
-    }
-  });
+  document
+    .getRoot()
+    .listTextures()
+    .forEach((texture, i) => {
+      const image = texture.getImage();
+      const declared = texture.getMimeType();
+      if (!image || !['image/png', 'image/jpeg', 'image/webp'].includes(declared)) return;
+      const label = texture.getURI() || texture.getName() || `#${i}`;
+      // These textures are decoded (sharp detects the format from the bytes): size what is really there.
+      const mime = sniffedImageType(image);
+      if (!mime) throw new ModelError(`texture ${label}: declared ${declared}, but its bytes are not a PNG, JPEG or WebP image`);
+      let size: [number, number] | null;
+      try {
+        size = ImageUtils.getSize(image, mime) as [number, number] | null;
+      } catch {
+        size = null;
+      }
+      if (!size) throw new ModelError(`texture ${label}: unreadable ${mime} header`);
+      const [w, h] = size;
+      if (w * h > maxPixels) {
+        throw new ModelError(`texture ${label} declares ${w}×${h} pixels, over the limit of ${maxPixels} pixels`);
+      }
+    });
 }
 
 /** Textures already encoded in this Document (early, by startTextureCompression, or by the step). */
@@ -110,7 +113,10 @@ function compressTextures(settings: OptimizerSettings): Transform {
  * change a texture's image, and identical images still encode (and dedup) identically.
  */
 export function startTextureCompression(document: Document, settings: OptimizerSettings = OPTIMIZER_SETTINGS): Promise<void> {
-  const used = document.getRoot().listTextures().filter((t) => listTextureSlots(t).length > 0);
+  const used = document
+    .getRoot()
+    .listTextures()
+    .filter((t) => listTextureSlots(t).length > 0);
   return Promise.all(used.map((t) => compressOne(t, settings))).then(() => undefined);
 }
 
@@ -157,7 +163,11 @@ function pruneExceptSlotAttributes(): Transform {
 function dracoCompress(settings: OptimizerSettings): Transform {
   const compress = draco(settings.draco);
   return async (document: Document) => {
-    document.getRoot().listExtensionsUsed().find((e) => e.extensionName === 'EXT_meshopt_compression')?.dispose();
+    document
+      .getRoot()
+      .listExtensionsUsed()
+      .find((e) => e.extensionName === 'EXT_meshopt_compression')
+      ?.dispose();
     await document.transform(compress);
   };
 }
@@ -218,7 +228,13 @@ export interface OptimizeResult {
   warnings: string[];
 }
 
-async function runAttempt(document: Document, settings: OptimizerSettings, skip: Set<StepName>, finish: OptimizeInput['finish'], prepared?: OptimizeInput['prepared']) {
+async function runAttempt(
+  document: Document,
+  settings: OptimizerSettings,
+  skip: Set<StepName>,
+  finish: OptimizeInput['finish'],
+  prepared?: OptimizeInput['prepared'],
+) {
   const steps: OptimizeResult['steps'] = [];
   const before = slotNodeFacts(document);
   for (const step of optimizeSteps(settings, skip)) {
@@ -266,8 +282,11 @@ export async function optimizeModel(input: OptimizeInput): Promise<OptimizeResul
     return { glb: input.source, steps: result.steps, skipped: [...STEP_NAMES], isSource: true, warnings };
   }
   if (result.glb.byteLength > limit) {
-    warnings.push(`optimized model is ${result.glb.byteLength - limit} bytes larger than its source because the slot anchors were embedded in it`);
+    warnings.push(
+      `optimized model is ${result.glb.byteLength - limit} bytes larger than its source because the slot anchors were embedded in it`,
+    );
   }
-  if (result.skipped.length) warnings.push(`optimizer skipped ${result.skipped.join(' and ')}: the output was larger than the source with it`);
+  if (result.skipped.length)
+    warnings.push(`optimizer skipped ${result.skipped.join(' and ')}: the output was larger than the source with it`);
   return { glb: result.glb, steps: result.steps, skipped: result.skipped, isSource: false, warnings };
 }

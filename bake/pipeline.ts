@@ -13,8 +13,24 @@ import { promises as fs } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join, resolve as resolvePath } from 'node:path';
 import pMap from 'p-map';
-import { artifactPaths, filePath, type FileRef, type Manifest, MANIFEST_FORMAT, type ManifestRoom, RoomSlotData } from '../artifacts/format.ts';
-import { DataDirBusyError, lockDataDir, publishManifest, putContentFile, readManifest, sha256, writeFileAtomic } from '../artifacts/store.ts';
+import {
+  artifactPaths,
+  filePath,
+  type FileRef,
+  type Manifest,
+  MANIFEST_FORMAT,
+  type ManifestRoom,
+  RoomSlotData,
+} from '../artifacts/format.ts';
+import {
+  DataDirBusyError,
+  lockDataDir,
+  publishManifest,
+  putContentFile,
+  readManifest,
+  sha256,
+  writeFileAtomic,
+} from '../artifacts/store.ts';
 import { type ContentRoom, loadContent, publicCatalog, storeArtworkFiles } from './content.ts';
 import { oneLine } from '../common/errors.ts';
 import type { NetPolicy } from '../common/net.ts';
@@ -97,7 +113,13 @@ export class BakeRunError extends Error {
 }
 
 /** The incremental key: everything whose change can change a room's artifacts (decisions). */
-export function roomBakeKey(parts: { model: string; onchainSlots: number; image: string | null; kind: string | null; optimizer: string }): string {
+export function roomBakeKey(parts: {
+  model: string;
+  onchainSlots: number;
+  image: string | null;
+  kind: string | null;
+  optimizer: string;
+}): string {
   return sha256(JSON.stringify({ ...parts, algorithm: SLOT_ALGORITHM }));
 }
 
@@ -108,7 +130,12 @@ const fileRefs = (room: ManifestRoom): FileRef[] =>
 
 async function filesExist(dataDir: string, room: ManifestRoom): Promise<boolean> {
   const checks = await Promise.all(
-    fileRefs(room).map((ref) => fs.stat(filePath(dataDir, ref)).then((s) => s.size === ref.bytes, () => false)),
+    fileRefs(room).map((ref) =>
+      fs.stat(filePath(dataDir, ref)).then(
+        (s) => s.size === ref.bytes,
+        () => false,
+      ),
+    ),
   );
   return checks.every(Boolean);
 }
@@ -176,7 +203,12 @@ async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
   const run = await prepareRun(options);
   // Artworks' content files (the sample's pictures) first: a bad one fails the bake before any room work.
   const artworkFiles = await storeArtworkFiles(run.content, run.dataDir, run.settings.maxTexturePixels);
-  const resolver = new SourceResolver({ baseDir: run.contentDir, cacheDir: artifactPaths(run.dataDir).cache, fetch: options.fetch, net: options.net });
+  const resolver = new SourceResolver({
+    baseDir: run.contentDir,
+    cacheDir: artifactPaths(run.dataDir).cache,
+    fetch: options.fetch,
+    net: options.net,
+  });
   // When every selected room is to be baked (--force, or nothing published yet), the bakers start
   // now: their start-up (loading the bake's libraries) overlaps the planning.
   const selected = run.content.rooms.filter((r) => !run.only || run.only.has(r.id)).length;
@@ -201,7 +233,8 @@ async function prepareRun(options: BakeRunOptions): Promise<Run> {
   const started = performance.now();
   const dataDir = resolvePath(options.dataDir);
   const concurrency = options.concurrency ?? availableParallelism();
-  if (!Number.isInteger(concurrency) || concurrency < 1) throw new BakeRunError(`concurrency must be a positive integer (got ${concurrency})`);
+  if (!Number.isInteger(concurrency) || concurrency < 1)
+    throw new BakeRunError(`concurrency must be a positive integer (got ${concurrency})`);
   const contentDir = resolvePath(options.contentDir);
   const content = await loadContent(contentDir);
   const only = options.only ? new Set(options.only) : null;
@@ -213,7 +246,8 @@ async function prepareRun(options: BakeRunOptions): Promise<Run> {
   try {
     previous = await readManifest(dataDir);
   } catch (err) {
-    if (!options.force) throw new BakeRunError(`${artifactPaths(dataDir).manifest} is unreadable (${oneLine(err)}); run with --force to rebuild it`);
+    if (!options.force)
+      throw new BakeRunError(`${artifactPaths(dataDir).manifest} is unreadable (${oneLine(err)}); run with --force to rebuild it`);
     previous = null;
   }
   const settings = options.settings ?? OPTIMIZER_SETTINGS;
@@ -226,7 +260,8 @@ function checkedLimits(options: BakeRunOptions): { roomTimeoutMs: number; worker
   const roomTimeoutMs = options.roomTimeoutMs ?? BAKE_LIMITS.roomTimeoutMs;
   const workerHeapMb = options.workerHeapMb ?? BAKE_LIMITS.workerHeapMb;
   if (!(roomTimeoutMs > 0)) throw new BakeRunError(`the room time limit must be positive (got ${roomTimeoutMs} ms)`);
-  if (!Number.isInteger(workerHeapMb) || workerHeapMb < 1) throw new BakeRunError(`the worker heap limit must be a positive number of MB (got ${workerHeapMb})`);
+  if (!Number.isInteger(workerHeapMb) || workerHeapMb < 1)
+    throw new BakeRunError(`the worker heap limit must be a positive number of MB (got ${workerHeapMb})`);
   return { roomTimeoutMs, workerHeapMb };
 }
 
@@ -246,40 +281,50 @@ async function planRooms(run: Run, resolver: SourceResolver): Promise<Planned[]>
   const { options, dataDir, settings, only } = run;
   const previousRooms = new Map((run.previous?.rooms ?? []).map((r) => [r.id, r]));
   const optimizerId = optimizerSettingsId(settings);
-  const plans = await pMap(run.content.rooms, async (room): Promise<Planned> => {
-    const prev = previousRooms.get(room.id) ?? null;
-    if (only && !only.has(room.id)) return { room, previous: prev, action: 'unselected', reason: 'not selected by --only' };
-    try {
-      const [model, image] = await Promise.all([resolver.resolveModel(room.model), room.image ? resolver.resolveFile(room.image) : null]);
-      const key = roomBakeKey({ model: model.fingerprint, onchainSlots: room.slots, image: image?.sha256 ?? null, kind: room.kind ?? null, optimizer: optimizerId });
-      const job: RoomJob = {
-        roomId: room.id,
-        onchainSlots: room.slots,
-        kind: room.kind,
-        model: modelFiles(model),
-        image: image ? { path: image.path } : null,
-        dataDir,
-        settings,
-      };
-      const weight = model.main.bytes + Object.values(model.resources).reduce((sum, f) => sum + f.bytes, 0);
-      const bake = async (reason: string): Promise<Planned> => ({
-        room,
-        previous: prev,
-        action: 'bake',
-        reason,
-        key,
-        job: { ...job, previousSlots: await publishedSlotData(dataDir, prev) },
-        weight,
-      });
-      if (options.force) return bake('forced');
-      if (!prev?.bake) return bake('new room');
-      if (prev.bake.key !== key) return bake('sources or settings changed');
-      if (!(await filesExist(dataDir, prev))) return bake('published files missing');
-      return { room, previous: prev, action: 'keep', reason: 'unchanged', key };
-    } catch (err) {
-      return { room, previous: prev, action: 'fail', reason: oneLine(err) };
-    }
-  }, { concurrency: 8 });
+  const plans = await pMap(
+    run.content.rooms,
+    async (room): Promise<Planned> => {
+      const prev = previousRooms.get(room.id) ?? null;
+      if (only && !only.has(room.id)) return { room, previous: prev, action: 'unselected', reason: 'not selected by --only' };
+      try {
+        const [model, image] = await Promise.all([resolver.resolveModel(room.model), room.image ? resolver.resolveFile(room.image) : null]);
+        const key = roomBakeKey({
+          model: model.fingerprint,
+          onchainSlots: room.slots,
+          image: image?.sha256 ?? null,
+          kind: room.kind ?? null,
+          optimizer: optimizerId,
+        });
+        const job: RoomJob = {
+          roomId: room.id,
+          onchainSlots: room.slots,
+          kind: room.kind,
+          model: modelFiles(model),
+          image: image ? { path: image.path } : null,
+          dataDir,
+          settings,
+        };
+        const weight = model.main.bytes + Object.values(model.resources).reduce((sum, f) => sum + f.bytes, 0);
+        const bake = async (reason: string): Promise<Planned> => ({
+          room,
+          previous: prev,
+          action: 'bake',
+          reason,
+          key,
+          job: { ...job, previousSlots: await publishedSlotData(dataDir, prev) },
+          weight,
+        });
+        if (options.force) return bake('forced');
+        if (!prev?.bake) return bake('new room');
+        if (prev.bake.key !== key) return bake('sources or settings changed');
+        if (!(await filesExist(dataDir, prev))) return bake('published files missing');
+        return { room, previous: prev, action: 'keep', reason: 'unchanged', key };
+      } catch (err) {
+        return { room, previous: prev, action: 'fail', reason: oneLine(err) };
+      }
+    },
+    { concurrency: 8 },
+  );
   const toBake = plans.filter((p) => p.action === 'bake').length;
   options.onEvent?.({ type: 'plan', total: plans.length, toBake });
   return plans;
@@ -423,7 +468,10 @@ function assembleManifest(
       rooms.push(plan.previous);
     }
   }
-  const catalog = publicCatalog(run.content, { ipfsGateway: run.options.ipfsGateway ?? process.env.IPFS_GATEWAY ?? 'https://ipfs.io', files: artworkFiles });
+  const catalog = publicCatalog(run.content, {
+    ipfsGateway: run.options.ipfsGateway ?? process.env.IPFS_GATEWAY ?? 'https://ipfs.io',
+    files: artworkFiles,
+  });
   return {
     format: MANIFEST_FORMAT,
     bake_id: `${bakedAt.replace(/[-:.]/g, '')}-${randomBytes(3).toString('hex')}`,
@@ -436,14 +484,27 @@ function assembleManifest(
 }
 
 /** 4. Publish unless nothing changed: files (the QA report among them) first, then the manifest rename. */
-async function publish(run: Run, manifest: Manifest, plans: Planned[], results: Map<number, RoomBakeResult>, outcomes: Map<number, RoomOutcome>): Promise<boolean> {
+async function publish(
+  run: Run,
+  manifest: Manifest,
+  plans: Planned[],
+  results: Map<number, RoomBakeResult>,
+  outcomes: Map<number, RoomOutcome>,
+): Promise<boolean> {
   const { dataDir, previous } = run;
   for (const [id, result] of results) {
-    await writeQaFacts(dataDir, id, { key: plans.find((p) => p.room.id === id)!.key!, ...result.engine, optimizerWarnings: result.optimizerWarnings });
+    await writeQaFacts(dataDir, id, {
+      key: plans.find((p) => p.room.id === id)!.key!,
+      ...result.engine,
+      optimizerWarnings: result.optimizerWarnings,
+    });
   }
   const changed = !previous || results.size > 0 || manifestBody(previous) !== manifestBody(manifest);
   if (!changed) return false;
-  const [qaRooms, { renderQaReport }] = await Promise.all([reportRooms(dataDir, plans, results, outcomes, manifest.rooms), import('./report.ts')]);
+  const [qaRooms, { renderQaReport }] = await Promise.all([
+    reportRooms(dataDir, plans, results, outcomes, manifest.rooms),
+    import('./report.ts'),
+  ]);
   const reportHtml = await renderQaReport(qaRooms, { bakeId: manifest.bake_id, generatedAt: manifest.published_at });
   manifest.report = await putContentFile(dataDir, reportHtml, 'html');
   await publishManifest(dataDir, manifest);
@@ -451,7 +512,14 @@ async function publish(run: Run, manifest: Manifest, plans: Planned[], results: 
   return true;
 }
 
-function summarize(run: Run, plans: Planned[], outcomes: Map<number, RoomOutcome>, bakeId: string | null, published: boolean, gc: GcSummary | null): BakeSummary {
+function summarize(
+  run: Run,
+  plans: Planned[],
+  outcomes: Map<number, RoomOutcome>,
+  bakeId: string | null,
+  published: boolean,
+  gc: GcSummary | null,
+): BakeSummary {
   const all = plans.map((p) => outcomes.get(p.room.id)!);
   const baked = all.filter((o) => o.status === 'baked');
   const paths = artifactPaths(run.dataDir);
@@ -478,36 +546,56 @@ function summarize(run: Run, plans: Planned[], outcomes: Map<number, RoomOutcome
 // DATA_DIR/cache/qa (bake/qa-facts.ts), so unchanged rooms keep their pictures without being
 // re-baked, and assembling the report costs no rendering.
 
-const readFileRef = (dataDir: string, ref: FileRef | null) => (ref ? fs.readFile(filePath(dataDir, ref)).catch(() => undefined) : Promise.resolve(undefined));
+const readFileRef = (dataDir: string, ref: FileRef | null) =>
+  ref ? fs.readFile(filePath(dataDir, ref)).catch(() => undefined) : Promise.resolve(undefined);
 
 /**
  * The report's rooms, read from what is published: every room's RoomSlotData file (validated with
  * the artifact schema) and its QA facts, whether it was baked in this run or earlier.
  */
-async function reportRooms(dataDir: string, plans: Planned[], results: Map<number, RoomBakeResult>, outcomes: Map<number, RoomOutcome>, rooms: ManifestRoom[]): Promise<QaRoom[]> {
+async function reportRooms(
+  dataDir: string,
+  plans: Planned[],
+  results: Map<number, RoomBakeResult>,
+  outcomes: Map<number, RoomOutcome>,
+  rooms: ManifestRoom[],
+): Promise<QaRoom[]> {
   const entries = new Map(rooms.map((r) => [r.id, r]));
   // Rooms neither published nor attempted in this run (new rooms left out by --only) are not shown.
   const shown = plans.filter((p) => entries.has(p.room.id) || outcomes.get(p.room.id)!.status === 'failed');
-  return pMap(shown, async ({ room }): Promise<QaRoom> => {
-    const base = { id: room.id, title: room.title, onchainSlots: room.slots };
-    const outcome = outcomes.get(room.id)!;
-    const entry = entries.get(room.id);
-    if (outcome.status === 'failed') {
-      return { ...base, error: outcome.reason, warnings: entry ? [`the previous bake of this room (${entry.bake?.baked_at ?? 'unknown'}) stays published`] : [] };
-    }
-    const slotData = await publishedSlotData(dataDir, entry!);
-    if (!slotData) return { ...base, error: 'its published slot data is missing or invalid', warnings: [] };
-    const result = results.get(room.id);
-    const facts = result ? { ...result.engine, optimizerWarnings: result.optimizerWarnings } : await readQaFacts(dataDir, room.id, entry!.bake?.key);
-    return {
-      ...base,
-      onchainSlots: entry!.slots,
-      slotData,
-      facts: { kind: facts?.kind ?? room.kind ?? 'room', kindEvidence: facts?.kindEvidence ?? 'recorded by an earlier bake' },
-      changes: result?.slotChanges ?? null,
-      planPicture: await readFileRef(dataDir, facts?.planPicture ?? null),
-      thumbnail: await readFileRef(dataDir, entry!.thumbnail),
-      warnings: [...(facts?.optimizerWarnings ?? []), ...(result ? [] : [`unchanged since ${entry!.bake?.baked_at ?? 'an earlier bake'}`])],
-    };
-  }, { concurrency: 8 });
+  return pMap(
+    shown,
+    async ({ room }): Promise<QaRoom> => {
+      const base = { id: room.id, title: room.title, onchainSlots: room.slots };
+      const outcome = outcomes.get(room.id)!;
+      const entry = entries.get(room.id);
+      if (outcome.status === 'failed') {
+        return {
+          ...base,
+          error: outcome.reason,
+          warnings: entry ? [`the previous bake of this room (${entry.bake?.baked_at ?? 'unknown'}) stays published`] : [],
+        };
+      }
+      const slotData = await publishedSlotData(dataDir, entry!);
+      if (!slotData) return { ...base, error: 'its published slot data is missing or invalid', warnings: [] };
+      const result = results.get(room.id);
+      const facts = result
+        ? { ...result.engine, optimizerWarnings: result.optimizerWarnings }
+        : await readQaFacts(dataDir, room.id, entry!.bake?.key);
+      return {
+        ...base,
+        onchainSlots: entry!.slots,
+        slotData,
+        facts: { kind: facts?.kind ?? room.kind ?? 'room', kindEvidence: facts?.kindEvidence ?? 'recorded by an earlier bake' },
+        changes: result?.slotChanges ?? null,
+        planPicture: await readFileRef(dataDir, facts?.planPicture ?? null),
+        thumbnail: await readFileRef(dataDir, entry!.thumbnail),
+        warnings: [
+          ...(facts?.optimizerWarnings ?? []),
+          ...(result ? [] : [`unchanged since ${entry!.bake?.baked_at ?? 'an earlier bake'}`]),
+        ],
+      };
+    },
+    { concurrency: 8 },
+  );
 }

@@ -45,8 +45,6 @@ export interface QaReportOptions {
 
 export { SLOT_COLOURS, slotCategory, type SlotCategory } from '../artifacts/slot-colours.ts';
 
-
-
 const PICTURE = 720;
 const PAD = 28;
 
@@ -72,7 +70,8 @@ export function planSvg(plan: RoomPlan, slots: RoomSlot[]): string {
     `<g stroke="#8c959f" stroke-width="0.8" stroke-linecap="round" fill="none">`,
   ];
   const s = plan.segments;
-  for (let i = 0; i + 3 < s.length; i += 4) out.push(`<line x1="${X(s[i]!)}" y1="${Z(s[i + 1]!)}" x2="${X(s[i + 2]!)}" y2="${Z(s[i + 3]!)}"/>`);
+  for (let i = 0; i + 3 < s.length; i += 4)
+    out.push(`<line x1="${X(s[i]!)}" y1="${Z(s[i + 1]!)}" x2="${X(s[i + 2]!)}" y2="${Z(s[i + 3]!)}"/>`);
   out.push('</g>');
   const arrowLength = Math.max(18, Math.min(40, 0.5 * scale));
   for (const slot of slots) {
@@ -86,7 +85,12 @@ export function planSvg(plan: RoomPlan, slots: RoomSlot[]): string {
     out.push(`<g stroke="${colour}" fill="${colour}">`);
     if (Math.abs(f[1]) > 0.9) {
       // Horizontal slot: its outline as seen from above, and a dot for up / a ring for down.
-      const corners = [[-1, -1], [1, -1], [1, 1], [-1, 1]].map(([a, b]) => {
+      const corners = [
+        [-1, -1],
+        [1, -1],
+        [1, 1],
+        [-1, 1],
+      ].map(([a, b]) => {
         const x = px + (a! * slot.width * right[0]) / 2 + (b! * slot.height * up[0]) / 2;
         const z = pz + (a! * slot.width * right[2]) / 2 + (b! * slot.height * up[2]) / 2;
         return `${X(x)},${Z(z)}`;
@@ -128,7 +132,9 @@ export function planSvg(plan: RoomPlan, slots: RoomSlot[]): string {
 /** The plan picture rendered to PNG. */
 export async function renderPlanPng(plan: RoomPlan, slots: RoomSlot[]): Promise<Buffer> {
   // zlib level 6: a few % larger than 9 at a third to a half of the CPU, for a QA picture.
-  return sharp(Buffer.from(planSvg(plan, slots))).png({ compressionLevel: 6 }).toBuffer();
+  return sharp(Buffer.from(planSvg(plan, slots)))
+    .png({ compressionLevel: 6 })
+    .toBuffer();
 }
 
 function imageMime(bytes: Uint8Array): string | null {
@@ -139,7 +145,8 @@ function imageMime(bytes: Uint8Array): string | null {
   return null;
 }
 
-const dataUri = (mime: string, bytes: Uint8Array) => `data:${mime};base64,${Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64')}`;
+const dataUri = (mime: string, bytes: Uint8Array) =>
+  `data:${mime};base64,${Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64')}`;
 
 const STYLE = `
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;color:#24292f;margin:24px auto;max-width:1500px;padding:0 16px}
@@ -215,7 +222,10 @@ function roomSection(r: RenderedRoom): string {
   const kind = room.facts?.kind ?? '';
   const kindEvidence = room.facts?.kindEvidence;
   const status = statusOf(room);
-  const parts: string[] = [`<section id="room-${room.id}">`, `<h2>#${room.id} ${e(room.title)}${result ? ` <small><a href="${viewUrl(room.id)}">3D view</a></small>` : ''}</h2>`];
+  const parts: string[] = [
+    `<section id="room-${room.id}">`,
+    `<h2>#${room.id} ${e(room.title)}${result ? ` <small><a href="${viewUrl(room.id)}">3D view</a></small>` : ''}</h2>`,
+  ];
   if (room.error) parts.push(`<p class="error"><strong>Failed:</strong> ${e(room.error)}</p>`);
   if (result) {
     const placed = result.slots.length;
@@ -227,15 +237,23 @@ function roomSection(r: RenderedRoom): string {
     );
     if (room.changes) parts.push(`<p class="changes">Anchors against the previous bake: ${e(describeSlotChanges(room.changes))}</p>`);
     if (result.shortfall) {
-      parts.push(`<p class="short">Shortfall: ${result.shortfall.placed} of ${result.shortfall.expected} placed — ${e(result.shortfall.reason)}</p>`);
+      parts.push(
+        `<p class="short">Shortfall: ${result.shortfall.placed} of ${result.shortfall.expected} placed — ${e(result.shortfall.reason)}</p>`,
+      );
     }
   }
   const warnings = [...(result?.warnings ?? []), ...(room.warnings ?? [])];
   if (warnings.length) parts.push(`<ul class="warnings">${warnings.map((w) => `<li>${e(w)}</li>`).join('')}</ul>`);
   const pictures: string[] = [];
   const planCaption = 'Plan view, slots coloured by the legend; arrows show the facing.';
-  if (r.plan) pictures.push(`<figure><img class="plan" alt="plan of room ${room.id}" src="${r.plan}"><figcaption>${planCaption}</figcaption></figure>`);
-  if (r.thumbnail) pictures.push(`<figure><img class="thumb" alt="thumbnail of room ${room.id}" src="${r.thumbnail}"><figcaption>Thumbnail</figcaption></figure>`);
+  if (r.plan)
+    pictures.push(
+      `<figure><img class="plan" alt="plan of room ${room.id}" src="${r.plan}"><figcaption>${planCaption}</figcaption></figure>`,
+    );
+  if (r.thumbnail)
+    pictures.push(
+      `<figure><img class="thumb" alt="thumbnail of room ${room.id}" src="${r.thumbnail}"><figcaption>Thumbnail</figcaption></figure>`,
+    );
   if (r.thumbnailNote) pictures.push(`<p class="warnings">${e(r.thumbnailNote)}</p>`);
   if (pictures.length) parts.push(`<div class="pictures">${pictures.join('')}</div>`);
   if (result?.slots.length) {
@@ -265,7 +283,13 @@ export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions =
   const title = options.title ?? 'Room bake — slot QA report';
   const failed = rooms.filter((r) => statusOf(r).cls === 'fail').length;
   const short = rooms.filter((r) => statusOf(r).cls === 'short').length;
-  const meta = [options.bakeId ? `bake ${e(options.bakeId)}` : '', options.generatedAt ? `generated ${e(options.generatedAt)}` : '', `${rooms.length} rooms`, `${short} with a shortfall`, `${failed} failed`]
+  const meta = [
+    options.bakeId ? `bake ${e(options.bakeId)}` : '',
+    options.generatedAt ? `generated ${e(options.generatedAt)}` : '',
+    `${rooms.length} rooms`,
+    `${short} with a shortfall`,
+    `${failed} failed`,
+  ]
     .filter(Boolean)
     .join(' · ');
   const summary = rooms.map((room) => {
@@ -280,7 +304,9 @@ export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions =
       `<td>${room.slotData ? `<a href="${viewUrl(room.id)}">3D view</a>` : ''}</td></tr>`
     );
   });
-  const legend = LEGEND.map(([category, text]) => `<span class="swatch" style="background:${SLOT_COLOURS[category]}"></span>${e(text)}`).join('');
+  const legend = LEGEND.map(
+    ([category, text]) => `<span class="swatch" style="background:${SLOT_COLOURS[category]}"></span>${e(text)}`,
+  ).join('');
   return [
     '<!doctype html>',
     '<html lang="en"><head><meta charset="utf-8">',

@@ -11,7 +11,14 @@ import type { Document } from '@gltf-transform/core';
 import { type FileRef, type ManifestModelVariant, RoomSlotData, SLOT_DATA_VERSION, type SlotSummary } from '../artifacts/format.ts';
 import { putContentFile } from '../artifacts/store.ts';
 import { renderPlanPng } from './report.ts';
-import { assertTextureSizes, optimizeModel, OPTIMIZER_SETTINGS, startTextureCompression, type OptimizerSettings, type StepName } from './optimize.ts';
+import {
+  assertTextureSizes,
+  optimizeModel,
+  OPTIMIZER_SETTINGS,
+  startTextureCompression,
+  type OptimizerSettings,
+  type StepName,
+} from './optimize.ts';
 import { compareSlots, computeSlots, embedAnchors, SLOT_ALGORITHM, type RoomKind, type SlotChanges } from './slots/index.ts';
 import { readSource, readSourceModel, type ModelFiles } from './source-model.ts';
 import { makeThumbnail, publishablePreview } from './thumbnail.ts';
@@ -98,7 +105,10 @@ function started<T>(work: Promise<T>): Promise<T> {
 async function bakePreview(path: string, dataDir: string, maxPixels: number): Promise<{ image: FileRef; thumbnail: FileRef }> {
   const preview = await publishablePreview(await readSource(path, 'preview image'), maxPixels);
   const thumb = await makeThumbnail(preview.bytes, maxPixels);
-  const [image, thumbnail] = await Promise.all([putContentFile(dataDir, preview.bytes, preview.ext), putContentFile(dataDir, thumb, 'webp')]);
+  const [image, thumbnail] = await Promise.all([
+    putContentFile(dataDir, preview.bytes, preview.ext),
+    putContentFile(dataDir, thumb, 'webp'),
+  ]);
   return { image, thumbnail };
 }
 
@@ -125,7 +135,14 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   const previous = job.previousSlots ?? null;
   const withPlan = job.planPicture !== false;
   onStep('placing the slot anchors');
-  const slots = computeSlots(source.document, { roomId: job.roomId, onchainSlots: job.onchainSlots, modelSha256: source.sha256, kind: job.kind, previous, plan: withPlan });
+  const slots = computeSlots(source.document, {
+    roomId: job.roomId,
+    onchainSlots: job.onchainSlots,
+    modelSha256: source.sha256,
+    kind: job.kind,
+    previous,
+    plan: withPlan,
+  });
   const slotData: RoomSlotData = {
     version: SLOT_DATA_VERSION,
     room: job.roomId,
@@ -139,7 +156,9 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   };
   // Checked before anything else is built from the anchors (plan picture, embedded nodes).
   const slotJson = slotDataJson(slotData);
-  const planPicture = slots.plan ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png'))) : null;
+  const planPicture = slots.plan
+    ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png')))
+    : null;
   onStep('compressing the textures');
   await textures;
   const plainTexturesKeyed = plainTextures?.keyed();
@@ -188,7 +207,8 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   ];
 
   const warnings = [...slots.warnings, ...optimized.warnings];
-  if (slots.shortfall) warnings.push(`only ${slots.shortfall.placed} of ${slots.shortfall.expected} slots placed: ${slots.shortfall.reason}`);
+  if (slots.shortfall)
+    warnings.push(`only ${slots.shortfall.placed} of ${slots.shortfall.expected} slots placed: ${slots.shortfall.reason}`);
   return {
     roomId: job.roomId,
     model: modelRef,

@@ -110,7 +110,9 @@ export type OptimizerSettings = Omit<typeof OPTIMIZER_SETTINGS, 'textures'> & {
 
 /** The default settings, with normal maps exact or lossy (`--lossless-normals`). */
 export const withLosslessNormals = (lossless: boolean, settings: OptimizerSettings = OPTIMIZER_SETTINGS): OptimizerSettings =>
-  lossless === settings.textures.normalMapsLossless ? settings : { ...settings, textures: { ...settings.textures, normalMapsLossless: lossless } };
+  lossless === settings.textures.normalMapsLossless
+    ? settings
+    : { ...settings, textures: { ...settings.textures, normalMapsLossless: lossless } };
 
 /** The libraries whose output the settings control, at the versions package.json pins. */
 const OUTPUT_LIBRARIES = ['@gltf-transform/core', '@gltf-transform/functions', 'sharp', 'draco3dgltf', 'meshoptimizer'];

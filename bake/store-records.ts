@@ -12,7 +12,7 @@
  *                Listed artworks have media_info set: the others are not synced.
  *   rooms        id, title, architect, description, series, slots, token_id, image, model (file ids)
  */
-import { z } from 'zod';
+import type { z } from 'zod';
 import { issuesLine } from '../common/errors.ts';
 import { ContentArtwork, ContentCollection, type ContentMedia, type MarketplaceMedia } from './content.ts';
 import { normalizeArtwork } from './media.ts';
@@ -27,7 +27,17 @@ export class SyncError extends Error {
 /** Fields a collection's records must carry (Directus answers every readable field with `fields=*`). */
 export const EXPECTED_FIELDS = {
   collections: ['id', 'name', 'slug', 'status'],
-  nfts: ['id', 'name', 'artist_name', 'collection', 'collection_type', 'media_info', 'display_media_info', 'display_animation_info', 'response_opensea'],
+  nfts: [
+    'id',
+    'name',
+    'artist_name',
+    'collection',
+    'collection_type',
+    'media_info',
+    'display_media_info',
+    'display_animation_info',
+    'response_opensea',
+  ],
   rooms: ['id', 'title', 'slots', 'model', 'image'],
 } as const;
 export type StoreCollection = keyof typeof EXPECTED_FIELDS;
@@ -79,7 +89,13 @@ function mediaBlob(v: unknown): ContentMedia | null {
   const blob = jsonObject(v);
   const url = blob && str(blob.url);
   if (!blob || !url) return null;
-  return { url, type: str(blob.type), content_type: str(blob.content_type)?.toLowerCase() ?? null, width: dimension(blob.width), height: dimension(blob.height) };
+  return {
+    url,
+    type: str(blob.type),
+    content_type: str(blob.content_type)?.toLowerCase() ?? null,
+    width: dimension(blob.width),
+    height: dimension(blob.height),
+  };
 }
 
 function marketplaceOf(record: Record<string, unknown> | null): { media: MarketplaceMedia; url: string } {

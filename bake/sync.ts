@@ -25,7 +25,17 @@ import { pipeline } from 'node:stream/promises';
 import { z } from 'zod';
 import { writeFileAtomic } from '../artifacts/store.ts';
 import { causeOf, oneLine } from '../common/errors.ts';
-import { BodyTooLarge, guardedGet, NetRefused, type NetPolicy, netPolicyFromEnv, RetriesExhausted, Transient, trustingOrigin, withRetries } from '../common/net.ts';
+import {
+  BodyTooLarge,
+  guardedGet,
+  NetRefused,
+  type NetPolicy,
+  netPolicyFromEnv,
+  RetriesExhausted,
+  Transient,
+  trustingOrigin,
+  withRetries,
+} from '../common/net.ts';
 import { type Content, CONTENT_FILES, type ContentCollection, ContentRoom, loadContent } from './content.ts';
 import {
   checkFields,
@@ -111,7 +121,10 @@ type SyncState = z.infer<typeof SyncState>;
 
 const DirectusPage = z.object({
   data: z.array(z.record(z.string(), z.unknown())),
-  meta: z.object({ filter_count: z.union([z.number(), z.string()]).optional() }).loose().optional(),
+  meta: z
+    .object({ filter_count: z.union([z.number(), z.string()]).optional() })
+    .loose()
+    .optional(),
 });
 const DirectusFile = z.object({
   data: z.object({
@@ -122,7 +135,9 @@ const DirectusFile = z.object({
 });
 /** A Directus error body; the reason of an INVALID_QUERY names the limit the store allows. */
 const DirectusErrors = z.object({
-  errors: z.array(z.object({ message: z.string().optional(), extensions: z.object({ reason: z.string().optional() }).loose().optional() }).loose()),
+  errors: z.array(
+    z.object({ message: z.string().optional(), extensions: z.object({ reason: z.string().optional() }).loose().optional() }).loose(),
+  ),
 });
 const LIMIT_CAP = /"?limit"? must be less than or equal to (\d+)/i;
 
@@ -159,13 +174,20 @@ class StoreClient {
 
   /** Run `attempt` with retries on Transient failures. */
   private retrying<T>(what: string, attempt: () => Promise<T>): Promise<T> {
-    return withRetries(attempt, { ...this.o, onRetry: (problem) => this.o.log?.(`sync: retrying ${what} (${problem})`) }).catch((err: unknown) => {
-      throw err instanceof RetriesExhausted ? new SyncError(`content store at ${this.base}: ${what} ${err.message}`) : err;
-    });
+    return withRetries(attempt, { ...this.o, onRetry: (problem) => this.o.log?.(`sync: retrying ${what} (${problem})`) }).catch(
+      (err: unknown) => {
+        throw err instanceof RetriesExhausted ? new SyncError(`content store at ${this.base}: ${what} ${err.message}`) : err;
+      },
+    );
   }
 
   private refusal(what: string, status: number): SyncError {
-    const hint = status === 401 ? 'the token was refused (check CONTENT_UPSTREAM_TOKEN)' : status === 403 ? 'access denied (check CONTENT_UPSTREAM_TOKEN and its role)' : `HTTP ${status}`;
+    const hint =
+      status === 401
+        ? 'the token was refused (check CONTENT_UPSTREAM_TOKEN)'
+        : status === 403
+          ? 'access denied (check CONTENT_UPSTREAM_TOKEN and its role)'
+          : `HTTP ${status}`;
     return new SyncError(`content store at ${this.base}: ${what}: ${hint}`);
   }
 
@@ -190,7 +212,13 @@ class StoreClient {
     let total: number | null = null;
     for (let offset = 0; ; ) {
       const pageSize = this.pageSize;
-      const query = new URLSearchParams({ fields: '*', sort: 'id', limit: String(pageSize), offset: String(offset), ...(offset === 0 ? { meta: 'filter_count' } : {}) });
+      const query = new URLSearchParams({
+        fields: '*',
+        sort: 'id',
+        limit: String(pageSize),
+        offset: String(offset),
+        ...(offset === 0 ? { meta: 'filter_count' } : {}),
+      });
       const url = `${this.base}/items/${collection}?${query}`;
       const what = `reading ${collection} (offset ${offset})`;
       const page = await this.retrying(what, async () => {
@@ -224,7 +252,9 @@ class StoreClient {
         fresh++;
       }
       if (out.length > this.maxRecords) {
-        throw new SyncError(`content store at ${this.base}: ${collection} has more than ${this.maxRecords} records (the sync reads at most that many per collection)`);
+        throw new SyncError(
+          `content store at ${this.base}: ${collection} has more than ${this.maxRecords} records (the sync reads at most that many per collection)`,
+        );
       }
       if (page.data.length === 0) break;
       if (page.data.length < pageSize) {
@@ -232,7 +262,8 @@ class StoreClient {
         this.o.log?.(`sync: the store answered ${page.data.length} of ${pageSize} records; paging with ${page.data.length}`);
         this.pageSize = page.data.length;
       }
-      if (fresh === 0) throw new SyncError(`content store at ${this.base}: ${collection} repeats the same records page after page (offset ignored?)`);
+      if (fresh === 0)
+        throw new SyncError(`content store at ${this.base}: ${collection} repeats the same records page after page (offset ignored?)`);
       offset += page.data.length;
     }
     checkFields(this.base, collection, out);
@@ -285,7 +316,10 @@ class StoreClient {
     }
     const max = Number(LIMIT_CAP.exec(reason)?.[1] ?? NaN);
     if (Number.isInteger(max) && max >= 1 && max < pageSize) return new LimitCapped(max);
-    const quoted = reason.replace(/[\u0000-\u001f\u007f]+/g, ' ').trim().slice(0, 200);
+    const quoted = reason
+      .replace(/[\u0000-\u001f\u007f]+/g, ' ')
+      .trim()
+      .slice(0, 200);
     return new SyncError(`content store at ${this.base}: ${what}: HTTP 400${quoted ? ` (${quoted})` : ''}`);
   }
 
@@ -319,7 +353,15 @@ class StoreClient {
    * Download one file to `dest`, or answer 'not-modified' when `etag` still matches. Refusals of
    * a single file (403/404: deleted or private) answer 'missing' so the record can be skipped.
    */
-  async download(id: string, dest: string, etag: string | null): Promise<{ status: 'downloaded'; type: string; etag: string | null; bytes: number } | { status: 'not-modified' } | { status: 'missing'; http: number }> {
+  async download(
+    id: string,
+    dest: string,
+    etag: string | null,
+  ): Promise<
+    | { status: 'downloaded'; type: string; etag: string | null; bytes: number }
+    | { status: 'not-modified' }
+    | { status: 'missing'; http: number }
+  > {
     const url = `${this.base}/assets/${encodeURIComponent(id)}`;
     const what = `downloading file ${id}`;
     return this.retrying(what, async () => {
@@ -348,7 +390,12 @@ class StoreClient {
         throw new Transient(`download interrupted (${causeOf(err)})`);
       }
       const bytes = (await fs.stat(dest)).size;
-      return { status: 'downloaded' as const, type: (res.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase(), etag: res.headers.get('etag'), bytes };
+      return {
+        status: 'downloaded' as const,
+        type: (res.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase(),
+        etag: res.headers.get('etag'),
+        bytes,
+      };
     });
   }
 }
@@ -443,7 +490,10 @@ interface FileFetcher {
 }
 
 /** Files: each distinct file id synced once, a few at a time (`limit`). */
-function fileFetcher(limit: <T>(task: () => Promise<T>) => Promise<T>, sync: (id: string, kind: FileKind) => Promise<string | null>): FileFetcher {
+function fileFetcher(
+  limit: <T>(task: () => Promise<T>) => Promise<T>,
+  sync: (id: string, kind: FileKind) => Promise<string | null>,
+): FileFetcher {
   const fileNames = new Map<string, Promise<string | null>>();
   let failed: unknown = null;
   return {
@@ -516,7 +566,10 @@ async function writeContent(dir: string, content: Omit<Content, 'dir'>, state: S
     write(CONTENT_FILES.collections, byId(content.collections)),
     write(CONTENT_FILES.artworks, byId(content.artworks)),
     write(CONTENT_FILES.rooms, byId(content.rooms)),
-    write(SYNC_STATE, { upstream: state.upstream, files: Object.fromEntries(Object.entries(state.files).sort(([a], [b]) => a.localeCompare(b))) }),
+    write(SYNC_STATE, {
+      upstream: state.upstream,
+      files: Object.fromEntries(Object.entries(state.files).sort(([a], [b]) => a.localeCompare(b))),
+    }),
   ]);
 }
 
@@ -549,7 +602,13 @@ async function syncFile(
 ): Promise<string | null> {
   const known = previous?.files[id];
   const knownPath = known ? join(contentDir, FILES_DIR, known.name) : null;
-  const usable = knownPath && known ? await fs.stat(knownPath).then((s) => s.size === known.bytes, () => false) : false;
+  const usable =
+    knownPath && known
+      ? await fs.stat(knownPath).then(
+          (s) => s.size === known.bytes,
+          () => false,
+        )
+      : false;
   const version = await client.fileVersion(id);
   const reuse = async () => {
     const dest = join(staging, FILES_DIR, known!.name);
@@ -612,7 +671,10 @@ async function modelExtension(path: string): Promise<'glb' | 'gltf' | null> {
  */
 async function swapInto(staging: string, target: string): Promise<void> {
   const aside = `${target}.old-${randomBytes(6).toString('hex')}`;
-  const hadPrevious = await fs.stat(target).then(() => true, () => false);
+  const hadPrevious = await fs.stat(target).then(
+    () => true,
+    () => false,
+  );
   if (hadPrevious) await fs.rename(target, aside);
   try {
     await fs.rename(staging, target);

@@ -40,7 +40,8 @@ export async function inspectPreview(image: Uint8Array, maxPixels: number = OPTI
   if (!ext) throw new ImageError(`preview image format ${format ?? 'unknown'} is not supported (png, jpeg, webp, avif or svg)`);
   const { width, height } = meta;
   if (!width || !height) throw new ImageError('preview image has no dimensions');
-  if (width * height > maxPixels) throw new ImageError(`preview image declares ${width}×${height} pixels, over the limit of ${maxPixels} pixels`);
+  if (width * height > maxPixels)
+    throw new ImageError(`preview image declares ${width}×${height} pixels, over the limit of ${maxPixels} pixels`);
   return { ext, width, height };
 }
 
@@ -64,7 +65,10 @@ export interface PublishedPreview {
 }
 
 /** The preview as published: raster images as they are, SVG rasterized to PNG. */
-export async function publishablePreview(image: Uint8Array, maxPixels: number = OPTIMIZER_SETTINGS.maxTexturePixels): Promise<PublishedPreview> {
+export async function publishablePreview(
+  image: Uint8Array,
+  maxPixels: number = OPTIMIZER_SETTINGS.maxTexturePixels,
+): Promise<PublishedPreview> {
   const { ext, width, height } = await inspectPreview(image, maxPixels);
   if (ext !== 'svg') return { bytes: image, ext };
   const svg = svgText(image);
@@ -99,8 +103,10 @@ function svgText(image: Uint8Array): string {
   }
   const text = bytes.toString('utf8');
   const refuse = (what: string) => new ImageError(`preview SVG refused: it references something outside itself (${what})`);
-  for (const m of text.matchAll(/\bhref\s*=\s*(["'])([\s\S]*?)\1/gi)) if (!LOCAL_REFERENCE.test(m[2]!)) throw refuse(`href "${m[2]!.slice(0, 80)}"`);
-  for (const m of text.matchAll(/url\(\s*(["']?)([^)]*?)\1\s*\)/gi)) if (!LOCAL_REFERENCE.test(m[2]!)) throw refuse(`url(${m[2]!.slice(0, 80)})`);
+  for (const m of text.matchAll(/\bhref\s*=\s*(["'])([\s\S]*?)\1/gi))
+    if (!LOCAL_REFERENCE.test(m[2]!)) throw refuse(`href "${m[2]!.slice(0, 80)}"`);
+  for (const m of text.matchAll(/url\(\s*(["']?)([^)]*?)\1\s*\)/gi))
+    if (!LOCAL_REFERENCE.test(m[2]!)) throw refuse(`url(${m[2]!.slice(0, 80)})`);
   if (/@import/i.test(text)) throw refuse('@import');
   if (/<!ENTITY/i.test(text)) throw refuse('an entity declaration');
   if (/<\?xml-stylesheet/i.test(text)) throw refuse('a stylesheet');

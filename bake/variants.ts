@@ -25,7 +25,11 @@ export interface VariantGlb extends ModelVariantFacts {
 /** Geometry codecs a variant replaces (one codec per file; the plain one has none). */
 const GEOMETRY_CODECS = ['KHR_draco_mesh_compression', 'EXT_meshopt_compression'];
 const dropExtensions = (document: Document, names: string[]) =>
-  document.getRoot().listExtensionsUsed().filter((e) => names.includes(e.extensionName)).forEach((e) => e.dispose());
+  document
+    .getRoot()
+    .listExtensionsUsed()
+    .filter((e) => names.includes(e.extensionName))
+    .forEach((e) => e.dispose());
 
 /**
  * glTF-Transform's `meshopt` (reorder + quantize + EXT_meshopt_compression, level high: normals
@@ -49,7 +53,14 @@ async function plainTexture(image: Uint8Array, mime: string, settings: Optimizer
   const { maxTextureSize, effort } = settings.variants.plain;
   const texture = new Document().createTexture().setImage(image).setMimeType(mime);
   const resize: [number, number] = [maxTextureSize, maxTextureSize];
-  await compressTexture(texture, { encoder: sharp, targetFormat: 'webp', resize, quality: settings.textures.quality, effort, limitInputPixels: true });
+  await compressTexture(texture, {
+    encoder: sharp,
+    targetFormat: 'webp',
+    resize,
+    quality: settings.textures.quality,
+    effort,
+    limitInputPixels: true,
+  });
   return { image: texture.getImage()!, mime: texture.getMimeType() };
 }
 
@@ -70,7 +81,8 @@ export function startPlainTextures(document: Document, settings: OptimizerSettin
     early.set(texture, work);
   }
   return {
-    keyed: (): PlainTextures => new Map([...early].flatMap(([texture, work]) => (texture.getImage() ? [[sha256(texture.getImage()!), work]] : []))),
+    keyed: (): PlainTextures =>
+      new Map([...early].flatMap(([texture, work]) => (texture.getImage() ? [[sha256(texture.getImage()!), work]] : []))),
   };
 }
 /** The plain variant's textures already being made, by the sha256 of the image they replace. */
@@ -87,7 +99,10 @@ async function toPlain(document: Document, settings: OptimizerSettings, early: P
       if (!image) return;
       const mime = texture.getMimeType();
       // A KTX2 or other GPU format needs a transcoder: nothing a decoder-less client can load.
-      if (!DECODABLE.includes(mime)) throw new ModelError(`plain variant: texture ${texture.getURI() || texture.getName() || `#${i}`} is ${mime}, which needs a decoder`);
+      if (!DECODABLE.includes(mime))
+        throw new ModelError(
+          `plain variant: texture ${texture.getURI() || texture.getName() || `#${i}`} is ${mime}, which needs a decoder`,
+        );
       if (longestSide(image, mime) <= settings.variants.plain.maxTextureSize) return;
       const resized = await (early.get(sha256(image)) ?? plainTexture(image, mime, settings));
       texture.setImage(resized.image).setMimeType(resized.mime);
@@ -143,7 +158,12 @@ async function variant(
  * Both variants of a prepared document (which this takes over: the plain variant is made from it, the
  * meshopt one from a clone). `finish` embeds the slot anchors, as it does in the Draco model.
  */
-export async function makeVariants(prepared: Document, settings: OptimizerSettings, finish: (d: Document) => void, plainTextures: PlainTextures = new Map()): Promise<VariantGlb[]> {
+export async function makeVariants(
+  prepared: Document,
+  settings: OptimizerSettings,
+  finish: (d: Document) => void,
+  plainTextures: PlainTextures = new Map(),
+): Promise<VariantGlb[]> {
   const forMeshopt = cloneDocument(prepared);
   // The plain variant's texture work runs on sharp's threads while meshopt encodes on this one.
   return Promise.all([

@@ -142,7 +142,10 @@ export class WorkerPool<J, R> {
   private answer(worker: ChildProcess, running: Map<number, Task<J, R>>, reply: Reply<R>): void {
     const task = running.get(reply.id);
     if (!task) return;
-    if ('started' in reply) return this.startClock(worker, reply.id, task);
+    if ('started' in reply) {
+      this.startClock(worker, reply.id, task);
+      return;
+    }
     running.delete(reply.id);
     clearTimeout(task.timer);
     if (reply.ok) task.resolve(reply.result);
@@ -186,7 +189,10 @@ export class WorkerPool<J, R> {
     for (const task of tasks) clearTimeout(task.timer);
     const guilty = (task: Task<J, R>) => this.closed || tasks.length === 1 || task.alone;
     for (const task of tasks.filter(guilty)) task.reject(new Error(`bake worker stopped: ${reason}`));
-    this.requeue(tasks.filter((t) => !guilty(t)), true);
+    this.requeue(
+      tasks.filter((t) => !guilty(t)),
+      true,
+    );
     if (!this.closed) this.dispatch();
   }
 

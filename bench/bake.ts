@@ -63,12 +63,23 @@ interface Timed {
 
 function run(command: string, args: string[], outFile?: string): Timed & { stdout: string } {
   const started = performance.now();
-  const child = spawnSync(command, args, { cwd: ROOT, encoding: 'utf8', env: { ...process.env, NODE_OPTIONS: RSS_PROBE }, maxBuffer: 64 << 20 });
+  const child = spawnSync(command, args, {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, NODE_OPTIONS: RSS_PROBE },
+    maxBuffer: 64 << 20,
+  });
   const ms = performance.now() - started;
   if (child.status !== 0) throw new Error(`${basename(command)} ${args.join(' ')} failed: ${child.stderr.slice(-500)}`);
   const rss = /@@maxrss=(\d+)/.exec(child.stderr);
   const cpu = /@@cpu=(\d+)/.exec(child.stderr);
-  return { ms, rssMb: rss ? Number(rss[1]) / 1024 : null, cpuMs: cpu ? Number(cpu[1]) / 1000 : null, bytes: outFile ? statSync(outFile).size : 0, stdout: child.stdout };
+  return {
+    ms,
+    rssMb: rss ? Number(rss[1]) / 1024 : null,
+    cpuMs: cpu ? Number(cpu[1]) / 1000 : null,
+    bytes: outFile ? statSync(outFile).size : 0,
+    stdout: child.stdout,
+  };
 }
 
 // The machine is shared: the fastest of the repeats is the run least disturbed by others.
@@ -76,21 +87,32 @@ const best = (xs: number[]) => Math.min(...xs);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const kb = (n: number) => `${(n / 1024).toFixed(0)} KB`;
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
-const angles = (e: { p50: number; p99: number; max: number } | null) => (e ? `${e.p50.toFixed(2)}/${e.p99.toFixed(2)}/${e.max.toFixed(1)}` : '–');
+const angles = (e: { p50: number; p99: number; max: number } | null) =>
+  e ? `${e.p50.toFixed(2)}/${e.p99.toFixed(2)}/${e.max.toFixed(1)}` : '–';
 
 /** Angular error of every normal map of `optimized` against the same material's source texture. */
 async function normalErrors(sourcePath: string, optimizedGlb: Uint8Array): Promise<{ p50: number; p99: number; max: number } | null> {
   const source = await readModelFile(sourcePath);
   const optimized = await readModel(optimizedGlb);
-  const sourceNormals = source.getRoot().listMaterials().map((m) => m.getNormalTexture()?.getImage() ?? null);
-  const optimizedNormals = optimized.getRoot().listMaterials().map((m) => m.getNormalTexture()?.getImage() ?? null);
+  const sourceNormals = source
+    .getRoot()
+    .listMaterials()
+    .map((m) => m.getNormalTexture()?.getImage() ?? null);
+  const optimizedNormals = optimized
+    .getRoot()
+    .listMaterials()
+    .map((m) => m.getNormalTexture()?.getImage() ?? null);
   const errors = [];
   for (const [i, src] of sourceNormals.entries()) {
     const out = optimizedNormals[i];
     if (src && out) errors.push(await normalMapAngularError(src, out));
   }
   if (!errors.length) return null;
-  return { p50: Math.max(...errors.map((e) => e.p50)), p99: Math.max(...errors.map((e) => e.p99)), max: Math.max(...errors.map((e) => e.max)) };
+  return {
+    p50: Math.max(...errors.map((e) => e.p50)),
+    p99: Math.max(...errors.map((e) => e.p99)),
+    max: Math.max(...errors.map((e) => e.max)),
+  };
 }
 
 /** What two lanes can gain on this machine now: two CPU-bound processes (fixed work) together vs in turn. */
@@ -111,17 +133,29 @@ function ceiling(): number {
 }
 
 async function inputs(sampleDir: string): Promise<Input[]> {
-  const sample = JSON.parse(await readFile(join(sampleDir, 'rooms.json'), 'utf8')) as Array<{ model: string; image: string; slots: number }>;
+  const sample = JSON.parse(await readFile(join(sampleDir, 'rooms.json'), 'utf8')) as Array<{
+    model: string;
+    image: string;
+    slots: number;
+  }>;
   const preview = join(sampleDir, sample[0]!.image);
   const shared: Input[] = [
-    ...readdirSync(join(SHARED, 'rooms')).filter((f) => f.endsWith('.glb')).sort().map((f) => ({ name: f, path: join(SHARED, 'rooms', f), slots: 8, image: preview })),
-    ...readdirSync(join(SHARED, 'textured')).sort().map((f) => {
-      const path = join(SHARED, 'textured', f);
-      const file = statSync(path).isDirectory() ? join(path, readdirSync(path).find((x) => x.endsWith('.gltf'))!) : path;
-      return { name: basename(file), path: file, slots: 4, image: preview };
-    }),
+    ...readdirSync(join(SHARED, 'rooms'))
+      .filter((f) => f.endsWith('.glb'))
+      .sort()
+      .map((f) => ({ name: f, path: join(SHARED, 'rooms', f), slots: 8, image: preview })),
+    ...readdirSync(join(SHARED, 'textured'))
+      .sort()
+      .map((f) => {
+        const path = join(SHARED, 'textured', f);
+        const file = statSync(path).isDirectory() ? join(path, readdirSync(path).find((x) => x.endsWith('.gltf'))!) : path;
+        return { name: basename(file), path: file, slots: 4, image: preview };
+      }),
   ];
-  return [...sample.map((r) => ({ name: basename(r.model), path: join(sampleDir, r.model), slots: r.slots, image: join(sampleDir, r.image) })), ...shared];
+  return [
+    ...sample.map((r) => ({ name: basename(r.model), path: join(sampleDir, r.model), slots: r.slots, image: join(sampleDir, r.image) })),
+    ...shared,
+  ];
 }
 
 async function perInput(list: Input[], repeats: number) {
@@ -141,14 +175,34 @@ async function perInput(list: Input[], repeats: number) {
       cli.push(run(CLI, ['optimize', input.path, cliOut, '--compress', 'draco', '--texture-compress', 'webp'], cliOut));
       const out = join(WORK, 'ours', String(i));
       rmSync(out, { recursive: true, force: true });
-      const ourRun = run(process.execPath, [MUSEUM, 'bake', 'room', input.path, '--room', String(i + 1), '--slots', String(input.slots), '--image', input.image, '--out', out, '--json']);
+      const ourRun = run(process.execPath, [
+        MUSEUM,
+        'bake',
+        'room',
+        input.path,
+        '--room',
+        String(i + 1),
+        '--slots',
+        String(input.slots),
+        '--image',
+        input.image,
+        '--out',
+        out,
+        '--json',
+      ]);
       const report = JSON.parse(ourRun.stdout) as { bytes_out: number; files: { model_optimized: { path: string } } };
       lastOptimized = report.files.model_optimized.path;
       ours.push({ ...ourRun, bytes: report.bytes_out });
       const model = await resolver.resolveModel(input.path);
       const resources = Object.fromEntries(Object.entries(model.resources).map(([uri, f]) => [uri, f.path]));
       const t = performance.now();
-      await bakeRoom({ roomId: i + 1, onchainSlots: input.slots, model: { path: model.main.path, resources }, image: { path: input.image }, dataDir: warmDir });
+      await bakeRoom({
+        roomId: i + 1,
+        onchainSlots: input.slots,
+        model: { path: model.main.path, resources },
+        image: { path: input.image },
+        dataDir: warmDir,
+      });
       warm.push(performance.now() - t);
     }
     const ourGlb = await readFile(lastOptimized);
@@ -162,7 +216,9 @@ async function perInput(list: Input[], repeats: number) {
       ours_warm_ms: best(warm),
     };
     rows.push(row);
-    process.stderr.write(`  ${input.name}: cli ${s(row.cli.ms)} ${kb(row.cli.bytes)} · ours ${s(row.ours_process.ms)} (warm ${s(row.ours_warm_ms)}) ${kb(row.ours_process.bytes)}\n`);
+    process.stderr.write(
+      `  ${input.name}: cli ${s(row.cli.ms)} ${kb(row.cli.bytes)} · ours ${s(row.ours_process.ms)} (warm ${s(row.ours_warm_ms)}) ${kb(row.ours_process.bytes)}\n`,
+    );
   }
   return rows;
 }
@@ -179,7 +235,19 @@ async function batch(list: Input[], repeats: number) {
   const time = (concurrency: number) => {
     const data = join(WORK, `batch-data-${concurrency}`);
     rmSync(data, { recursive: true, force: true });
-    const result = run(process.execPath, [MUSEUM, 'bake', 'rooms', '--content', content, '--out', data, '--concurrency', String(concurrency), '--force', '--json']);
+    const result = run(process.execPath, [
+      MUSEUM,
+      'bake',
+      'rooms',
+      '--content',
+      content,
+      '--out',
+      data,
+      '--concurrency',
+      String(concurrency),
+      '--force',
+      '--json',
+    ]);
     const summary = JSON.parse(result.stdout) as { failed: number };
     if (summary.failed) throw new Error(`batch failed: ${result.stdout.slice(0, 500)}`);
     return result;
@@ -221,12 +289,14 @@ async function batch(list: Input[], repeats: number) {
 /** The real rooms of ../shared/assets/rooms: one folder per room with its .gltf (or a .glb beside them). */
 function realRooms(): Array<{ name: string; path: string }> {
   const dir = join(SHARED, 'rooms');
-  return readdirSync(dir).sort().flatMap((entry) => {
-    const path = join(dir, entry);
-    if (!statSync(path).isDirectory()) return /\.(glb|gltf)$/.test(entry) ? [{ name: entry, path }] : [];
-    const model = readdirSync(path).find((f) => /\.(glb|gltf)$/.test(f));
-    return model ? [{ name: entry, path: join(path, model) }] : [];
-  });
+  return readdirSync(dir)
+    .sort()
+    .flatMap((entry) => {
+      const path = join(dir, entry);
+      if (!statSync(path).isDirectory()) return /\.(glb|gltf)$/.test(entry) ? [{ name: entry, path }] : [];
+      const model = readdirSync(path).find((f) => /\.(glb|gltf)$/.test(f));
+      return model ? [{ name: entry, path: join(path, model) }] : [];
+    });
 }
 
 /**
@@ -268,7 +338,14 @@ async function variantCost(repeats: number) {
     const wire = async (ref: { sha256: string; ext: string }, suffix: string) =>
       statSync(join(dir, `${i}-all-0`, 'files', `${ref.sha256}.${ref.ext}${suffix}`), { throwIfNoEntry: false })?.size ?? null;
     const variants = [];
-    for (const v of last!.model_variants) variants.push({ name: v.name, bytes: v.file.bytes, br: await wire(v.file, '.br'), gz: await wire(v.file, '.gz'), max_texture_size: v.max_texture_size });
+    for (const v of last!.model_variants)
+      variants.push({
+        name: v.name,
+        bytes: v.file.bytes,
+        br: await wire(v.file, '.br'),
+        gz: await wire(v.file, '.gz'),
+        max_texture_size: v.max_texture_size,
+      });
     const [draco, all] = [best(times.draco), best(times.all)];
     const [dracoCpu, allCpu] = [median(cpu.draco), median(cpu.all)];
     rows.push({
@@ -282,7 +359,9 @@ async function variantCost(repeats: number) {
       variants_ms: last!.variantsMs,
       variants,
     });
-    process.stderr.write(`  ${room.name}: draco only ${s(draco)}, with variants ${s(all)} → extra ${((all - draco) / draco).toFixed(2)}×\n`);
+    process.stderr.write(
+      `  ${room.name}: draco only ${s(draco)}, with variants ${s(all)} → extra ${((all - draco) / draco).toFixed(2)}×\n`,
+    );
   }
   return rows;
 }
@@ -334,7 +413,10 @@ function variantLines(rows: Awaited<ReturnType<typeof variantCost>>): string[] {
       `  ${r.room}: draco only ${s(r.draco_only_ms)}, with meshopt + plain ${s(r.with_variants_ms)} → ${r.extra_ratio.toFixed(2)}×;` +
         ` CPU (median) ${s(r.draco_only_cpu_ms)} → ${s(r.with_variants_cpu_ms)}, ${r.extra_cpu_ratio.toFixed(2)}×` +
         ` (meshopt ${(r.variants_ms.meshopt ?? 0).toFixed(0)} ms, plain ${(r.variants_ms.plain ?? 0).toFixed(0)} ms from the prepared document)`,
-      ...r.variants.map((v) => `    ${v.name.padEnd(7)} ${bytes(v.bytes).padStart(8)}  br ${bytes(v.br).padStart(8)}  gzip ${bytes(v.gz).padStart(8)}  textures ≤ ${v.max_texture_size ?? '–'} px`),
+      ...r.variants.map(
+        (v) =>
+          `    ${v.name.padEnd(7)} ${bytes(v.bytes).padStart(8)}  br ${bytes(v.br).padStart(8)}  gzip ${bytes(v.gz).padStart(8)}  textures ≤ ${v.max_texture_size ?? '–'} px`,
+      ),
     ]),
     `  median extra: time ${median(rows.map((r) => r.extra_ratio)).toFixed(2)}×, CPU ${median(rows.map((r) => r.extra_cpu_ratio)).toFixed(2)}×`,
   ];
@@ -350,7 +432,10 @@ async function main() {
     return;
   }
   // Measure the CLI as it ships: bundled (with a stale bundle bin/museum.js would run the sources).
-  if (spawnSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { stdio: 'inherit', env: { ...process.env, MUSEUM_BUILD_STRICT: '1' } }).status !== 0) {
+  if (
+    spawnSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { stdio: 'inherit', env: { ...process.env, MUSEUM_BUILD_STRICT: '1' } })
+      .status !== 0
+  ) {
     throw new Error('scripts/build.mjs failed');
   }
   await writeFile(RSS_PROBE_FILE, RSS_PROBE_SOURCE);
@@ -368,7 +453,22 @@ async function main() {
   const variantRows = await variantCost(Math.max(repeats, 5));
 
   const table = [
-    ['input', 'source', 'CLI time', 'ours (process)', 'ours (warm)', 'time ratio', 'warm ratio', 'CLI size', 'our size', 'size ratio', 'normal error ours (p50/p99/max °)', 'CLI', 'CLI RSS', 'our RSS'],
+    [
+      'input',
+      'source',
+      'CLI time',
+      'ours (process)',
+      'ours (warm)',
+      'time ratio',
+      'warm ratio',
+      'CLI size',
+      'our size',
+      'size ratio',
+      'normal error ours (p50/p99/max °)',
+      'CLI',
+      'CLI RSS',
+      'our RSS',
+    ],
     ...rows.map((r) => [
       r.input,
       kb(r.source_bytes),
@@ -404,7 +504,18 @@ async function main() {
   process.stdout.write(lines.join('\n') + '\n');
   await writeFile(
     join(ROOT, '.bench', 'bake.json'),
-    JSON.stringify({ rows, median_time_ratio_real: medianRatio, size_misses: sizeMisses.map((r) => r.input), batch: batchResult, noop: noopResult, variants: variantRows }, null, 1),
+    JSON.stringify(
+      {
+        rows,
+        median_time_ratio_real: medianRatio,
+        size_misses: sizeMisses.map((r) => r.input),
+        batch: batchResult,
+        noop: noopResult,
+        variants: variantRows,
+      },
+      null,
+      1,
+    ),
   );
 }
 

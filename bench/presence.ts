@@ -226,7 +226,15 @@ function ping(port: number, path: string, seq: number, localAddress: string): Pr
   return new Promise((resolve, reject) => {
     const body = JSON.stringify({ handle: `bench-${seq}` });
     const sent = nowUs();
-    const req = request({ host: '127.0.0.1', port, path, method: 'POST', agent: false, localAddress, headers: { 'content-type': 'application/json' } });
+    const req = request({
+      host: '127.0.0.1',
+      port,
+      path,
+      method: 'POST',
+      agent: false,
+      localAddress,
+      headers: { 'content-type': 'application/json' },
+    });
     req.on('error', reject);
     req.on('response', (res) => {
       res.resume();
@@ -275,7 +283,10 @@ async function compare(throughRedis: boolean): Promise<void> {
       ),
     );
     connectMs.set(t.name, Date.now() - started);
-    held.set(t.name, results.reduce((n, r) => n + (r.held as number), 0));
+    held.set(
+      t.name,
+      results.reduce((n, r) => n + (r.held as number), 0),
+    );
     console.log(`  ${t.name}: ${held.get(t.name)} listeners connected in ${connectMs.get(t.name)} ms`);
   }
   await sleep(1000); // let coalesced arrivals settle

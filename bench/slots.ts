@@ -28,8 +28,14 @@ export function buildGallery(slots: number): RoomBuilder {
   const D = 28;
   const H = 6;
   const dense = (len: number, h: number): [number, number] => [Math.round(len * 6), Math.round(h * 6)];
-  b.panel('Floor', { center: [W / 2, 0, D / 2], normal: [0, 1, 0], up: [0, 0, -1], width: W, height: D }, b.material('Floor'), [W * 3, D * 3]);
-  b.panel('Ceiling', { center: [W / 2, H, D / 2], normal: [0, -1, 0], up: [0, 0, 1], width: W, height: D }, b.material('Ceiling'), [W * 3, D * 3]);
+  b.panel('Floor', { center: [W / 2, 0, D / 2], normal: [0, 1, 0], up: [0, 0, -1], width: W, height: D }, b.material('Floor'), [
+    W * 3,
+    D * 3,
+  ]);
+  b.panel('Ceiling', { center: [W / 2, H, D / 2], normal: [0, -1, 0], up: [0, 0, 1], width: W, height: D }, b.material('Ceiling'), [
+    W * 3,
+    D * 3,
+  ]);
   b.panel('North', { center: [W / 2, H / 2, 0], normal: [0, 0, 1], up: [0, 1, 0], width: W, height: H }, wall, dense(W, H));
   b.panel('South', { center: [W / 2, H / 2, D], normal: [0, 0, -1], up: [0, 1, 0], width: W, height: H }, wall, dense(W, H));
   b.panel('West', { center: [0, H / 2, D / 2], normal: [1, 0, 0], up: [0, 1, 0], width: D, height: H }, wall, dense(D, H));
@@ -37,10 +43,18 @@ export function buildGallery(slots: number): RoomBuilder {
   // Free-standing partitions, both faces dense, and thick walls with doorways.
   for (const [i, x] of [9, 18, 27].entries()) {
     for (const side of [1, -1] as const) {
-      b.panel(`Partition${i}_${side}`, { center: [x + side * 0.1, 2, D / 2], normal: [side, 0, 0], up: [0, 1, 0], width: 10, height: 4 }, wall, dense(10, 4));
+      b.panel(
+        `Partition${i}_${side}`,
+        { center: [x + side * 0.1, 2, D / 2], normal: [side, 0, 0], up: [0, 1, 0], width: 10, height: 4 },
+        wall,
+        dense(10, 4),
+      );
     }
   }
-  b.wall('Divider', [4, 7], [32, 7], H, 0.3, wall, [{ offset: 6, width: 2, sill: 0, height: 2.5 }, { offset: 18, width: 2, sill: 0, height: 2.5 }]);
+  b.wall('Divider', [4, 7], [32, 7], H, 0.3, wall, [
+    { offset: 6, width: 2, sill: 0, height: 2.5 },
+    { offset: 18, width: 2, sill: 0, height: 2.5 },
+  ]);
   b.wall('Divider2', [4, 21], [32, 21], H, 0.3, wall, [{ offset: 12, width: 3, sill: 0, height: 2.5 }]);
   // Furniture: benches and cabinets against walls, sculptures on plinths.
   const wood = b.material('Wood');
@@ -123,7 +137,9 @@ function main(): void {
   let placed = 0;
   let examined = 0;
   for (let i = 0; i <= RUNS; i++) {
-    const r = time(() => generateAnchors(scene, { count: ANCHORS, seed: `bench:${ANCHORS}:${i}`, interior, tunables: SLOT_ENGINE_DEFAULTS }));
+    const r = time(() =>
+      generateAnchors(scene, { count: ANCHORS, seed: `bench:${ANCHORS}:${i}`, interior, tunables: SLOT_ENGINE_DEFAULTS }),
+    );
     placed = r.value.anchors.length;
     examined = r.value.examined;
     if (i) generationRuns.push(r.ms);
@@ -140,14 +156,24 @@ function main(): void {
   rows.push(['world scene build (soup + BVH)', `${median(builds).toFixed(1)} ms`]);
   rows.push(['room / sculpture analysis (6,000 rays)', `${median(interiorRuns).toFixed(1)} ms → ${interior.kind}`]);
   rows.push(['plan view for the QA report', `${median(planRuns).toFixed(1)} ms (${segments} segments)`]);
-  rows.push([`probe per authored slot (${quads.length} slots, 90 rays + contact)`, `${median(probeRuns).toFixed(3)} ms (flipped ${decided.flipped}, ambiguous ${decided.ambiguous})`]);
-  rows.push([`generate ${ANCHORS} anchors`, `${median(generationRuns).toFixed(1)} ms (${placed} placed, ${examined} spots examined; target < 1000 ms)`]);
-  rows.push([`computeSlots end to end, ${ANCHORS} anchors (median of 3)`, `${median(totals).toFixed(1)} ms (${totalSlots} slots; scene, analysis, plan, generation)`]);
+  rows.push([
+    `probe per authored slot (${quads.length} slots, 90 rays + contact)`,
+    `${median(probeRuns).toFixed(3)} ms (flipped ${decided.flipped}, ambiguous ${decided.ambiguous})`,
+  ]);
+  rows.push([
+    `generate ${ANCHORS} anchors`,
+    `${median(generationRuns).toFixed(1)} ms (${placed} placed, ${examined} spots examined; target < 1000 ms)`,
+  ]);
+  rows.push([
+    `computeSlots end to end, ${ANCHORS} anchors (median of 3)`,
+    `${median(totals).toFixed(1)} ms (${totalSlots} slots; scene, analysis, plan, generation)`,
+  ]);
 
   const width = Math.max(...rows.map((r) => r[0].length));
   console.log(`slot engine benchmark — node ${process.version}, median of ${RUNS} runs`);
   for (const [k, v] of rows) console.log(`  ${k.padEnd(width)}  ${v}`);
-  if (median(generationRuns) >= 1000) console.log(`  generation missed the 1 s target (a busy machine also does that: compare with the load average)`);
+  if (median(generationRuns) >= 1000)
+    console.log(`  generation missed the 1 s target (a busy machine also does that: compare with the load average)`);
   // Timing depends on the machine; placing all 420 does not.
   if (placed < ANCHORS) process.exitCode = 1;
 }

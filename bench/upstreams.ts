@@ -62,10 +62,11 @@ async function runServer(): Promise<void> {
   const keys = await server.services.keys.createMany(Array.from({ length: KEY_POOL }, (_, i) => `bench-${i}`));
   process.send!({ type: 'ready', url: server.url, keys });
   process.on('message', (m: Msg) => {
-    if (m.type === 'stop') void server.close().then(() => {
-      rmSync(tmp, { recursive: true, force: true });
-      process.exit(0);
-    });
+    if (m.type === 'stop')
+      void server.close().then(() => {
+        rmSync(tmp, { recursive: true, force: true });
+        process.exit(0);
+      });
   });
 }
 
@@ -73,7 +74,11 @@ async function runServer(): Promise<void> {
 // Orchestrator
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-const median = (values: number[]) => percentile([...values].sort((a, b) => a - b), 50);
+const median = (values: number[]) =>
+  percentile(
+    [...values].sort((a, b) => a - b),
+    50,
+  );
 
 /** Load `base` + one of `paths` (rotating), with a rotating key when `keys` is given. */
 async function load(base: string, paths: string[], keys: string[] | null): Promise<autocannon.Result> {
@@ -150,7 +155,8 @@ async function orchestrate(): Promise<void> {
     type Route = keyof typeof routes;
     const runs: Record<Route, autocannon.Result[]> = { slots: [], character: [], list: [] };
     for (let round = 0; round < 2; round++) {
-      for (const name of Object.keys(routes) as Route[]) runs[name].push(await load(url, routes[name], name === 'slots' ? null : nextKeys()));
+      for (const name of Object.keys(routes) as Route[])
+        runs[name].push(await load(url, routes[name], name === 'slots' ? null : nextKeys()));
     }
     const summarize = (name: Route) => {
       const r = runs[name];

@@ -122,7 +122,8 @@ function v6Problem(words: number[]): string | null {
   if (w0 === 0x64 && w1 === 0xff9b && w2 === 0 && w3 === 0 && w4 === 0 && w5 === 0) return inner(v4Problem(embedded(w6, w7)), 'NAT64');
   if (w0 === 0x64 && w1 === 0xff9b && w2 === 1) return 'a private address (local NAT64)';
   if (w0 === 0x2002) return inner(v4Problem(embedded(w1, w2)), '6to4');
-  if (w0 === 0xfd00 && w1 === 0x0ec2 && w2 === 0 && w3 === 0 && w4 === 0 && w5 === 0 && w6 === 0 && w7 === 0x254) return 'a cloud metadata address';
+  if (w0 === 0xfd00 && w1 === 0x0ec2 && w2 === 0 && w3 === 0 && w4 === 0 && w5 === 0 && w6 === 0 && w7 === 0x254)
+    return 'a cloud metadata address';
   if ((w0 & 0xfe00) === 0xfc00) return 'a private (unique local) address';
   if ((w0 & 0xffc0) === 0xfe80) return 'a link-local address';
   if ((w0 & 0xffc0) === 0xfec0) return 'a site-local address';
@@ -156,8 +157,12 @@ export function clientBucket(address: string): string {
   if (family !== 6) return address;
   const words = v6Words(address);
   if (!words) return address;
-  if (words.slice(0, 5).every((w) => w === 0) && words[5] === 0xffff) return `${words[6]! >>> 8}.${words[6]! & 255}.${words[7]! >>> 8}.${words[7]! & 255}`;
-  return `${words.slice(0, 4).map((w) => w.toString(16)).join(':')}::/64`;
+  if (words.slice(0, 5).every((w) => w === 0) && words[5] === 0xffff)
+    return `${words[6]! >>> 8}.${words[6]! & 255}.${words[7]! >>> 8}.${words[7]! & 255}`;
+  return `${words
+    .slice(0, 4)
+    .map((w) => w.toString(16))
+    .join(':')}::/64`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -193,7 +198,10 @@ export function netPolicyFromEnv(env: NodeJS.ProcessEnv = process.env): NetPolic
 }
 
 /** `policy` with `url`'s origin trusted too (a service the operator configured). */
-export const trustingOrigin = (policy: NetPolicy, url: string): NetPolicy => ({ ...policy, trustedOrigins: [...policy.trustedOrigins, new URL(url).origin] });
+export const trustingOrigin = (policy: NetPolicy, url: string): NetPolicy => ({
+  ...policy,
+  trustedOrigins: [...policy.trustedOrigins, new URL(url).origin],
+});
 
 const bareHost = (url: URL) => url.hostname.replace(/^\[|\]$/g, '').toLowerCase();
 const portOf = (url: URL) => Number(url.port || (url.protocol === 'https:' ? 443 : 80));
@@ -205,7 +213,9 @@ function explicitlyAllowed(url: URL, policy: NetPolicy): boolean {
 }
 
 const refusal = (url: URL, address: string, problem: string) =>
-  new NetRefused(`${url.href} refused: ${url.host} ${address === bareHost(url) ? 'is' : `resolves to ${address},`} ${problem} (allow the host with BAKE_ALLOW_HOSTS)`);
+  new NetRefused(
+    `${url.href} refused: ${url.host} ${address === bareHost(url) ? 'is' : `resolves to ${address},`} ${problem} (allow the host with BAKE_ALLOW_HOSTS)`,
+  );
 
 /** A DNS lookup that refuses non-public answers; the connection uses exactly what it returns. */
 function checkedLookup(url: URL): LookupFunction {
@@ -255,13 +265,15 @@ export async function guardedGet(url: string, options: GuardedGet): Promise<Resp
     res.destroy();
     if (hop >= maxRedirects) throw new NetRefused(`${url} refused: more than ${maxRedirects} redirects`);
     current = new URL(location, current);
-    if (options.stayOnOrigin && current.origin !== origin) throw new NetRefused(`${url} refused: it redirects to another origin (${current.origin})`);
+    if (options.stayOnOrigin && current.origin !== origin)
+      throw new NetRefused(`${url} refused: it redirects to another origin (${current.origin})`);
     if (current.origin !== origin) headers = Object.fromEntries(Object.entries(headers).filter(([k]) => !CREDENTIALS.includes(k)));
   }
 }
 
 function requestOnce(url: URL, headers: Record<string, string>, options: GuardedGet): Promise<http.IncomingMessage> {
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return Promise.reject(new NetRefused(`${url.href} refused: only http and https are fetched`));
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return Promise.reject(new NetRefused(`${url.href} refused: only http and https are fetched`));
   const allowed = explicitlyAllowed(url, options.policy);
   const host = bareHost(url);
   if (!allowed && isIP(host)) {

@@ -41,9 +41,15 @@ export function rotateByQuaternion(q: readonly number[], v: V3): V3 {
 
 /** Quaternion of the rotation whose columns are the given orthonormal axes. */
 export function quatFromBasis(x: V3, y: V3, z: V3): Quat {
-  const m00 = x[0], m01 = y[0], m02 = z[0];
-  const m10 = x[1], m11 = y[1], m12 = z[1];
-  const m20 = x[2], m21 = y[2], m22 = z[2];
+  const m00 = x[0],
+    m01 = y[0],
+    m02 = z[0];
+  const m10 = x[1],
+    m11 = y[1],
+    m12 = z[1];
+  const m20 = x[2],
+    m21 = y[2],
+    m22 = z[2];
   const trace = m00 + m11 + m22;
   let q: Quat;
   if (trace > 0) {

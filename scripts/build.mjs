@@ -49,7 +49,9 @@ try {
     target: 'node20.19',
     external: EXTERNAL,
     // Bundled CommonJS packages call require(); ESM output has none of its own.
-    banner: { js: "import { createRequire as __museumCreateRequire } from 'node:module'; const require = __museumCreateRequire(import.meta.url);" },
+    banner: {
+      js: "import { createRequire as __museumCreateRequire } from 'node:module'; const require = __museumCreateRequire(import.meta.url);",
+    },
     sourcemap: 'linked',
     metafile: true,
     logLevel: 'warning',

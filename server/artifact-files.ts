@@ -11,7 +11,15 @@ import { resolve, sep } from 'node:path';
 import type { Readable } from 'node:stream';
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
-import { CONTENT_ENCODINGS, type ContentEncoding, contentTypeOf, FILE_EXTENSIONS, FILE_NAME_PATTERN, type FileExt, PRECOMPRESSED_EXTENSIONS } from '../artifacts/format.ts';
+import {
+  CONTENT_ENCODINGS,
+  type ContentEncoding,
+  contentTypeOf,
+  FILE_EXTENSIONS,
+  FILE_NAME_PATTERN,
+  type FileExt,
+  PRECOMPRESSED_EXTENSIONS,
+} from '../artifacts/format.ts';
 import { HttpError, notFound } from './errors.ts';
 import { type ByteRange, etagMatches, IMMUTABLE_CACHE_CONTROL, parseRange } from './http-conditional.ts';
 import type { RawAnswer } from './types.ts';
@@ -99,7 +107,12 @@ export class ArtifactFiles {
   byName(name: string): Promise<StoredFile | null> {
     if (!ArtifactFiles.isPublicName(name)) return Promise.resolve(null);
     const ext = name.slice(name.lastIndexOf('.') + 1);
-    return this.load(this.pathOf(name), contentTypeOf(ext), `"${name.slice(0, name.indexOf('.'))}"`, PRECOMPRESSED_EXTENSIONS.has(ext as FileExt));
+    return this.load(
+      this.pathOf(name),
+      contentTypeOf(ext),
+      `"${name.slice(0, name.indexOf('.'))}"`,
+      PRECOMPRESSED_EXTENSIONS.has(ext as FileExt),
+    );
   }
 
   /** A public name is a single plain segment, so plain concatenation is its path (no normalizing). */
@@ -154,7 +167,12 @@ export class ArtifactFiles {
     let encoded = withEncoded ? await this.readEncoded(path, contentType, etag) : [];
     // (nosniff and the sandbox CSP are the /files route's headers, on every answer of it)
     const vary: Record<string, string> = encoded.length ? { Vary: 'Accept-Encoding' } : {};
-    const file = await readOne(path, this.limits.maxInMemoryFile, { 'Content-Type': contentType, 'Accept-Ranges': 'bytes' }, { ETag: etag, ...vary });
+    const file = await readOne(
+      path,
+      this.limits.maxInMemoryFile,
+      { 'Content-Type': contentType, 'Accept-Ranges': 'bytes' },
+      { ETag: etag, ...vary },
+    );
     if (!file) return null;
     // A streamed file's entry is bounded by count, not bytes: its siblings stream too.
     if (!file.data) encoded = encoded.map((e) => ({ ...e, file: { ...e.file, data: null } }));
@@ -172,7 +190,10 @@ export class ArtifactFiles {
     const found = await Promise.all(
       CONTENT_ENCODINGS.map(async ({ encoding, suffix }) => {
         const headers = { 'Content-Type': contentType, 'Content-Encoding': encoding };
-        const file = await readOne(`${path}.${suffix}`, this.limits.maxInMemoryFile, headers, { ETag: `${etag.slice(0, -1)}.${suffix}"`, Vary: 'Accept-Encoding' });
+        const file = await readOne(`${path}.${suffix}`, this.limits.maxInMemoryFile, headers, {
+          ETag: `${etag.slice(0, -1)}.${suffix}"`,
+          Vary: 'Accept-Encoding',
+        });
         return file ? { encoding, file: { ...file, encoded: [] } } : null;
       }),
     );
@@ -181,7 +202,12 @@ export class ArtifactFiles {
 }
 
 /** One file's metadata and headers, and its bytes when it is small enough to keep; null when missing. */
-async function readOne(path: string, maxInMemory: number, typeHeaders: Record<string, string>, validators: Record<string, string>): Promise<Omit<StoredFile, 'encoded'> | null> {
+async function readOne(
+  path: string,
+  maxInMemory: number,
+  typeHeaders: Record<string, string>,
+  validators: Record<string, string>,
+): Promise<Omit<StoredFile, 'encoded'> | null> {
   const stat = await fs.stat(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT' || err.code === 'ENOTDIR') return null;
     throw err;
@@ -189,7 +215,8 @@ async function readOne(path: string, maxInMemory: number, typeHeaders: Record<st
   if (!stat?.isFile()) return null;
   const notModified = { ...validators, 'Cache-Control': IMMUTABLE_CACHE_CONTROL };
   const headersFor = (size: number) => ({ ...typeHeaders, 'Content-Length': String(size), ...notModified });
-  if (stat.size > maxInMemory) return { path, size: stat.size, etag: validators.ETag!, full: headersFor(stat.size), notModified, data: null };
+  if (stat.size > maxInMemory)
+    return { path, size: stat.size, etag: validators.ETag!, full: headersFor(stat.size), notModified, data: null };
   const data = await fs.readFile(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === 'ENOENT') return null;
     throw err;
@@ -212,7 +239,9 @@ export function representationFor(file: StoredFile, headers: IncomingHttpHeaders
   if (!file.encoded.length || headers.range !== undefined) return file;
   const available = [...file.encoded.map((e) => e.encoding), 'identity'];
   // negotiator 1's `preferred` (ties go to the server's order) is missing from @types/negotiator 0.6.
-  const negotiator = new Negotiator({ headers }) as unknown as { encodings(available: string[], options: { preferred: string[] }): string[] };
+  const negotiator = new Negotiator({ headers }) as unknown as {
+    encodings(available: string[], options: { preferred: string[] }): string[];
+  };
   const best = negotiator.encodings(available, { preferred: ENCODING_PREFERENCE })[0];
   return file.encoded.find((e) => e.encoding === best)?.file ?? file;
 }

@@ -26,13 +26,17 @@ export function serveCommand(): Command {
       ];
       const missing = missingServerFlags(process.execArgv);
       if (missing.length > 0) {
-        lines.push(`museum: note   node runs without ${missing.join(' ')} (bin/museum passes it: npx museum, make run): a server that idled after start measured ~25 % more CPU per request`);
+        lines.push(
+          `museum: note   node runs without ${missing.join(' ')} (bin/museum passes it: npx museum, make run): a server that idled after start measured ~25 % more CPU per request`,
+        );
       }
       // The server never builds the viewer bundle (production has no esbuild): say once that the pages answer 503.
       const unbuiltPages = server.services.view.assets.problem();
       if (unbuiltPages) lines.push(`museum: note   ${unbuiltPages}`);
       if (!process.env.PUBLIC_URL?.trim() && !isLoopbackHost(config.host)) {
-        lines.push(`museum: note   PUBLIC_URL is not set: the URLs handed out name ${config.publicUrl}, which clients on other machines cannot reach (set PUBLIC_URL)`);
+        lines.push(
+          `museum: note   PUBLIC_URL is not set: the URLs handed out name ${config.publicUrl}, which clients on other machines cannot reach (set PUBLIC_URL)`,
+        );
       }
       if (options.devKey) {
         const { key, path } = await developmentKey(server.services.keys, config.stateDb);
@@ -117,10 +121,14 @@ async function withKeys<T>(fn: (keys: KeyStore) => Promise<T>, { readOnly = fals
 }
 
 const keyLine = (k: ApiKeyInfo) =>
-  [String(k.id).padEnd(4), printable(k.name).padEnd(24), `${k.prefix}…`.padEnd(16), k.status.padEnd(8), k.last_used_at ?? 'never'].join(' ');
+  [String(k.id).padEnd(4), printable(k.name).padEnd(24), `${k.prefix}…`.padEnd(16), k.status.padEnd(8), k.last_used_at ?? 'never'].join(
+    ' ',
+  );
 
 export function keysCommand(): Command {
-  const keys = new Command('keys').description('Manage API keys in STATE_DB, or in PostgreSQL when DATABASE_URL is set (stored as SHA-256 hashes)');
+  const keys = new Command('keys').description(
+    'Manage API keys in STATE_DB, or in PostgreSQL when DATABASE_URL is set (stored as SHA-256 hashes)',
+  );
   keys
     .command('create')
     .description('Create a key; it is printed once and cannot be shown again')
@@ -129,7 +137,9 @@ export function keysCommand(): Command {
     .action(async (options: { name: string; json?: boolean }) => {
       const { key, info } = await withKeys((store) => store.create(options.name));
       if (options.json) process.stdout.write(JSON.stringify({ key, ...info }) + '\n');
-      else process.stdout.write(`${key}\n`), process.stderr.write(`created key "${info.name}" (id ${info.id}); store it now, it is not shown again\n`);
+      else
+        process.stdout.write(`${key}\n`),
+          process.stderr.write(`created key "${info.name}" (id ${info.id}); store it now, it is not shown again\n`);
     });
   keys
     .command('list')
@@ -229,7 +239,8 @@ export function soulsCommand(): Command {
       } else {
         const who = result.tokenId === null ? 'soul' : `soul of token ${printable(result.tokenId)}`;
         const lines = [`${who}: ${result.ok ? 'valid' : 'INVALID'}`];
-        for (const check of result.checks) lines.push(`  ${check.ok ? 'ok  ' : 'FAIL'}  ${RULE_TITLES[check.rule]} (${printable(check.detail)})`);
+        for (const check of result.checks)
+          lines.push(`  ${check.ok ? 'ok  ' : 'FAIL'}  ${RULE_TITLES[check.rule]} (${printable(check.detail)})`);
         process.stdout.write(lines.join('\n') + '\n');
       }
       if (!result.ok) process.exitCode = 1;

@@ -65,11 +65,17 @@ const EnvSchema = z.object({
   // address (0 = no cap; unset behind TRUST_PROXY, where every connection comes from the proxy).
   HEADERS_TIMEOUT_MS: int(15_000, 100, 600_000),
   REQUEST_TIMEOUT_MS: int(30_000, 100, 3_600_000),
-  MAX_CONNECTIONS_PER_IP: z.preprocess((v) => (v === '' || v === undefined ? undefined : Number(v)), z.number().int().min(0).max(1_000_000).optional()),
+  MAX_CONNECTIONS_PER_IP: z.preprocess(
+    (v) => (v === '' || v === undefined ? undefined : Number(v)),
+    z.number().int().min(0).max(1_000_000).optional(),
+  ),
   // Operational overrides (tests, slow networks): one timeout for every request/response upstream
   // call instead of the defaults (characters 20 s, Library 120 s, souls 20 s), and how long a
   // Library stream may stay silent (no frame, no heartbeat) before we end it.
-  UPSTREAM_TIMEOUT_MS: z.preprocess((v) => (v === '' || v === undefined ? undefined : Number(v)), z.number().int().min(1).max(600_000).optional()),
+  UPSTREAM_TIMEOUT_MS: z.preprocess(
+    (v) => (v === '' || v === undefined ? undefined : Number(v)),
+    z.number().int().min(1).max(600_000).optional(),
+  ),
   LIBRARY_STREAM_IDLE_MS: int(60_000, 1, 3_600_000),
   // The viewer's artwork textures are fetched from public addresses only; these `host[:port]`
   // entries (comma-separated) are allowed even when they resolve inside (a local media host).
@@ -105,7 +111,9 @@ export interface Config {
     library?: { url: string; key?: string; timeoutMs: number; streamIdleMs: number };
     souls?: { url: string; timeoutMs: number };
     llm?: { baseUrl: string; apiKey?: string; model: string; timeoutMs: number };
-    tts?: { engine: 'espeak'; timeoutMs: number } | { engine: 'openai'; baseUrl: string; apiKey?: string; model: string; voice: string; timeoutMs: number };
+    tts?:
+      | { engine: 'espeak'; timeoutMs: number }
+      | { engine: 'openai'; baseUrl: string; apiKey?: string; model: string; voice: string; timeoutMs: number };
   };
   presenceCapacity: number;
   presenceCoalesceAbove: number;
@@ -173,7 +181,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         : undefined,
       souls: e.SOULS_UPSTREAM_URL ? { url: e.SOULS_UPSTREAM_URL, timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 } : undefined,
       llm: e.LLM_BASE_URL
-        ? { baseUrl: e.LLM_BASE_URL, apiKey: e.LLM_API_KEY, model: e.LLM_MODEL ?? 'gpt-4o-mini', timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 }
+        ? {
+            baseUrl: e.LLM_BASE_URL,
+            apiKey: e.LLM_API_KEY,
+            model: e.LLM_MODEL ?? 'gpt-4o-mini',
+            timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000,
+          }
         : undefined,
       tts,
     },

@@ -50,8 +50,7 @@ export class HttpError extends Error {
   }
 }
 
-export const codeForStatus = (status: number): ErrorCode =>
-  DEFAULT_CODE[status] ?? (status >= 500 ? 'INTERNAL' : 'BAD_REQUEST');
+export const codeForStatus = (status: number): ErrorCode => DEFAULT_CODE[status] ?? (status >= 500 ? 'INTERNAL' : 'BAD_REQUEST');
 
 export const envelope = (message: string, code: ErrorCode) => ({ errors: [{ message, extensions: { code } }] });
 
@@ -63,10 +62,8 @@ export const envelopeOf = (error: HttpError) =>
 
 export const badRequest = (message: string) => new HttpError(400, 'BAD_REQUEST', message);
 export const notFound = (message = 'Not found') => new HttpError(404, 'NOT_FOUND', message);
-export const upstreamFailed = (service: string) =>
-  new HttpError(502, 'UPSTREAM', `The ${service} is temporarily unavailable`);
+export const upstreamFailed = (service: string) => new HttpError(502, 'UPSTREAM', `The ${service} is temporarily unavailable`);
 /** A store the server needs (PostgreSQL) does not answer: 503 UNAVAILABLE, never a 401 or a 500. */
 export const unavailable = (what: string) =>
   new HttpError(503, 'UNAVAILABLE', `The ${what} is temporarily unavailable; try again shortly`, { 'Retry-After': '5' });
-export const unconfigured = (service: string) =>
-  new HttpError(503, 'UNCONFIGURED', `The ${service} is not configured on this deployment`);
+export const unconfigured = (service: string) => new HttpError(503, 'UNCONFIGURED', `The ${service} is not configured on this deployment`);

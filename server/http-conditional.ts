@@ -43,4 +43,3 @@ export function parseRange(header: string | undefined, size: number): ByteRange 
   if (!(start < size)) return 'unsatisfiable';
   return { start, end: last === '' ? size - 1 : Math.min(Number(last), size - 1) };
 }
-

@@ -119,7 +119,8 @@ export class ImageVariants {
     const plan = await this.plan(name, source, request);
     if (plan.source) return source;
     // A client revalidating a variant it has needs no transform at all.
-    if (etagMatches(ifNoneMatch, plan.etag)) return { status: 304, headers: { ETag: plan.etag, 'Cache-Control': IMMUTABLE_CACHE_CONTROL }, body: null };
+    if (etagMatches(ifNoneMatch, plan.etag))
+      return { status: 304, headers: { ETag: plan.etag, 'Cache-Control': IMMUTABLE_CACHE_CONTROL }, body: null };
     let file = await this.files.load(plan.path, plan.contentType, plan.etag);
     if (file) {
       this.touch(plan.name);
@@ -289,4 +290,3 @@ const ENCODERS: Record<VariantFormat, (image: Sharp) => Sharp> = {
   // time limit is not checked inside the AVIF encoder, so the effort is what bounds it).
   avif: (image) => image.avif({ quality: 50, effort: 0 }),
 };
-

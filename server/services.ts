@@ -73,9 +73,17 @@ export async function buildServices(config: Config, log: Logger, options: Servic
   const variants = new ImageVariants(config.dataDir, files, log);
 
   const { characters: charactersConfig, library: libraryConfig, souls: soulsConfig } = config.upstreams;
-  const characters = charactersConfig ? new CharactersClient({ url: charactersConfig.url, timeoutMs: charactersConfig.timeoutMs, log }) : null;
+  const characters = charactersConfig
+    ? new CharactersClient({ url: charactersConfig.url, timeoutMs: charactersConfig.timeoutMs, log })
+    : null;
   const library = libraryConfig
-    ? new LibraryClient({ url: libraryConfig.url, key: libraryConfig.key, timeoutMs: libraryConfig.timeoutMs, streamIdleMs: libraryConfig.streamIdleMs, log })
+    ? new LibraryClient({
+        url: libraryConfig.url,
+        key: libraryConfig.key,
+        timeoutMs: libraryConfig.timeoutMs,
+        streamIdleMs: libraryConfig.streamIdleMs,
+        log,
+      })
     : null;
   const souls = soulsConfig ? new SoulsClient({ url: soulsConfig.url, timeoutMs: soulsConfig.timeoutMs, log }) : null;
 

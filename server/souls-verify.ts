@@ -65,7 +65,11 @@ export async function verifySoul(document: unknown): Promise<SoulVerification> {
   } else {
     const actual = keccak256(toBytes(content));
     const ok = actual.toLowerCase() === contentHash.toLowerCase();
-    checks.push({ rule: 'content-hash', ok, detail: ok ? `contentHash ${contentHash}` : `keccak256(content) is ${actual}, contentHash says ${contentHash}` });
+    checks.push({
+      rule: 'content-hash',
+      ok,
+      detail: ok ? `contentHash ${contentHash}` : `keccak256(content) is ${actual}, contentHash says ${contentHash}`,
+    });
   }
 
   // Rule 2
@@ -77,7 +81,11 @@ export async function verifySoul(document: unknown): Promise<SoulVerification> {
     try {
       const recovered = await recoverMessageAddress({ message, signature });
       const ok = recovered.toLowerCase() === signerAddress.toLowerCase();
-      checks.push({ rule: 'signature', ok, detail: ok ? `signed by ${signerAddress}` : `recovered ${recovered}, signerAddress says ${signerAddress}` });
+      checks.push({
+        rule: 'signature',
+        ok,
+        detail: ok ? `signed by ${signerAddress}` : `recovered ${recovered}, signerAddress says ${signerAddress}`,
+      });
     } catch {
       checks.push({ rule: 'signature', ok: false, detail: 'soul.signature is not a valid secp256k1 signature' });
     }
@@ -86,19 +94,28 @@ export async function verifySoul(document: unknown): Promise<SoulVerification> {
   // Binding
   const match = message === null ? null : MESSAGE.exec(message);
   if (!match) {
-    checks.push({ rule: 'binding', ok: false, detail: 'verification.message is not {contentHash}|{chainId}:{contract}:{tokenId}|codex-v{version}' });
+    checks.push({
+      rule: 'binding',
+      ok: false,
+      detail: 'verification.message is not {contentHash}|{chainId}:{contract}:{tokenId}|codex-v{version}',
+    });
   } else {
     const [, hash, chainId, contract, token] = match as unknown as [string, string, string, string, string];
     const problems: string[] = [];
     if (contentHash === null || hash.toLowerCase() !== contentHash.toLowerCase()) problems.push(`the message signs contentHash ${hash}`);
     if (tokenId !== null && token !== tokenId) problems.push(`the message names token ${token}, the document ${tokenId}`);
     const docChain = soulRecord?.chainId;
-    if (docChain !== undefined && String(docChain) !== chainId) problems.push(`the message names chain ${chainId}, the document ${String(docChain)}`);
+    if (docChain !== undefined && String(docChain) !== chainId)
+      problems.push(`the message names chain ${chainId}, the document ${String(docChain)}`);
     const docContract = text(soulRecord?.contractAddress);
     if (docContract !== null && isAddress(docContract, { strict: false }) && docContract.toLowerCase() !== contract.toLowerCase()) {
       problems.push(`the message names contract ${contract}, the document ${docContract}`);
     }
-    checks.push({ rule: 'binding', ok: problems.length === 0, detail: problems.length ? problems.join('; ') : `${chainId}:${contract}:${token}` });
+    checks.push({
+      rule: 'binding',
+      ok: problems.length === 0,
+      detail: problems.length ? problems.join('; ') : `${chainId}:${contract}:${token}`,
+    });
   }
 
   return { ok: checks.every((c) => c.ok), checks, tokenId, signerAddress };

@@ -97,7 +97,14 @@ export function buildFrame(slot: RoomSlot): Frame {
   const label = numberLabel(slot.index, colour);
   label.position.set(0, h / 2 + 0.13, depth);
   group.add(label);
-  const arrow = new ArrowHelper(new Vector3(0, 0, 1), new Vector3(0, 0, depth), Math.max(0.5, Math.min(w, h)), new Color(colour).getHex(), 0.15, 0.1);
+  const arrow = new ArrowHelper(
+    new Vector3(0, 0, 1),
+    new Vector3(0, 0, depth),
+    Math.max(0.5, Math.min(w, h)),
+    new Color(colour).getHex(),
+    0.15,
+    0.1,
+  );
   arrow.visible = false;
   group.add(arrow);
   return { slot, group, inner, pickable, arrow, label, picture: null };
@@ -137,7 +144,10 @@ export class FrameSet {
   private readonly pickMaterials: MeshBasicMaterial[];
   private target: WebGLRenderTarget | null = null;
 
-  constructor(private readonly stage: Stage, slots: RoomSlot[]) {
+  constructor(
+    private readonly stage: Stage,
+    slots: RoomSlot[],
+  ) {
     this.frames = [...slots].sort((a, b) => a.index - b.index).map(buildFrame);
     for (const frame of this.frames) this.group.add(frame.group);
     this.pickMaterials = this.frames.map((_, i) => new MeshBasicMaterial({ color: pickColour(i + 1), toneMapped: false }));

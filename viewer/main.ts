@@ -38,7 +38,10 @@ class Viewer {
   hang: HangState = { hung: [], notHung: [] };
   private readonly artworkBySlot = new Map<string, { title: string; artist: string | null }>();
 
-  constructor(readonly stage: Stage, readonly data: Extract<ViewData, { kind: 'room' | 'exhibition' }>) {}
+  constructor(
+    readonly stage: Stage,
+    readonly data: Extract<ViewData, { kind: 'room' | 'exhibition' }>,
+  ) {}
 
   slots() {
     return (this.room?.frames?.frames ?? []).map((f) => ({ id: f.slot.id, index: f.slot.index }));
@@ -243,7 +246,8 @@ async function runExhibition(viewer: Viewer, data: Extract<ViewData, { kind: 'ex
   presence.onmessage = (e) => {
     try {
       const event = JSON.parse(e.data as string) as { here?: unknown };
-      if (typeof event.here === 'number') $('visitors').textContent = `${event.here} ${event.here === 1 ? 'visitor' : 'visitors'} in the museum now`;
+      if (typeof event.here === 'number')
+        $('visitors').textContent = `${event.here} ${event.here === 1 ? 'visitor' : 'visitors'} in the museum now`;
     } catch {
       // not a count
     }

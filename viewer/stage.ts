@@ -93,7 +93,10 @@ export class Stage {
   private draco: DRACOLoader | null = null;
   private readonly meshopt: LazyMeshoptDecoder;
 
-  constructor(readonly canvasHost: HTMLElement, private readonly decoders: Decoders) {
+  constructor(
+    readonly canvasHost: HTMLElement,
+    private readonly decoders: Decoders,
+  ) {
     this.meshopt = new LazyMeshoptDecoder(decoders.meshopt);
     this.renderer = new WebGLRenderer({ antialias: true });
     this.renderer.setPixelRatio(Math.min(window.devicePixelRatio || 1, 2));

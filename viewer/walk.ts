@@ -22,7 +22,11 @@ export class WalkControls {
   ) {
     window.addEventListener('keydown', (e) => {
       // Typing into a text field is not walking (checkboxes and buttons are fine).
-      if (!this.enabled || (e.target as HTMLElement | null)?.closest?.('input:not([type=checkbox]):not([type=button]),textarea,select,[contenteditable]')) return;
+      if (
+        !this.enabled ||
+        (e.target as HTMLElement | null)?.closest?.('input:not([type=checkbox]):not([type=button]),textarea,select,[contenteditable]')
+      )
+        return;
       this.keys.add(e.code);
       if (this.moving()) this.requestRender();
     });

@@ -17,7 +17,6 @@ import { pictureArtworks, picturePath, renderPicture, SAMPLE_PICTURES } from './
 import { RoomBuilder, type Opening, type Rect, type TRS, type V3 } from './room-builder.ts';
 import { mulberry32 as prng } from '../../common/random.ts';
 
-
 // ---------------------------------------------------------------------------------------------
 // A room and its plan: every wall, box and slot is recorded so the preview can be drawn.
 
@@ -48,7 +47,15 @@ class PlannedRoom {
   }
 
   /** Four walls around an axis-aligned footprint, with openings per side (south, east, north, west). */
-  enclose(name: string, min: P2, max: P2, height: number, thickness: number, material: Material, openings: Partial<Record<'south' | 'east' | 'north' | 'west', Opening[]>> = {}): void {
+  enclose(
+    name: string,
+    min: P2,
+    max: P2,
+    height: number,
+    thickness: number,
+    material: Material,
+    openings: Partial<Record<'south' | 'east' | 'north' | 'west', Opening[]>> = {},
+  ): void {
     const [x0, z0] = min;
     const [x1, z1] = max;
     this.wall(`${name}_South`, [x0, z1], [x1, z1], height, thickness, material, openings.south);
@@ -80,7 +87,8 @@ class PlannedRoom {
     }, 0);
     const wantsUp = facing === 'up';
     // Fan triangles of a polygon with a positive x·z' − x'·z area face down (−Y).
-    if (area > 0 === wantsUp) for (let i = 0; i < indices.length; i += 3) [indices[i + 1], indices[i + 2]] = [indices[i + 2]!, indices[i + 1]!];
+    if (area > 0 === wantsUp)
+      for (let i = 0; i < indices.length; i += 3) [indices[i + 1], indices[i + 2]] = [indices[i + 2]!, indices[i + 1]!];
     this.builder.mesh(name, positions, indices, material);
     if (facing === 'up') this.floor = points;
   }
@@ -91,7 +99,17 @@ class PlannedRoom {
  * of travel (`side` +1, the wall's own normal in RoomBuilder) or on the right (-1). `enclose` runs
  * its walls so that the interior is on the left.
  */
-function wallSlot(from: P2, to: P2, along: number, y: number, side: 1 | -1, thickness: number, width: number, height: number, offset = 0.01): Rect {
+function wallSlot(
+  from: P2,
+  to: P2,
+  along: number,
+  y: number,
+  side: 1 | -1,
+  thickness: number,
+  width: number,
+  height: number,
+  offset = 0.01,
+): Rect {
   const len = Math.hypot(to[0] - from[0], to[1] - from[1]);
   const dir: V3 = [(to[0] - from[0]) / len, 0, (to[1] - from[1]) / len];
   const left: V3 = [dir[2], 0, -dir[0]];
@@ -148,7 +166,10 @@ async function plasterTextures(size: number): Promise<{ baseColor: Buffer; norma
       normal[i + 2] = Math.round(((1 / len) * 0.5 + 0.5) * 255);
     }
   }
-  const png = (pixels: Buffer) => sharp(pixels, { raw: { width: size, height: size, channels: 3 } }).png({ compressionLevel: 9 }).toBuffer();
+  const png = (pixels: Buffer) =>
+    sharp(pixels, { raw: { width: size, height: size, channels: 3 } })
+      .png({ compressionLevel: 9 })
+      .toBuffer();
   return { baseColor: await png(color), normal: await png(normal) };
 }
 
@@ -215,8 +236,14 @@ function corridor(): PlannedRoom {
     north: [door(5), door(15)],
     west: [door(1)],
   });
-  const south: [P2, P2] = [[min[0], max[1]], [max[0], max[1]]];
-  const north: [P2, P2] = [[max[0], min[1]], [min[0], min[1]]];
+  const south: [P2, P2] = [
+    [min[0], max[1]],
+    [max[0], max[1]],
+  ];
+  const north: [P2, P2] = [
+    [max[0], min[1]],
+    [min[0], min[1]],
+  ];
   const rects: Rect[] = [
     wallSlot(...south, 3.6, 1.5, 1, t, 1.0, 0.8), // over the doorway at 3–4.2
     wallSlot(...south, 7.5, 1.6, 1, t, 1.6, 1.0),
@@ -242,7 +269,10 @@ async function atelier(): Promise<PlannedRoom> {
   const max: P2 = [w / 2, d / 2];
   room.builder.floorAndCeiling('Atelier', min, max, h, m.floor, m.ceiling);
   room.floor = [min, [max[0], min[1]], max, [min[0], max[1]]];
-  room.enclose('Atelier', min, max, h, t, brick, { south: [{ offset: 3.3, width: 1.4, sill: 0, height: 2.3 }], east: [{ offset: 2.5, width: 3, sill: 0.9, height: 1.6 }] });
+  room.enclose('Atelier', min, max, h, t, brick, {
+    south: [{ offset: 3.3, width: 1.4, sill: 0, height: 2.3 }],
+    east: [{ offset: 2.5, width: 3, sill: 0.9, height: 1.6 }],
+  });
   const sides: Array<[P2, P2]> = [
     [[max[0], min[1]], min],
     [min, [min[0], max[1]]],
@@ -259,7 +289,12 @@ function sculpture(): PlannedRoom {
   const room = new PlannedRoom('Sculpture');
   const m = commonMaterials(room.builder);
   room.box('Plinth', [-3, 0, -3], [3, 0.3, 3], m.stone, ['-y']);
-  room.floor = [[-3, -3], [3, -3], [3, 3], [-3, 3]];
+  room.floor = [
+    [-3, -3],
+    [3, -3],
+    [3, 3],
+    [-3, 3],
+  ];
   const bronze = room.builder.material('Bronze', { color: [0.55, 0.38, 0.2, 1], metallic: 0.9, roughness: 0.35 });
   const levels = 9;
   const positions: number[] = [];
@@ -377,7 +412,12 @@ function annex(): PlannedRoom {
 // Preview: the plan as SVG, rendered to PNG
 
 function planSvg(room: PlannedRoom, width = 1024, height = 768): string {
-  const points: P2[] = [...room.floor, ...room.walls.flatMap((w) => [w.from, w.to]), ...room.boxes.flatMap((b) => [b.min, b.max]), ...room.polygons.flat()];
+  const points: P2[] = [
+    ...room.floor,
+    ...room.walls.flatMap((w) => [w.from, w.to]),
+    ...room.boxes.flatMap((b) => [b.min, b.max]),
+    ...room.polygons.flat(),
+  ];
   const xs = points.map((p) => p[0]);
   const zs = points.map((p) => p[1]);
   const [minX, maxX, minZ, maxZ] = [Math.min(...xs), Math.max(...xs), Math.min(...zs), Math.max(...zs)];
@@ -403,11 +443,15 @@ function planSvg(room: PlannedRoom, width = 1024, height = 768): string {
     const stroke = Math.max(wall.thickness * scale, 3).toFixed(1);
     for (const [a, b] of segments) {
       const p = (s: number): P2 => [wall.from[0] + dir[0] * s, wall.from[1] + dir[1] * s];
-      parts.push(`<line x1="${X(p(a)[0])}" y1="${Z(p(a)[1])}" x2="${X(p(b)[0])}" y2="${Z(p(b)[1])}" stroke="#3b3a36" stroke-width="${stroke}"/>`);
+      parts.push(
+        `<line x1="${X(p(a)[0])}" y1="${Z(p(a)[1])}" x2="${X(p(b)[0])}" y2="${Z(p(b)[1])}" stroke="#3b3a36" stroke-width="${stroke}"/>`,
+      );
     }
   }
   for (const box of room.boxes) {
-    parts.push(`<rect x="${X(box.min[0])}" y="${Z(box.min[1])}" width="${((box.max[0] - box.min[0]) * scale).toFixed(1)}" height="${((box.max[1] - box.min[1]) * scale).toFixed(1)}" fill="#8d8a84"/>`);
+    parts.push(
+      `<rect x="${X(box.min[0])}" y="${Z(box.min[1])}" width="${((box.max[0] - box.min[0]) * scale).toFixed(1)}" height="${((box.max[1] - box.min[1]) * scale).toFixed(1)}" fill="#8d8a84"/>`,
+    );
   }
   for (const polygon of room.polygons) parts.push(`<path d="${path(polygon)}" fill="#8c5a2b"/>`);
   for (const slot of room.slots) {
@@ -422,7 +466,9 @@ function planSvg(room: PlannedRoom, width = 1024, height = 768): string {
 }
 
 async function renderPreview(room: PlannedRoom): Promise<Buffer> {
-  return sharp(Buffer.from(planSvg(room))).png({ compressionLevel: 9 }).toBuffer();
+  return sharp(Buffer.from(planSvg(room)))
+    .png({ compressionLevel: 9 })
+    .toBuffer();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -438,55 +484,176 @@ const ROOMS: SampleRoomSpec[] = [
   {
     slug: 'gallery',
     build: gallery,
-    record: { id: 1, title: 'The Long Gallery', architect: 'Ines Navarro', description: 'A rotated gallery with a free-standing partition and a pillar; two frames were authored facing into the wall.', series: 'Foundations', slots: 10, token_id: '1' },
+    record: {
+      id: 1,
+      title: 'The Long Gallery',
+      architect: 'Ines Navarro',
+      description: 'A rotated gallery with a free-standing partition and a pillar; two frames were authored facing into the wall.',
+      series: 'Foundations',
+      slots: 10,
+      token_id: '1',
+    },
   },
   {
     slug: 'corridor',
     build: corridor,
-    record: { id: 2, title: 'Corridor of Doors', architect: 'Tomas Berg', description: 'A corridor whose side rooms open right behind some of its frames.', series: 'Foundations', slots: 8, token_id: '2' },
+    record: {
+      id: 2,
+      title: 'Corridor of Doors',
+      architect: 'Tomas Berg',
+      description: 'A corridor whose side rooms open right behind some of its frames.',
+      series: 'Foundations',
+      slots: 8,
+      token_id: '2',
+    },
   },
   {
     slug: 'atelier',
     build: atelier,
-    record: { id: 3, title: 'Brick Atelier', architect: 'Amara Osei', description: 'A studio with textured brick walls and a high window.', series: 'Materials', slots: 6, token_id: '3' },
+    record: {
+      id: 3,
+      title: 'Brick Atelier',
+      architect: 'Amara Osei',
+      description: 'A studio with textured brick walls and a high window.',
+      series: 'Materials',
+      slots: 6,
+      token_id: '3',
+    },
   },
   {
     slug: 'sculpture',
     build: sculpture,
-    record: { id: 4, title: 'Twisted Tower', architect: 'Kenji Mori', description: 'A bronze tower on a plinth; its frames are generated from the onchain slot count.', series: 'Sculpture', slots: 6, token_id: '4', kind: 'sculpture' },
+    record: {
+      id: 4,
+      title: 'Twisted Tower',
+      architect: 'Kenji Mori',
+      description: 'A bronze tower on a plinth; its frames are generated from the onchain slot count.',
+      series: 'Sculpture',
+      slots: 6,
+      token_id: '4',
+      kind: 'sculpture',
+    },
   },
   {
     slug: 'great-hall',
     build: greatHall,
-    record: { id: 5, title: 'The Great Hall', architect: 'Ines Navarro', description: 'A tall hall with two colonnades and twenty frames.', series: 'Foundations', slots: 20, token_id: '5' },
+    record: {
+      id: 5,
+      title: 'The Great Hall',
+      architect: 'Ines Navarro',
+      description: 'A tall hall with two colonnades and twenty frames.',
+      series: 'Foundations',
+      slots: 20,
+      token_id: '5',
+    },
   },
   {
     slug: 'pavilion',
     build: pavilion,
-    record: { id: 6, title: 'Hexagon Pavilion', architect: 'Lea Fontaine', description: 'An irregular hexagon with angled walls.', series: 'Materials', slots: 5, token_id: '6' },
+    record: {
+      id: 6,
+      title: 'Hexagon Pavilion',
+      architect: 'Lea Fontaine',
+      description: 'An irregular hexagon with angled walls.',
+      series: 'Materials',
+      slots: 5,
+      token_id: '6',
+    },
   },
   {
     slug: 'annex',
     build: annex,
-    record: { id: 7, title: 'The Annex', architect: 'Tomas Berg', description: 'A plain side room; its frames are generated on the walls from the onchain slot count.', series: 'Foundations', slots: 5, token_id: '7', kind: 'room' },
+    record: {
+      id: 7,
+      title: 'The Annex',
+      architect: 'Tomas Berg',
+      description: 'A plain side room; its frames are generated on the walls from the onchain slot count.',
+      series: 'Foundations',
+      slots: 5,
+      token_id: '7',
+      kind: 'room',
+    },
   },
 ];
 
 export const SAMPLE_COLLECTIONS: ContentCollection[] = [
-  { id: 1, name: 'Founders', title: 'The Founders Collection', description: 'Works from the first season.', slug: 'founders', status: 'published', parent: null, sort: 1 },
-  { id: 2, name: 'Founders: Portraits', title: 'Portraits', description: 'Faces of the first season.', slug: 'founders-portraits', status: 'published', parent: 1, sort: 1 },
-  { id: 3, name: 'Founders: Landscapes', title: 'Landscapes', description: 'Places of the first season.', slug: 'founders-landscapes', status: 'published', parent: 1, sort: 2 },
-  { id: 4, name: 'Generative', title: 'Generative Works', description: 'Code-made works.', slug: 'generative', status: 'published', parent: null, sort: 2 },
-  { id: 5, name: 'Generative: Studies', title: 'Studies', description: 'Unreleased studies.', slug: 'generative-studies', status: 'draft', parent: 4, sort: 1 },
+  {
+    id: 1,
+    name: 'Founders',
+    title: 'The Founders Collection',
+    description: 'Works from the first season.',
+    slug: 'founders',
+    status: 'published',
+    parent: null,
+    sort: 1,
+  },
+  {
+    id: 2,
+    name: 'Founders: Portraits',
+    title: 'Portraits',
+    description: 'Faces of the first season.',
+    slug: 'founders-portraits',
+    status: 'published',
+    parent: 1,
+    sort: 1,
+  },
+  {
+    id: 3,
+    name: 'Founders: Landscapes',
+    title: 'Landscapes',
+    description: 'Places of the first season.',
+    slug: 'founders-landscapes',
+    status: 'published',
+    parent: 1,
+    sort: 2,
+  },
+  {
+    id: 4,
+    name: 'Generative',
+    title: 'Generative Works',
+    description: 'Code-made works.',
+    slug: 'generative',
+    status: 'published',
+    parent: null,
+    sort: 2,
+  },
+  {
+    id: 5,
+    name: 'Generative: Studies',
+    title: 'Studies',
+    description: 'Unreleased studies.',
+    slug: 'generative-studies',
+    status: 'draft',
+    parent: 4,
+    sort: 1,
+  },
   { id: 6, name: 'Vault', title: 'The Vault', description: 'Not yet public.', slug: 'vault', status: 'draft', parent: null, sort: 3 },
 ];
 
 const CDN = 'https://media.museum.example';
 const MARKET = 'https://marketplace.example/assets/ethereum/0x5a3e0000000000000000000000000000000000aa';
 type Blob = NonNullable<ContentArtwork['media_info']>;
-const image = (url: string, width: number | null = null, height: number | null = null, content_type: string | null = null): Blob => ({ url, type: 'image', content_type, width, height });
-const video = (url: string, width: number | null = null, height: number | null = null): Blob => ({ url, type: 'video', content_type: 'video/mp4', width, height });
-const NO_MARKET_MEDIA: ContentArtwork['marketplace'] = { image_url: null, display_image_url: null, original_image_url: null, animation_url: null, display_animation_url: null };
+const image = (url: string, width: number | null = null, height: number | null = null, content_type: string | null = null): Blob => ({
+  url,
+  type: 'image',
+  content_type,
+  width,
+  height,
+});
+const video = (url: string, width: number | null = null, height: number | null = null): Blob => ({
+  url,
+  type: 'video',
+  content_type: 'video/mp4',
+  width,
+  height,
+});
+const NO_MARKET_MEDIA: ContentArtwork['marketplace'] = {
+  image_url: null,
+  display_image_url: null,
+  original_image_url: null,
+  animation_url: null,
+  display_animation_url: null,
+};
 
 type ArtworkFields = Pick<ContentArtwork, 'id' | 'name' | 'artist_name' | 'collection' | 'museum_collection' | 'media_info'> & {
   display_media_info?: Blob;
@@ -507,22 +674,147 @@ const artwork = ({ marketplace, ...fields }: ArtworkFields): ContentArtwork => (
  * collection slug (shown); `museum_collection` the museum collection (the list's filter).
  */
 export const SAMPLE_ARTWORKS: ContentArtwork[] = [
-  artwork({ id: 101, name: 'Plain image', artist_name: 'Ada Quill', collection: 'first-season', museum_collection: 'founders-portraits', media_info: image(`${CDN}/works/101.png`, 1200, 1600, 'image/png') }),
-  artwork({ id: 102, name: 'Dead host, live display image', artist_name: 'Ada Quill', collection: 'first-season', museum_collection: 'founders-portraits', media_info: image('https://storage.openseauserdata.com/files/102.png', 1600, 900), marketplace: { image_url: 'https://storage.openseauserdata.com/files/102.png', display_image_url: `${CDN}/works/102-display.png` } }),
-  artwork({ id: 103, name: 'Dead host everywhere but the animation', artist_name: 'Bo Lindqvist', collection: 'first-season', museum_collection: 'founders-landscapes', media_info: image('https://openseauserdata.com/files/103.png'), display_animation_info: video(`${CDN}/works/103.mp4`, 1920, 1080), marketplace: { image_url: 'https://openseauserdata.com/files/103.png', display_image_url: 'https://i.openseauserdata.com/files/103-d.png', animation_url: `${CDN}/works/103.mp4` } }),
-  artwork({ id: 104, name: 'Square crop with original', artist_name: 'Bo Lindqvist', collection: 'first-season', museum_collection: 'founders-landscapes', media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/104.png?w=500', 500, 500), marketplace: { original_image_url: `${CDN}/originals/104.png` } }),
-  artwork({ id: 105, name: 'Square crop whose original is a video', artist_name: 'Chen Wu', collection: 'code-lab', museum_collection: 'generative', media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/105.png?w=500', 500, 500), marketplace: { original_image_url: `${CDN}/originals/105.mp4` } }),
-  artwork({ id: 106, name: 'Square crop whose original is on a dead host', artist_name: 'Chen Wu', collection: 'code-lab', museum_collection: 'generative', media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/106.webp?w=500', 500, 500), marketplace: { original_image_url: 'https://storage.openseauserdata.com/originals/106.png' } }),
-  artwork({ id: 107, name: 'Square crop without original', artist_name: 'Dana Roe', collection: 'code-lab', museum_collection: 'generative', media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/107.jpg?w=500', 500, 500) }),
-  artwork({ id: 108, name: 'IPFS image', artist_name: 'Dana Roe', collection: 'first-season', museum_collection: 'founders', media_info: image('ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/108.png', 800, 1000) }),
-  artwork({ id: 109, name: 'IPFS image with ipfs/ prefix', artist_name: 'Eli Park', collection: 'first-season', museum_collection: 'founders', media_info: image('ipfs://ipfs/QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG/109.jpg') }),
-  artwork({ id: 110, name: 'Video first, still second, with motion variant', artist_name: 'Eli Park', collection: 'code-lab', museum_collection: 'generative', media_info: video('ipfs://bafybeihkoviema7g3gxyt6la7vd5ho32ictqbilu3wnlo3rs7ewhnp7lly/110.mp4', 1080, 1350), display_media_info: image(`${CDN}/works/110.gif`), display_animation_info: video('ipfs://bafybeihkoviema7g3gxyt6la7vd5ho32ictqbilu3wnlo3rs7ewhnp7lly/110.mp4', 1080, 1350) }),
-  artwork({ id: 111, name: 'No dimensions anywhere', artist_name: 'Fay Ortiz', collection: 'first-season', museum_collection: 'founders-landscapes', media_info: image(`${CDN}/works/111.webp`) }),
-  artwork({ id: 112, name: 'Nothing live', artist_name: 'Fay Ortiz', collection: 'first-season', museum_collection: 'founders', media_info: image('https://openseauserdata.com/files/112.png', 900, 900) }),
-  artwork({ id: 113, name: 'In a draft collection', artist_name: 'Gil Hart', collection: 'code-lab', museum_collection: 'generative-studies', media_info: image(`${CDN}/works/113.png`, 1000, 1000) }),
-  artwork({ id: 114, name: 'In the draft vault', artist_name: 'Gil Hart', collection: 'vault-drops', museum_collection: 'vault', media_info: image(`${CDN}/works/114.png`, 640, 480) }),
-  artwork({ id: 115, name: 'A 3D model with a poster', artist_name: 'Hana Sato', collection: 'code-lab', museum_collection: 'generative', media_info: { url: `${CDN}/works/115.glb`, type: 'model', content_type: 'model/gltf-binary', width: null, height: null }, display_media_info: image(`${CDN}/works/115-poster.jpg`, 1000, 750, 'image/jpeg') }),
-  artwork({ id: 116, name: 'In no museum collection', artist_name: 'Hana Sato', collection: 'loose-drops', museum_collection: null, media_info: image(`${CDN}/works/116.png`, 900, 600, 'image/png') }),
+  artwork({
+    id: 101,
+    name: 'Plain image',
+    artist_name: 'Ada Quill',
+    collection: 'first-season',
+    museum_collection: 'founders-portraits',
+    media_info: image(`${CDN}/works/101.png`, 1200, 1600, 'image/png'),
+  }),
+  artwork({
+    id: 102,
+    name: 'Dead host, live display image',
+    artist_name: 'Ada Quill',
+    collection: 'first-season',
+    museum_collection: 'founders-portraits',
+    media_info: image('https://storage.openseauserdata.com/files/102.png', 1600, 900),
+    marketplace: { image_url: 'https://storage.openseauserdata.com/files/102.png', display_image_url: `${CDN}/works/102-display.png` },
+  }),
+  artwork({
+    id: 103,
+    name: 'Dead host everywhere but the animation',
+    artist_name: 'Bo Lindqvist',
+    collection: 'first-season',
+    museum_collection: 'founders-landscapes',
+    media_info: image('https://openseauserdata.com/files/103.png'),
+    display_animation_info: video(`${CDN}/works/103.mp4`, 1920, 1080),
+    marketplace: {
+      image_url: 'https://openseauserdata.com/files/103.png',
+      display_image_url: 'https://i.openseauserdata.com/files/103-d.png',
+      animation_url: `${CDN}/works/103.mp4`,
+    },
+  }),
+  artwork({
+    id: 104,
+    name: 'Square crop with original',
+    artist_name: 'Bo Lindqvist',
+    collection: 'first-season',
+    museum_collection: 'founders-landscapes',
+    media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/104.png?w=500', 500, 500),
+    marketplace: { original_image_url: `${CDN}/originals/104.png` },
+  }),
+  artwork({
+    id: 105,
+    name: 'Square crop whose original is a video',
+    artist_name: 'Chen Wu',
+    collection: 'code-lab',
+    museum_collection: 'generative',
+    media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/105.png?w=500', 500, 500),
+    marketplace: { original_image_url: `${CDN}/originals/105.mp4` },
+  }),
+  artwork({
+    id: 106,
+    name: 'Square crop whose original is on a dead host',
+    artist_name: 'Chen Wu',
+    collection: 'code-lab',
+    museum_collection: 'generative',
+    media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/106.webp?w=500', 500, 500),
+    marketplace: { original_image_url: 'https://storage.openseauserdata.com/originals/106.png' },
+  }),
+  artwork({
+    id: 107,
+    name: 'Square crop without original',
+    artist_name: 'Dana Roe',
+    collection: 'code-lab',
+    museum_collection: 'generative',
+    media_info: image('https://i2c.seadn.io/ethereum/0x5a3e/107.jpg?w=500', 500, 500),
+  }),
+  artwork({
+    id: 108,
+    name: 'IPFS image',
+    artist_name: 'Dana Roe',
+    collection: 'first-season',
+    museum_collection: 'founders',
+    media_info: image('ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/108.png', 800, 1000),
+  }),
+  artwork({
+    id: 109,
+    name: 'IPFS image with ipfs/ prefix',
+    artist_name: 'Eli Park',
+    collection: 'first-season',
+    museum_collection: 'founders',
+    media_info: image('ipfs://ipfs/QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG/109.jpg'),
+  }),
+  artwork({
+    id: 110,
+    name: 'Video first, still second, with motion variant',
+    artist_name: 'Eli Park',
+    collection: 'code-lab',
+    museum_collection: 'generative',
+    media_info: video('ipfs://bafybeihkoviema7g3gxyt6la7vd5ho32ictqbilu3wnlo3rs7ewhnp7lly/110.mp4', 1080, 1350),
+    display_media_info: image(`${CDN}/works/110.gif`),
+    display_animation_info: video('ipfs://bafybeihkoviema7g3gxyt6la7vd5ho32ictqbilu3wnlo3rs7ewhnp7lly/110.mp4', 1080, 1350),
+  }),
+  artwork({
+    id: 111,
+    name: 'No dimensions anywhere',
+    artist_name: 'Fay Ortiz',
+    collection: 'first-season',
+    museum_collection: 'founders-landscapes',
+    media_info: image(`${CDN}/works/111.webp`),
+  }),
+  artwork({
+    id: 112,
+    name: 'Nothing live',
+    artist_name: 'Fay Ortiz',
+    collection: 'first-season',
+    museum_collection: 'founders',
+    media_info: image('https://openseauserdata.com/files/112.png', 900, 900),
+  }),
+  artwork({
+    id: 113,
+    name: 'In a draft collection',
+    artist_name: 'Gil Hart',
+    collection: 'code-lab',
+    museum_collection: 'generative-studies',
+    media_info: image(`${CDN}/works/113.png`, 1000, 1000),
+  }),
+  artwork({
+    id: 114,
+    name: 'In the draft vault',
+    artist_name: 'Gil Hart',
+    collection: 'vault-drops',
+    museum_collection: 'vault',
+    media_info: image(`${CDN}/works/114.png`, 640, 480),
+  }),
+  artwork({
+    id: 115,
+    name: 'A 3D model with a poster',
+    artist_name: 'Hana Sato',
+    collection: 'code-lab',
+    museum_collection: 'generative',
+    media_info: { url: `${CDN}/works/115.glb`, type: 'model', content_type: 'model/gltf-binary', width: null, height: null },
+    display_media_info: image(`${CDN}/works/115-poster.jpg`, 1000, 750, 'image/jpeg'),
+  }),
+  artwork({
+    id: 116,
+    name: 'In no museum collection',
+    artist_name: 'Hana Sato',
+    collection: 'loose-drops',
+    museum_collection: null,
+    media_info: image(`${CDN}/works/116.png`, 900, 600, 'image/png'),
+  }),
 ];
 
 export interface SampleSummary {

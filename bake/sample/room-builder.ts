@@ -187,10 +187,7 @@ export class RoomBuilder {
 
   /** The material every slot placeholder carries. */
   get slotPlaceholderMaterial(): Material {
-    this.slotMaterial ??= this.document
-      .createMaterial(SLOT_MATERIAL_NAME)
-      .setBaseColorFactor([1, 0, 1, 1])
-      .setDoubleSided(true);
+    this.slotMaterial ??= this.document.createMaterial(SLOT_MATERIAL_NAME).setBaseColorFactor([1, 0, 1, 1]).setDoubleSided(true);
     return this.slotMaterial;
   }
 
@@ -265,7 +262,15 @@ export class RoomBuilder {
    * it is a solid slab (centred on the line) cut by the openings; with thickness 0 it is a
    * zero-thickness partition: one quad per side, both at the same plane.
    */
-  wall(name: string, from: [number, number], to: [number, number], height: number, thickness: number, material: Material, openings: Opening[] = []): Node {
+  wall(
+    name: string,
+    from: [number, number],
+    to: [number, number],
+    height: number,
+    thickness: number,
+    material: Material,
+    openings: Opening[] = [],
+  ): Node {
     const dx = to[0] - from[0];
     const dz = to[1] - from[1];
     const length = Math.hypot(dx, dz);

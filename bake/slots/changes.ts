@@ -20,7 +20,11 @@ export interface SlotChanges {
 /** Same pose: within 1 mm, 0.1° and 1 mm of size. */
 const POSITION_TOLERANCE = 1e-3;
 const ANGLE_TOLERANCE = 0.1;
-const AXES: V3[] = [[1, 0, 0], [0, 1, 0], [0, 0, 1]];
+const AXES: V3[] = [
+  [1, 0, 0],
+  [0, 1, 0],
+  [0, 0, 1],
+];
 
 export function compareSlots(previous: readonly RoomSlot[] | null, next: readonly RoomSlot[]): SlotChanges {
   const before = new Map((previous ?? []).map((s) => [s.id, s]));

@@ -15,7 +15,12 @@ import { extractSlotQuads } from './extract.ts';
 import { sceneOf } from './scene.ts';
 
 /** Quad corners in the node's XY plane, counter-clockwise seen from +Z. */
-const CORNERS: Array<[number, number]> = [[-0.5, -0.5], [0.5, -0.5], [0.5, 0.5], [-0.5, 0.5]];
+const CORNERS: Array<[number, number]> = [
+  [-0.5, -0.5],
+  [0.5, -0.5],
+  [0.5, 0.5],
+  [-0.5, 0.5],
+];
 /** UVs of a generated quad: the image upright seen from the front. */
 const UNIT_UVS = [0, 1, 1, 1, 1, 0, 0, 0];
 
@@ -23,7 +28,8 @@ type UvSets = Map<string, Float32Array>;
 
 /** Two triangles over the four corners, counter-clockwise seen from +Z. */
 const TRIANGLES = [0, 1, 2, 0, 2, 3];
-const expand = (values: ArrayLike<number>, size: number) => new Float32Array(TRIANGLES.flatMap((v) => Array.from({ length: size }, (_, k) => values[v * size + k]!)));
+const expand = (values: ArrayLike<number>, size: number) =>
+  new Float32Array(TRIANGLES.flatMap((v) => Array.from({ length: size }, (_, k) => values[v * size + k]!)));
 
 /**
  * A quad as two non-indexed triangles: 6 vertices of plain floats cost less than a Draco stream of
@@ -31,7 +37,14 @@ const expand = (values: ArrayLike<number>, size: number) => new Float32Array(TRI
  * a renderer computes (glTF: flat normals when none are given). `shared` holds attribute accessors
  * the quads of one model can share (the generated quads' UVs).
  */
-function createQuad(document: Document, name: string, width: number, height: number, material: Material | null, uvs: UvSets | Map<string, Accessor>): Mesh {
+function createQuad(
+  document: Document,
+  name: string,
+  width: number,
+  height: number,
+  material: Material | null,
+  uvs: UvSets | Map<string, Accessor>,
+): Mesh {
   const buffer = document.getRoot().listBuffers()[0] ?? document.createBuffer();
   const positions = CORNERS.flatMap(([x, y]) => [x * width, y * height, 0]);
   const primitive = document
@@ -39,7 +52,10 @@ function createQuad(document: Document, name: string, width: number, height: num
     .setAttribute('POSITION', document.createAccessor().setType('VEC3').setArray(expand(positions, 3)).setBuffer(buffer))
     .setMaterial(material);
   for (const [semantic, uv] of uvs) {
-    primitive.setAttribute(semantic, uv instanceof Float32Array ? document.createAccessor().setType('VEC2').setArray(expand(uv, 2)).setBuffer(buffer) : uv);
+    primitive.setAttribute(
+      semantic,
+      uv instanceof Float32Array ? document.createAccessor().setType('VEC2').setArray(expand(uv, 2)).setBuffer(buffer) : uv,
+    );
   }
   return document.createMesh(name).addPrimitive(primitive);
 }
@@ -90,7 +106,11 @@ function seat(node: Node, slot: RoomSlot): void {
   // Children of a placeholder (rare) keep where they are in the world.
   for (const child of node.listChildren()) clearNodeParent(child);
   clearNodeParent(node);
-  node.setName(slot.id).setTranslation([...slot.position]).setRotation([...slot.quaternion]).setScale([1, 1, 1]);
+  node
+    .setName(slot.id)
+    .setTranslation([...slot.position])
+    .setRotation([...slot.quaternion])
+    .setScale([1, 1, 1]);
 }
 
 export function embedAnchors(document: Document, slots: RoomSlot[]): void {

@@ -71,7 +71,13 @@ function measureUsable(group: Group, warnings: string[]): Measured | null {
     if (dropped) warnings.push(`slot node "${name}": ${dropped} triangle(s) with non-finite vertex positions were ignored`);
     return m;
   }
-  const why = dropped ? `${dropped} triangle(s) with non-finite vertex positions` : m ? 'its extents are not finite' : group.soup.count ? 'degenerate triangles' : 'no triangles';
+  const why = dropped
+    ? `${dropped} triangle(s) with non-finite vertex positions`
+    : m
+      ? 'its extents are not finite'
+      : group.soup.count
+        ? 'degenerate triangles'
+        : 'no triangles';
   warnings.push(`slot node "${name}" has no area (${why}); it was ignored`);
   return null;
 }
@@ -154,8 +160,16 @@ export function extractSlotQuads(document: Document): { quads: SlotQuad[]; warni
   for (const prefix of ['Slot', 'Auto'] as const) {
     const named = measured
       .filter((m) => m.parsed?.prefix === prefix)
-      .sort((a, b) => a.parsed!.number - b.parsed!.number || (a.nodeName < b.nodeName ? -1 : a.nodeName > b.nodeName ? 1 : 0) || byPosition(a, b));
-    const unnamed = prefix === 'Slot' ? measured.filter((m) => !m.parsed).sort((a, b) => (a.nodeName < b.nodeName ? -1 : a.nodeName > b.nodeName ? 1 : 0) || byPosition(a, b)) : [];
+      .sort(
+        (a, b) =>
+          a.parsed!.number - b.parsed!.number || (a.nodeName < b.nodeName ? -1 : a.nodeName > b.nodeName ? 1 : 0) || byPosition(a, b),
+      );
+    const unnamed =
+      prefix === 'Slot'
+        ? measured
+            .filter((m) => !m.parsed)
+            .sort((a, b) => (a.nodeName < b.nodeName ? -1 : a.nodeName > b.nodeName ? 1 : 0) || byPosition(a, b))
+        : [];
     const used = new Set<number>();
     const pending: Array<{ m: Measured; why: string }> = [];
     for (const m of named) {
@@ -171,7 +185,8 @@ export function extractSlotQuads(document: Document): { quads: SlotQuad[]; warni
     const sorted = [...used].sort((a, b) => a - b);
     const missing = gaps(sorted);
     if (missing) warnings.push(`${prefix}_NNN numbering has gaps: ${missing} missing`);
-    for (const m of unnamed) pending.push({ m, why: `node "${m.nodeName}" uses the ${SLOT_MATERIAL_NAME} material but is not named Slot_NNN` });
+    for (const m of unnamed)
+      pending.push({ m, why: `node "${m.nodeName}" uses the ${SLOT_MATERIAL_NAME} material but is not named Slot_NNN` });
     let next = sorted.at(-1) ?? 0;
     for (const { m, why } of pending) {
       next++;

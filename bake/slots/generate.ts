@@ -184,7 +184,10 @@ class FrameProbe {
     readonly tunables: Required<SlotEngineTunables>,
   ) {
     this.ladder = tunables.sizeLadder;
-    this.firstIndex = Math.max(0, this.ladder.findIndex((s) => s <= cfg.maxSize));
+    this.firstIndex = Math.max(
+      0,
+      this.ladder.findIndex((s) => s <= cfg.maxSize),
+    );
     this.lastIndex = this.ladder.findLastIndex((s) => s >= cfg.minSize);
   }
 
@@ -275,7 +278,7 @@ class FrameProbe {
     const size = Math.max(width, height);
     const tolerance = Math.max(0.01, 0.02 * size);
     const back = scale(z, -1);
-    const at = (fx: number, fy: number, from: V3) => madd(madd(from, x, fx * width / 2), y, fy * height / 2);
+    const at = (fx: number, fy: number, from: V3) => madd(madd(from, x, (fx * width) / 2), y, (fy * height) / 2);
     for (const fy of [-0.9, 0, 0.9]) {
       for (const fx of [-0.9, 0, 0.9]) {
         const q = at(fx, fy, surface);
@@ -424,7 +427,13 @@ function tryPlace(probe: FrameProbe, placement: Placement, c: Candidate, tier: n
 }
 
 /** The pick sequence, until `wanted` more frames are placed (or nothing else fits). */
-function selectFrames(probe: FrameProbe, placement: Placement, lists: Candidate[][], sizing: { tier: number; perFrame: number }, wanted: number): Placed[] {
+function selectFrames(
+  probe: FrameProbe,
+  placement: Placement,
+  lists: Candidate[][],
+  sizing: { tier: number; perFrame: number },
+  wanted: number,
+): Placed[] {
   const picks: Placed[] = [];
   if (wanted <= 0) return picks;
   const { gap } = probe.cfg;
@@ -520,29 +529,37 @@ export function generateAnchors(scene: WorldScene, input: GenerateInput): Genera
   const picks = selectFrames(probe, placement, candidateLists(samples, kind), sizing, free.length);
 
   const reach = (front: number) => (Number.isFinite(front) ? front : scene.reach);
-  const evidence = kind === 'room' ? 'generated: upright wall face seen from the room interior' : 'generated: sculpture surface facing outward';
+  const evidence =
+    kind === 'room' ? 'generated: upright wall face seen from the room interior' : 'generated: sculpture surface facing outward';
   const anchors: GeneratedAnchor[] = [
-    ...[...kept.entries()].map(([index, k]): GeneratedAnchor => ({
-      index,
-      position: k.position,
-      frame: k.frame,
-      width: k.slot.width,
-      height: k.slot.height,
-      clearance: { front: reach(k.front), back: tunables.wallOffset },
-      evidence: k.origin === 'kept' ? `${evidence}; kept from the previous bake` : `${evidence}; kept from the previous bake, re-seated on its moved surface`,
-      origin: k.origin,
-      previous: k.slot,
-    })),
-    ...picks.map((pl, i): GeneratedAnchor => ({
-      index: free[i]!,
-      position: pl.position,
-      frame: pl.frame,
-      width: pl.width,
-      height: pl.height,
-      clearance: { front: reach(pl.front), back: tunables.wallOffset },
-      evidence,
-      origin: 'new',
-    })),
+    ...[...kept.entries()].map(
+      ([index, k]): GeneratedAnchor => ({
+        index,
+        position: k.position,
+        frame: k.frame,
+        width: k.slot.width,
+        height: k.slot.height,
+        clearance: { front: reach(k.front), back: tunables.wallOffset },
+        evidence:
+          k.origin === 'kept'
+            ? `${evidence}; kept from the previous bake`
+            : `${evidence}; kept from the previous bake, re-seated on its moved surface`,
+        origin: k.origin,
+        previous: k.slot,
+      }),
+    ),
+    ...picks.map(
+      (pl, i): GeneratedAnchor => ({
+        index: free[i]!,
+        position: pl.position,
+        frame: pl.frame,
+        width: pl.width,
+        height: pl.height,
+        clearance: { front: reach(pl.front), back: tunables.wallOffset },
+        evidence,
+        origin: 'new',
+      }),
+    ),
   ].sort((a, b) => a.index - b.index);
 
   const shortfall =

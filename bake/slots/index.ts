@@ -41,7 +41,6 @@ export { SLOT_ENGINE_DEFAULTS, type SlotEngineTunables } from './options.ts';
 export { planOf, type RoomPlan } from './plan.ts';
 export type { RoomKind } from './probe.ts';
 
-
 export interface SlotEngineOptions {
   roomId: number;
   /** Onchain slot count N: how many anchors the room must offer. */
@@ -137,12 +136,18 @@ function generatedSlots(scene: WorldScene, interior: Interior, options: SlotEngi
     previous: published,
   });
   const slots = generated.anchors.map((anchor) => {
-    const record = slotRecord({ id: slotId('Auto', anchor.index), index: anchor.index, source: 'generated' }, anchor.position, anchor.frame, anchor, {
-      flipped: false,
-      ambiguous: false,
-      clearance: anchor.clearance,
-      evidence: anchor.evidence,
-    });
+    const record = slotRecord(
+      { id: slotId('Auto', anchor.index), index: anchor.index, source: 'generated' },
+      anchor.position,
+      anchor.frame,
+      anchor,
+      {
+        flipped: false,
+        ambiguous: false,
+        clearance: anchor.clearance,
+        evidence: anchor.evidence,
+      },
+    );
     // A kept anchor keeps its published pose to the digit (a re-seated one its orientation).
     const previous = anchor.previous;
     if (!previous) return record;

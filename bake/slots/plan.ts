@@ -55,12 +55,21 @@ export function planFromScene(scene: WorldScene): RoomPlan {
       parts.unshift(key % base);
       key = Math.floor(key / base);
     }
-    plan.segments.push(r(min[0] + parts[0]! * step), r(min[2] + parts[1]! * step), r(min[0] + parts[2]! * step), r(min[2] + parts[3]! * step));
+    plan.segments.push(
+      r(min[0] + parts[0]! * step),
+      r(min[2] + parts[1]! * step),
+      r(min[0] + parts[2]! * step),
+      r(min[2] + parts[3]! * step),
+    );
   }
   return plan;
 }
 
-const EDGES = [[0, 1], [1, 2], [0, 2]] as const;
+const EDGES = [
+  [0, 1],
+  [1, 2],
+  [0, 2],
+] as const;
 
 /** The plan of a document's default scene (slot placeholders excluded). */
 export function planOf(document: Document): RoomPlan {

@@ -87,7 +87,10 @@ export function analyseInterior(scene: WorldScene, kind?: RoomKind): Interior {
   const detected: RoomKind = fraction >= ROOM_INTERIOR_FRACTION ? 'room' : 'sculpture';
   const chosen = kind ?? detected;
   const interiorCentre: V3 = interior.length
-    ? scale(interior.reduce((s, p) => add(s, p), [0, 0, 0] as V3), 1 / interior.length)
+    ? scale(
+        interior.reduce((s, p) => add(s, p), [0, 0, 0] as V3),
+        1 / interior.length,
+      )
     : centre;
   const evidence = kind
     ? `kind given as ${kind} (geometry suggests ${detected}: ${Math.round(fraction * 100)}% interior points)`
@@ -140,9 +143,10 @@ export function probeQuad(scene: WorldScene, quad: SlotQuad): SlotProbe {
   const frame = levelledFrame(quad.normal);
   const n = frame.z;
   const points: V3[] = [];
-  for (const fy of GRID_FRACTIONS) for (const fx of GRID_FRACTIONS) {
-    points.push(add(add(quad.center, scale(frame.x, fx * quad.width)), scale(frame.y, fy * quad.height)));
-  }
+  for (const fy of GRID_FRACTIONS)
+    for (const fx of GRID_FRACTIONS) {
+      points.push(add(add(quad.center, scale(frame.x, fx * quad.width)), scale(frame.y, fy * quad.height)));
+    }
   const side = (sign: 1 | -1): SideProbe => {
     const axis = scale(n, sign);
     const dirs: V3[] = [axis];
@@ -214,20 +218,29 @@ export function decideFromProbe(quad: SlotQuad, probe: SlotProbe, kind: RoomKind
   const closed = (s: SideProbe) => s.near >= 0.5;
   const open = (s: SideProbe) => s.near < 0.25;
   if (open(plus) && closed(minus)) return { sign: 1, ambiguous: false, step: 1, evidence: 'probe: the back is closed, the front open' };
-  if (open(minus) && closed(plus)) return { sign: -1, ambiguous: false, step: 1, evidence: 'probe: the authored front is closed, the back open' };
+  if (open(minus) && closed(plus))
+    return { sign: -1, ambiguous: false, step: 1, evidence: 'probe: the authored front is closed, the back open' };
 
   const connected = (s: SideProbe) => (kind === 'room' ? s.visible : s.escape + s.visible);
   const cPlus = connected(plus);
   const cMinus = connected(minus);
   if (Math.abs(cPlus - cMinus) >= 0.4 && Math.max(cPlus, cMinus) >= 0.5) {
     const sign = cPlus > cMinus ? 1 : -1;
-    const what = kind === 'room' ? 'reaches the room interior; the other side sees outside or back faces' : 'opens to the outside; the other side is inside the solid';
+    const what =
+      kind === 'room'
+        ? 'reaches the room interior; the other side sees outside or back faces'
+        : 'opens to the outside; the other side is inside the solid';
     return { sign, ambiguous: false, step: 2, evidence: `connectivity: the ${sign === 1 ? 'authored front' : 'back'} ${what}` };
   }
 
   if (Math.abs(probe.contact) >= 0.5) {
     const sign = probe.contact > 0 ? 1 : -1;
-    return { sign, ambiguous: false, step: 3, evidence: `mounting face: the surface under the slot faces ${sign === 1 ? 'along' : 'against'} the authored normal` };
+    return {
+      sign,
+      ambiguous: false,
+      step: 3,
+      evidence: `mounting face: the surface under the slot faces ${sign === 1 ? 'along' : 'against'} the authored normal`,
+    };
   }
 
   const size = Math.max(quad.width, quad.height);
@@ -287,6 +300,11 @@ export function decideFacings(quads: SlotQuad[], probes: SlotProbe[], interior: 
     const t = dot(towards, quad.normal);
     const sign = t < -1e-3 ? -1 : 1;
     const why = probe.plus.near >= 0.5 && probe.minus.near >= 0.5 ? 'both sides closed' : 'no side clearly open';
-    return { sign, ambiguous: true, step: 7, evidence: `ambiguous (${why}): tie-break ${interior.kind === 'room' ? 'into the room interior' : 'outward from the sculpture'}` };
+    return {
+      sign,
+      ambiguous: true,
+      step: 7,
+      evidence: `ambiguous (${why}): tie-break ${interior.kind === 'room' ? 'into the room interior' : 'outward from the sculpture'}`,
+    };
   });
 }

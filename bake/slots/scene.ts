@@ -95,9 +95,15 @@ export class TriangleSoup {
     this.reserve(1);
     const d = this.data;
     const o = this.count * 9;
-    d[o] = xyz[a * 3]!; d[o + 1] = xyz[a * 3 + 1]!; d[o + 2] = xyz[a * 3 + 2]!;
-    d[o + 3] = xyz[b * 3]!; d[o + 4] = xyz[b * 3 + 1]!; d[o + 5] = xyz[b * 3 + 2]!;
-    d[o + 6] = xyz[c * 3]!; d[o + 7] = xyz[c * 3 + 1]!; d[o + 8] = xyz[c * 3 + 2]!;
+    d[o] = xyz[a * 3]!;
+    d[o + 1] = xyz[a * 3 + 1]!;
+    d[o + 2] = xyz[a * 3 + 2]!;
+    d[o + 3] = xyz[b * 3]!;
+    d[o + 4] = xyz[b * 3 + 1]!;
+    d[o + 5] = xyz[b * 3 + 2]!;
+    d[o + 6] = xyz[c * 3]!;
+    d[o + 7] = xyz[c * 3 + 1]!;
+    d[o + 8] = xyz[c * 3 + 2]!;
     this.count++;
   }
 
@@ -135,10 +141,14 @@ export function appendWorldTriangles(primitive: Primitive, matrix: Mat4, soup: T
   for (let i = 0; i < vertexCount; i++) {
     let x: number, y: number, z: number;
     if (direct) {
-      x = array[i * 3]!; y = array[i * 3 + 1]!; z = array[i * 3 + 2]!;
+      x = array[i * 3]!;
+      y = array[i * 3 + 1]!;
+      z = array[i * 3 + 2]!;
     } else {
       position.getElement(i, el);
-      x = el[0]!; y = el[1]!; z = el[2]!;
+      x = el[0]!;
+      y = el[1]!;
+      z = el[2]!;
     }
     world[i * 3] = m[0]! * x + m[4]! * y + m[8]! * z + m[12]!;
     world[i * 3 + 1] = m[1]! * x + m[5]! * y + m[9]! * z + m[13]!;
@@ -176,7 +186,11 @@ export function appendWorldTriangles(primitive: Primitive, matrix: Mat4, soup: T
 
 /** Vertex i of `xyz` survives the float32 soup (a finite float64 beyond ±3.4e38 would not). */
 function isFloat32Finite(xyz: Float64Array, i: number): boolean {
-  return Number.isFinite(Math.fround(xyz[i * 3]!)) && Number.isFinite(Math.fround(xyz[i * 3 + 1]!)) && Number.isFinite(Math.fround(xyz[i * 3 + 2]!));
+  return (
+    Number.isFinite(Math.fround(xyz[i * 3]!)) &&
+    Number.isFinite(Math.fround(xyz[i * 3 + 1]!)) &&
+    Number.isFinite(Math.fround(xyz[i * 3 + 2]!))
+  );
 }
 
 /** Faces closer together than this along a ray are one surface (coincident faces). */
@@ -282,7 +296,9 @@ export class WorldScene {
     if (!this.bvh) return true;
     const box = new Box3(new Vector3(-half[0], -half[1], -half[2]), new Vector3(half[0], half[1], half[2]));
     const [x, y, z] = axes;
-    const toMesh = new Matrix4().makeBasis(new Vector3(...x), new Vector3(...y), new Vector3(...z)).setPosition(center[0], center[1], center[2]);
+    const toMesh = new Matrix4()
+      .makeBasis(new Vector3(...x), new Vector3(...y), new Vector3(...z))
+      .setPosition(center[0], center[1], center[2]);
     return !this.bvh.intersectsBox(box, toMesh);
   }
 
@@ -297,9 +313,15 @@ export class WorldScene {
   triangleNormal(t: number): { normal: V3; area: number } {
     const p = this.positions;
     const o = t * 9;
-    const ax = p[o + 3]! - p[o]!, ay = p[o + 4]! - p[o + 1]!, az = p[o + 5]! - p[o + 2]!;
-    const bx = p[o + 6]! - p[o]!, by = p[o + 7]! - p[o + 1]!, bz = p[o + 8]! - p[o + 2]!;
-    const cx = ay * bz - az * by, cy = az * bx - ax * bz, cz = ax * by - ay * bx;
+    const ax = p[o + 3]! - p[o]!,
+      ay = p[o + 4]! - p[o + 1]!,
+      az = p[o + 5]! - p[o + 2]!;
+    const bx = p[o + 6]! - p[o]!,
+      by = p[o + 7]! - p[o + 1]!,
+      bz = p[o + 8]! - p[o + 2]!;
+    const cx = ay * bz - az * by,
+      cy = az * bx - ax * bz,
+      cz = ax * by - ay * bx;
     const l = Math.hypot(cx, cy, cz);
     return { normal: l > 0 ? [cx / l, cy / l, cz / l] : [0, 0, 0], area: l / 2 };
   }

@@ -32,7 +32,9 @@ export class SpatialHash {
     const hi = p.map((c) => Math.floor((c + radius) / this.cell));
     const within = (id: number) => {
       const q = this.points[id]!;
-      const dx = q[0] - p[0], dy = q[1] - p[1], dz = q[2] - p[2];
+      const dx = q[0] - p[0],
+        dy = q[1] - p[1],
+        dz = q[2] - p[2];
       return dx * dx + dy * dy + dz * dz <= r2;
     };
     // A query wider than the occupied cells: visiting the buckets is cheaper than the cells.
@@ -80,10 +82,11 @@ export function frameBox(position: V3, frame: Frame, width: number, height: numb
 export function boxesOverlap(a: OrientedBox, b: OrientedBox): boolean {
   const t: V3 = [b.center[0] - a.center[0], b.center[1] - a.center[1], b.center[2] - a.center[2]];
   const axes: V3[] = [...a.axes, ...b.axes];
-  for (const u of a.axes) for (const v of b.axes) {
-    const c = cross(u, v);
-    if (dot(c, c) > 1e-10) axes.push(c);
-  }
+  for (const u of a.axes)
+    for (const v of b.axes) {
+      const c = cross(u, v);
+      if (dot(c, c) > 1e-10) axes.push(c);
+    }
   for (const axis of axes) {
     const len = Math.sqrt(dot(axis, axis));
     const n = scale(axis, 1 / len);

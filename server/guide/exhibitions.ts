@@ -63,7 +63,8 @@ export const ExhibitionDocument = z
       seen.add(p.uid);
     });
     const artworks = doc.placements.reduce((sum, p) => sum + p.artworks.length, 0);
-    if (artworks > LIMITS.artworks) ctx.addIssue({ code: 'custom', path: ['placements'], message: `at most ${LIMITS.artworks} artworks in all (${artworks} given)` });
+    if (artworks > LIMITS.artworks)
+      ctx.addIssue({ code: 'custom', path: ['placements'], message: `at most ${LIMITS.artworks} artworks in all (${artworks} given)` });
   })
   .meta({ id: 'ExhibitionDocument', description: 'museum-exhibition@1: what the guide reads of an exhibition (other keys are ignored)' });
 export type ExhibitionDocument = z.output<typeof ExhibitionDocument>;

@@ -127,18 +127,31 @@ export function findMatch(context: GuideContext, question: string, roomUid?: str
     const artist = focus.artist ? matchKey(focus.artist) : null;
     const i = context.artworks.findIndex((a) => matchKey(a.title) === title && (!artist || !a.artist || matchKey(a.artist) === artist));
     if (i >= 0) return { kind: 'artwork', artworks: [i], rooms: [context.artworks[i]!.roomUid] };
-    return { kind: 'artwork', artworks: [], rooms: [], outside: { title: cleanText(focus.title, 160), artist: focus.artist ? cleanText(focus.artist, 120) : null } };
+    return {
+      kind: 'artwork',
+      artworks: [],
+      rooms: [],
+      outside: { title: cleanText(focus.title, 160), artist: focus.artist ? cleanText(focus.artist, 120) : null },
+    };
   }
   const artist = mentioned(index.artists);
   if (artist !== undefined) {
     const works = context.artworks.flatMap((a, i) => (a.artist === artist ? [i] : []));
     return { kind: 'artist', artworks: works, rooms: [...new Set(works.map((i) => context.artworks[i]!.roomUid))], name: artist };
   }
-  const room = mentioned(index.rooms) ?? (roomUid && context.rooms.some((r) => r.uid === roomUid) && /\b(room|here|this|space)\b/.test(q) ? roomUid : undefined);
-  if (room !== undefined) return { kind: 'room', artworks: context.artworks.flatMap((a, i) => (a.roomUid === room ? [i] : [])), rooms: [room] };
+  const room =
+    mentioned(index.rooms) ??
+    (roomUid && context.rooms.some((r) => r.uid === roomUid) && /\b(room|here|this|space)\b/.test(q) ? roomUid : undefined);
+  if (room !== undefined)
+    return { kind: 'room', artworks: context.artworks.flatMap((a, i) => (a.roomUid === room ? [i] : [])), rooms: [room] };
   const architect = mentioned(index.architects);
   if (architect !== undefined) {
-    return { kind: 'architect', artworks: [], rooms: context.rooms.filter((r) => r.architect === architect).map((r) => r.uid), name: architect };
+    return {
+      kind: 'architect',
+      artworks: [],
+      rooms: context.rooms.filter((r) => r.architect === architect).map((r) => r.uid),
+      name: architect,
+    };
   }
   return { kind: 'none', artworks: [], rooms: roomUid && context.rooms.some((r) => r.uid === roomUid) ? [roomUid] : [] };
 }
@@ -191,7 +204,13 @@ export function contextAnswer(context: GuideContext, match: Match): string {
     const works = match.artworks.map((i) => context.artworks[i]!);
     const artists = [...new Set(works.map((w) => w.artist).filter((a): a is string => !!a))];
     const byArtists = artists.length ? ` by ${listing(artists.slice(0, 3))}${artists.length > 3 ? ' and others' : ''}` : '';
-    if (works.length) parts.push(`It shows ${plural(works.length, 'work')}${byArtists}, among them ${quoted(works.map((w) => w.title), 2)}.`);
+    if (works.length)
+      parts.push(
+        `It shows ${plural(works.length, 'work')}${byArtists}, among them ${quoted(
+          works.map((w) => w.title),
+          2,
+        )}.`,
+      );
   } else if (match.kind === 'architect' && match.name) {
     const rooms = match.rooms.map((uid) => roomOf(uid)!);
     parts.push(`${match.name} designed ${listing(rooms.map((r) => r.title).slice(0, 4))} in this exhibition.`);
@@ -249,7 +268,10 @@ export function soulPersona(soul: string): Persona {
   return {
     name: name || 'Soul',
     kind: 'soul',
-    brief: `Speak as the identity described in this document:\n${clamp(soul.replace(/[\p{Cc}]/gu, (c) => (c === '\n' ? c : ' ')), 4_000)}`,
+    brief: `Speak as the identity described in this document:\n${clamp(
+      soul.replace(/[\p{Cc}]/gu, (c) => (c === '\n' ? c : ' ')),
+      4_000,
+    )}`,
   };
 }
 
@@ -385,7 +407,8 @@ export class Guide {
     const room = input?.roomUid && context.rooms.find((r) => r.uid === input.roomUid);
     if (room) where.push(`The visitor is in the room "${room.title}".`);
     const focus = input?.focus;
-    if (focus?.title) where.push(`The visitor is looking at "${cleanText(focus.title, 160)}"${focus.artist ? ` by ${cleanText(focus.artist, 120)}` : ''}.`);
+    if (focus?.title)
+      where.push(`The visitor is looking at "${cleanText(focus.title, 160)}"${focus.artist ? ` by ${cleanText(focus.artist, 120)}` : ''}.`);
     return [
       `You are ${persona.name}, guiding a visitor through the museum exhibition "${context.name}". Stay in character.`,
       persona.brief,
@@ -420,7 +443,15 @@ export class Guide {
   }
 
   /** Ask the Library in the background; the answer (or a context-only one) becomes the follow-up. */
-  private async consult(key: string, context: GuideContext, question: string, persona: Persona, history: Turn[], match: Match, speak: boolean): Promise<void> {
+  private async consult(
+    key: string,
+    context: GuideContext,
+    question: string,
+    persona: Persona,
+    history: Turn[],
+    match: Match,
+    speak: boolean,
+  ): Promise<void> {
     let followup: Followup;
     try {
       const library = await this.deps.library!.ask(

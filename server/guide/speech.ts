@@ -197,7 +197,11 @@ export class RedisClipRegistry implements ClipRegistry {
 
   async get(id: string): Promise<{ text: string; voice?: string; ttlMs: number } | null> {
     try {
-      const [[, value], [, ttl]] = (await this.redis.multi().get(this.prefix + id).pttl(this.prefix + id).exec())! as [[null, string | null], [null, number]];
+      const [[, value], [, ttl]] = (await this.redis
+        .multi()
+        .get(this.prefix + id)
+        .pttl(this.prefix + id)
+        .exec())! as [[null, string | null], [null, number]];
       if (value === null || ttl <= 0) return null;
       const clip = JSON.parse(value) as { text: string; voice?: string };
       return typeof clip.text === 'string' ? { text: clip.text, voice: clip.voice, ttlMs: ttl } : null;

@@ -111,11 +111,7 @@ export function parseStarters(reply: string): string[] {
  * artworks in `first` (what the visitor asked about or stands in) come first, so they survive
  * the bound in large exhibitions.
  */
-export function describeForPrompt(
-  context: GuideContext,
-  maxChars = 4_000,
-  first: { artworks?: number[]; rooms?: string[] } = {},
-): string {
+export function describeForPrompt(context: GuideContext, maxChars = 4_000, first: { artworks?: number[]; rooms?: string[] } = {}): string {
   const roomLine = (r: GuideContext['rooms'][number]) =>
     `Room "${r.title}"${r.architect ? ` designed by ${r.architect}` : ''}${r.series ? ` (series ${r.series})` : ''}` +
     `${r.description ? `: ${r.description}` : ''}`;

@@ -30,7 +30,10 @@ export function clamp(text: string, max: number): string {
   if (text.length <= max) return text;
   const points = Array.from(text);
   if (points.length <= max) return text;
-  return `${points.slice(0, max - 1).join('').trimEnd()}…`;
+  return `${points
+    .slice(0, max - 1)
+    .join('')
+    .trimEnd()}…`;
 }
 
 /** Visitor or upstream text made safe to store and show: no control or invisible characters, single spaces, clamped. */

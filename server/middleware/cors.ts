@@ -29,7 +29,10 @@ export function cors(): MuseumMiddleware {
       const match = ctx.state.match;
       ctx.set(PREFLIGHT_HEADERS);
       // (undefined: the stack without a route-match stage, until app.ts moves to server/stages.ts)
-      ctx.set('Access-Control-Allow-Methods', match === undefined ? 'GET, HEAD, POST, OPTIONS' : match ? `${match.entry.allow}, OPTIONS` : 'OPTIONS');
+      ctx.set(
+        'Access-Control-Allow-Methods',
+        match === undefined ? 'GET, HEAD, POST, OPTIONS' : match ? `${match.entry.allow}, OPTIONS` : 'OPTIONS',
+      );
       ctx.status = 204;
       return Promise.resolve();
     }

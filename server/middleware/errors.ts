@@ -38,7 +38,11 @@ export function errorAnswer(error: HttpError): RawAnswer & { body: Buffer } {
   let answer = answers.get(error);
   if (!answer) {
     const body = Buffer.from(JSON.stringify(envelopeOf(error)));
-    answer = { status: error.status, headers: { ...error.headers, 'Content-Type': JSON_TYPE, 'Content-Length': String(body.length) }, body };
+    answer = {
+      status: error.status,
+      headers: { ...error.headers, 'Content-Type': JSON_TYPE, 'Content-Length': String(body.length) },
+      body,
+    };
     answers.set(error, answer);
   }
   return answer;
@@ -129,9 +133,16 @@ function closingErrorAnswer(status: number, message: string, code: ErrorCode, he
 }
 
 /** A whole error answer as raw HTTP/1.1 bytes, for sockets with no response object (parser errors, refused connections). */
-export function rawErrorResponse(status: number, message: string, code = codeForStatus(status), headers: Record<string, string> = {}): string {
+export function rawErrorResponse(
+  status: number,
+  message: string,
+  code = codeForStatus(status),
+  headers: Record<string, string> = {},
+): string {
   const answer = closingErrorAnswer(status, message, code, headers);
-  const head = Object.entries(answer.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  const head = Object.entries(answer.headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
   return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head}\r\n${answer.body}`;
 }
 

@@ -127,7 +127,8 @@ export class RedisRateLimitStore implements RateLimitStore {
       args.push(hit.now, hit.windowMs, hit.limit, `${hit.now}:${this.instance}:${this.sequence++}`);
     }
     const reply = await this.hitScript(keys.length, ...keys, ...args);
-    if (!Array.isArray(reply) || reply.length !== 2 * batch.length || !reply.every(Number.isInteger)) throw new Error('unexpected reply to the rate-limit script');
+    if (!Array.isArray(reply) || reply.length !== 2 * batch.length || !reply.every(Number.isInteger))
+      throw new Error('unexpected reply to the rate-limit script');
     return batch.map((hit, i) => {
       const [remaining, oldest] = [reply[2 * i]!, reply[2 * i + 1]!];
       return { allowed: remaining >= 0, remaining: Math.max(0, remaining), resetMs: oldest + hit.windowMs - hit.now };

@@ -79,7 +79,9 @@ const rateLimitHeaders = (limit: number, decision: RateDecision): Record<string,
 });
 // One instance for every refusal: a client hammering past its budget should cost little (an Error
 // captures a stack trace when created).
-const KEY_LIMIT_EXCEEDED = new HttpError(429, 'RATE_LIMITED', 'Rate limit exceeded: 120 requests per minute per key', { 'Retry-After': '60' });
+const KEY_LIMIT_EXCEEDED = new HttpError(429, 'RATE_LIMITED', 'Rate limit exceeded: 120 requests per minute per key', {
+  'Retry-After': '60',
+});
 export const keyLimitExceeded = (): HttpError => KEY_LIMIT_EXCEEDED;
 
 /** Per-client limit for a public route (`name` separates the budgets of different routes); an IPv6 client counts by its /64. */

@@ -39,7 +39,11 @@ export function clientIp(req: IncomingMessage, trustProxy: boolean): string {
   if (trustProxy) {
     const header = req.headers['x-forwarded-for'];
     const forwarded = Array.isArray(header) ? header.join(',') : (header ?? '');
-    const last = forwarded.split(',').map((s) => s.trim()).filter(Boolean).pop();
+    const last = forwarded
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .pop();
     if (last && last.length <= 64) return last;
   }
   return req.socket.remoteAddress ?? 'unknown';

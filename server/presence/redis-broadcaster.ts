@@ -157,7 +157,8 @@ export class RedisBroadcaster implements Broadcaster {
     if (wire.gone) this.others.delete(wire.from);
     else this.others.set(wire.from, { local: wire.local, seen: Date.now() });
     if (wire.sync) void this.send({ from: this.id, local: this.local });
-    if (wire.event && typeof wire.event === 'object' && typeof wire.event.type === 'string' && this.firstTime(wire)) this.deliver(wire.event);
+    if (wire.event && typeof wire.event === 'object' && typeof wire.event.type === 'string' && this.firstTime(wire))
+      this.deliver(wire.event);
   }
 
   /** False for an event of another instance seen already (no sequence number: always first). */

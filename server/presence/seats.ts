@@ -151,7 +151,12 @@ export class RedisSeats implements IpSeats {
     this.closed = true;
     clearInterval(this.refresher);
     const { prefix, instance } = this.options;
-    await this.redis.multi().del(prefix + instance).srem(`${prefix}all`, instance).exec().catch(() => undefined);
+    await this.redis
+      .multi()
+      .del(prefix + instance)
+      .srem(`${prefix}all`, instance)
+      .exec()
+      .catch(() => undefined);
   }
 
   private async takeShared(ip: string): Promise<'shared' | 'refused'> {
@@ -178,7 +183,10 @@ export class RedisSeats implements IpSeats {
     const mine = prefix + instance;
     const counts = [...this.tally.entries()].flat();
     const tx = this.redis.multi().del(mine);
-    if (counts.length) tx.hset(mine, ...counts).pexpire(mine, ttlMs).sadd(`${prefix}all`, instance);
+    if (counts.length)
+      tx.hset(mine, ...counts)
+        .pexpire(mine, ttlMs)
+        .sadd(`${prefix}all`, instance);
     await tx.exec().catch(() => undefined);
   }
 }

@@ -6,13 +6,7 @@
 import { z } from 'zod';
 import { idParam, limitParam, pageParam, type RouteModule } from '../route-table.ts';
 import { notFound, unconfigured } from '../errors.ts';
-import {
-  type CharacterInclude,
-  CharacterDetail,
-  CharacterListMeta,
-  CharacterSummary,
-  CHARACTERS_SERVICE,
-} from '../upstream/characters.ts';
+import { type CharacterInclude, CharacterDetail, CharacterListMeta, CharacterSummary, CHARACTERS_SERVICE } from '../upstream/characters.ts';
 
 const INCLUDES: ReadonlySet<string> = new Set<CharacterInclude>(['profiles', 'codex']);
 
@@ -23,7 +17,9 @@ const ListQuery = z.object({
   fields: z
     .string()
     .optional()
-    .describe('comma-separated field names; unknown and heavy fields (agent_profiles, bot_profile, codex_document) are ignored; id is always included'),
+    .describe(
+      'comma-separated field names; unknown and heavy fields (agent_profiles, bot_profile, codex_document) are ignored; id is always included',
+    ),
 });
 const DetailQuery = z.object({
   include: z.string().optional().describe('comma-separated extras: profiles (agent_profiles, bot_profile), codex (codex_document)'),

@@ -13,7 +13,8 @@ import { KEYED_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
 const keyed = { cacheControl: KEYED_CACHE_CONTROL };
 const listAnswer = perSnapshot((snapshot) => SnapshotAnswer.of({ data: snapshot.topCollections }, keyed));
 const bySlugAnswers = perSnapshot(
-  (snapshot) => new Map([...snapshot.collectionsBySlug].map(([slug, collection]) => [slug, SnapshotAnswer.of({ data: collection }, keyed)])),
+  (snapshot) =>
+    new Map([...snapshot.collectionsBySlug].map(([slug, collection]) => [slug, SnapshotAnswer.of({ data: collection }, keyed)])),
 );
 
 function collectionAnswer(snapshot: ContentSnapshot, slug: string): SnapshotAnswer {

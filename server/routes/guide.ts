@@ -118,7 +118,9 @@ function exhibitionRoutes(api: RouteTable, store: ExhibitionStore, content: Cont
     errors: [409, 413, 429, 503],
     async handler(ctx, { body }) {
       const token = ctx.get('x-exhibition-token').trim() || undefined;
-      const result = await store.register(body, token, (times, kept) => buildContext(body, content.snapshot, times, kept), { ip: ctx.state.clientIp });
+      const result = await store.register(body, token, (times, kept) => buildContext(body, content.snapshot, times, kept), {
+        ip: ctx.state.clientIp,
+      });
       const { context } = result;
       if (result.outcome !== 'unchanged' || context.starters.length === 0) {
         // Starters are generated once the response has gone out.

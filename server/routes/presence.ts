@@ -18,7 +18,9 @@ export const HANDLE_MAX = 48;
  * emoji), `anon` when nothing is left.
  */
 export function cleanHandle(handle: string | null | undefined): string {
-  const cleaned = withoutInvisibles(handle ?? '').replace(/[<>]/g, '').trim();
+  const cleaned = withoutInvisibles(handle ?? '')
+    .replace(/[<>]/g, '')
+    .trim();
   const clamped = Array.from(cleaned).slice(0, HANDLE_MAX).join('').trim();
   return clamped === '' ? 'anon' : clamped;
 }
@@ -28,12 +30,12 @@ const PingBody = z.object({
     .string()
     .nullable()
     .optional()
-    .describe('shown to listeners; control, invisible (zero-width) characters and angle brackets removed, clamped to 48 characters; empty → anon'),
+    .describe(
+      'shown to listeners; control, invisible (zero-width) characters and angle brackets removed, clamped to 48 characters; empty → anon',
+    ),
 });
 
-const PingResponse = z
-  .object({ data: z.object({ ok: z.boolean(), here: z.number().int().min(0) }) })
-  .meta({ id: 'PresencePing' });
+const PingResponse = z.object({ data: z.object({ ok: z.boolean(), here: z.number().int().min(0) }) }).meta({ id: 'PresencePing' });
 
 const busy = (message: string) => new HttpError(503, 'BUSY', message, { 'Retry-After': '30' });
 

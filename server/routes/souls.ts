@@ -10,7 +10,10 @@ const TOKEN_ID = /^\d{1,78}$/; // a uint256 in decimal
 
 // Path parts are validated in the handler: the spec answers 400 (not 404) for malformed ones.
 const collectionParams = {
-  chainId: z.string().describe('EVM chain id (positive integer)').meta({ type: 'integer', minimum: 1 } as Record<string, unknown>),
+  chainId: z
+    .string()
+    .describe('EVM chain id (positive integer)')
+    .meta({ type: 'integer', minimum: 1 } as Record<string, unknown>),
   contractAddress: z
     .string()
     .describe('ERC-721 contract address: 0x followed by 40 hex digits')

@@ -46,7 +46,12 @@ export interface ExhibitionStore {
    * the content is unchanged). Throws 409 (content differs, token missing or wrong), 413 (context
    * too large), 429 (this IP's daily registrations spent).
    */
-  register(doc: ExhibitionDocument, presentedToken: string | undefined, build: ContextBuilder, origin: { ip: string; now?: number }): Promise<Registered>;
+  register(
+    doc: ExhibitionDocument,
+    presentedToken: string | undefined,
+    build: ContextBuilder,
+    origin: { ip: string; now?: number },
+  ): Promise<Registered>;
   /** Store generated starters, unless the content changed meanwhile. Returns whether they were stored. */
   setStarters(id: string, contentHash: string, starters: string[], now?: number): Promise<boolean>;
   /** Delete expired exhibitions and old quota rows; returns how many exhibitions went. */
@@ -100,7 +105,11 @@ export function planRegistration(
     const unchanged = row.content_hash === contentHash;
     if (!unchanged) {
       if (presentedToken === undefined) {
-        throw new HttpError(409, 'CONFLICT', 'This exhibition id is registered with different content; send its owner token in X-Exhibition-Token to change it');
+        throw new HttpError(
+          409,
+          'CONFLICT',
+          'This exhibition id is registered with different content; send its owner token in X-Exhibition-Token to change it',
+        );
       }
       const presented = hashToken(presentedToken);
       if (presented.length !== row.owner_token_hash.length || !timingSafeEqual(presented, row.owner_token_hash)) {
@@ -110,7 +119,10 @@ export function planRegistration(
     const previous = JSON.parse(row.context) as GuideContext;
     const registeredAt = Number(row.registered_at);
     // Unchanged content keeps its starters; changed content gets new ones (asynchronously).
-    const context = build({ registeredAt: new Date(registeredAt).toISOString(), updatedAt: new Date(stamp).toISOString() }, unchanged ? previous.starters : []);
+    const context = build(
+      { registeredAt: new Date(registeredAt).toISOString(), updatedAt: new Date(stamp).toISOString() },
+      unchanged ? previous.starters : [],
+    );
     plan = { outcome: unchanged ? 'unchanged' : 'updated', ownerTokenHash: row.owner_token_hash, context, registeredAt, stamp };
   }
   const json = JSON.stringify(plan.context);
@@ -196,7 +208,9 @@ export class SqliteExhibitionStore implements ExhibitionStore {
     private readonly db: StateDb,
     private readonly ttlMs: number,
   ) {
-    this.stampQuery = db.prepare<[string], { updated_at: number; read_at: number }>('SELECT updated_at, read_at FROM exhibitions WHERE id = ?');
+    this.stampQuery = db.prepare<[string], { updated_at: number; read_at: number }>(
+      'SELECT updated_at, read_at FROM exhibitions WHERE id = ?',
+    );
     this.rowQuery = db.prepare<[string], StoredExhibition>(`SELECT ${COLUMNS} FROM exhibitions WHERE id = ?`);
     this.markRead = db.prepare<[number, string]>('UPDATE exhibitions SET read_at = ? WHERE id = ?');
   }
@@ -230,17 +244,23 @@ export class SqliteExhibitionStore implements ExhibitionStore {
       }
       const day = dayOf(now);
       const client = clientBucket(origin.ip); // an IPv6 client counts by its /64
-      const used = this.db.prepare<[string, number], { count: number }>('SELECT count FROM exhibition_registrations WHERE ip = ? AND day = ?').get(client, day);
+      const used = this.db
+        .prepare<[string, number], { count: number }>('SELECT count FROM exhibition_registrations WHERE ip = ? AND day = ?')
+        .get(client, day);
       if ((used?.count ?? 0) >= EXHIBITION_BOUNDS.registrationsPerDay) throw quotaSpent(now);
       this.db
-        .prepare('INSERT INTO exhibition_registrations (ip, day, count) VALUES (?, ?, 1) ON CONFLICT (ip, day) DO UPDATE SET count = count + 1')
+        .prepare(
+          'INSERT INTO exhibition_registrations (ip, day, count) VALUES (?, ?, 1) ON CONFLICT (ip, day) DO UPDATE SET count = count + 1',
+        )
         .run(client, day);
       if (plan.outcome === 'created') {
         this.db
           .prepare(`INSERT INTO exhibitions (${COLUMNS}, id) VALUES (?, ?, ?, ?, ?, ?, ?)`)
           .run(contentHash, plan.ownerTokenHash, plan.json, plan.registeredAt, plan.stamp, now, doc.id);
       } else {
-        this.db.prepare('UPDATE exhibitions SET content_hash = ?, context = ?, updated_at = ? WHERE id = ?').run(contentHash, plan.json, plan.stamp, doc.id);
+        this.db
+          .prepare('UPDATE exhibitions SET content_hash = ?, context = ?, updated_at = ? WHERE id = ?')
+          .run(contentHash, plan.json, plan.stamp, doc.id);
       }
       return plan;
     });

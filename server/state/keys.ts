@@ -144,7 +144,9 @@ export class SqliteKeyStore implements KeyStore {
   private versionReadAt = 0;
 
   constructor(private readonly db: StateDb) {
-    this.byHash = db.prepare<[Buffer], Pick<KeyRow, 'id' | 'hash' | 'revoked_at'>>('SELECT id, hash, revoked_at FROM api_keys WHERE hash = ?');
+    this.byHash = db.prepare<[Buffer], Pick<KeyRow, 'id' | 'hash' | 'revoked_at'>>(
+      'SELECT id, hash, revoked_at FROM api_keys WHERE hash = ?',
+    );
     this.dataVersion = db.prepare<[], number>('PRAGMA data_version').pluck();
     this.recentVersion = this.dataVersion.get()!;
     this.touch = db.prepare<[{ id: number; at: number }]>(

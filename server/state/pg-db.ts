@@ -67,7 +67,10 @@ class Outage {
     this.failedAt = Date.now();
     if (this.down) return;
     this.down = true;
-    this.log.warn({ err: (err as Error)?.message }, 'PostgreSQL (DATABASE_URL) is unreachable; known API keys keep working, the rest answers 503 until it is back');
+    this.log.warn(
+      { err: (err as Error)?.message },
+      'PostgreSQL (DATABASE_URL) is unreachable; known API keys keep working, the rest answers 503 until it is back',
+    );
   }
   ok(): void {
     if (!this.down) return;
@@ -83,7 +86,12 @@ class Outage {
  * it takes; the wait for the lock is bounded by the server, at the start deadline.
  */
 async function migrate(url: string, deadline: number, waitMs: number): Promise<void> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true, application_name: 'museum-migrate' });
+  const client = new pg.Client({
+    connectionString: url,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    keepAlive: true,
+    application_name: 'museum-migrate',
+  });
   // A dropped connection fails the pending query; the event itself must not crash the process.
   client.on('error', () => {});
   try {
@@ -105,14 +113,18 @@ async function takeMigrationLock(client: pg.Client, deadline: number, waitMs: nu
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
   } catch (err) {
     if ((err as { code?: string }).code !== '55P03') throw err;
-    throw new Error(`the migration lock (pg_advisory_lock ${MIGRATION_LOCK}) was held by another session for the whole start wait (${waitMs} ms); is a migration stuck?`);
+    throw new Error(
+      `the migration lock (pg_advisory_lock ${MIGRATION_LOCK}) was held by another session for the whole start wait (${waitMs} ms); is a migration stuck?`,
+    );
   }
   // The migrations' own statements wait as the database is configured to.
   await client.query('RESET lock_timeout');
 }
 
 async function applyMigrations(client: pg.Client): Promise<void> {
-  await client.query('CREATE TABLE IF NOT EXISTS museum_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())');
+  await client.query(
+    'CREATE TABLE IF NOT EXISTS museum_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())',
+  );
   const { rows } = await client.query<{ version: number }>('SELECT version FROM museum_migrations');
   const applied = new Set(rows.map((r) => r.version));
   for (const m of MIGRATIONS) {
@@ -260,7 +272,13 @@ export class PgState {
 
   private async connectListener(attempt: number): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true, keepAliveInitialDelayMillis: 5_000, application_name: 'museum-listener' });
+    const client = new pg.Client({
+      connectionString: this.url,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+      keepAliveInitialDelayMillis: 5_000,
+      application_name: 'museum-listener',
+    });
     let lost = false;
     const onLost = (err?: unknown) => {
       if (lost) return;
@@ -273,7 +291,11 @@ export class PgState {
       if (this.closed) return;
       // Not an outage by itself (one dropped connection; queries tell whether the database is
       // reachable). Until it is back remembered keys are checked again, then forgotten (onListening).
-      if (wasLive) this.log.warn({ err: (err as Error | undefined)?.message }, 'PostgreSQL (DATABASE_URL) key notices lost with the listening connection; reconnecting');
+      if (wasLive)
+        this.log.warn(
+          { err: (err as Error | undefined)?.message },
+          'PostgreSQL (DATABASE_URL) key notices lost with the listening connection; reconnecting',
+        );
       this.retryTimer = setTimeout(() => void this.connectListener(attempt + 1), Math.min(100 * 2 ** attempt, 2_000));
       this.retryTimer.unref();
     };

@@ -36,10 +36,10 @@ export class PgExhibitionStore implements ExhibitionStore {
     let rows: Array<{ updated_at: string; read_at: string; content_hash: string; context: string | null }>;
     try {
       // One round trip: the context travels only when the cached one is not current.
-      ({ rows } = await this.db.query<(typeof rows)[number]>('SELECT updated_at, read_at, content_hash, CASE WHEN updated_at = $2 THEN NULL ELSE context END AS context FROM exhibitions WHERE id = $1', [
-        id,
-        cachedStamp ?? -1,
-      ]));
+      ({ rows } = await this.db.query<(typeof rows)[number]>(
+        'SELECT updated_at, read_at, content_hash, CASE WHEN updated_at = $2 THEN NULL ELSE context END AS context FROM exhibitions WHERE id = $1',
+        [id, cachedStamp ?? -1],
+      ));
     } catch (err) {
       // Database down: an exhibition this instance has read keeps being guided.
       const stale = cachedStamp === undefined ? null : this.cache.hit(id, cachedStamp);
@@ -97,7 +97,12 @@ export class PgExhibitionStore implements ExhibitionStore {
           doc.id,
         ]);
       } else {
-        await c.query('UPDATE exhibitions SET content_hash = $1, context = $2, updated_at = $3 WHERE id = $4', [contentHash, plan.json, plan.stamp, doc.id]);
+        await c.query('UPDATE exhibitions SET content_hash = $1, context = $2, updated_at = $3 WHERE id = $4', [
+          contentHash,
+          plan.json,
+          plan.stamp,
+          doc.id,
+        ]);
       }
       return plan;
     });

@@ -28,7 +28,13 @@ import {
 import type { PgState } from './pg-db.ts';
 
 const num = (v: string | number | null): number | null => (v === null ? null : Number(v));
-const keyRowOf = (r: KeyRow): KeyRow => ({ ...r, id: Number(r.id), created_at: Number(r.created_at), revoked_at: num(r.revoked_at), last_used_at: num(r.last_used_at) });
+const keyRowOf = (r: KeyRow): KeyRow => ({
+  ...r,
+  id: Number(r.id),
+  created_at: Number(r.created_at),
+  revoked_at: num(r.revoked_at),
+  last_used_at: num(r.last_used_at),
+});
 
 /**
  * How long a remembered key is trusted while notices flow: a backstop for a notice lost in a way
@@ -81,12 +87,10 @@ export class PgKeyStore implements KeyStore {
     const now = Date.now();
     try {
       // One statement for the lot.
-      await this.db.query('INSERT INTO api_keys (name, prefix, hash, created_at) SELECT n, p, h, $4 FROM unnest($1::text[], $2::text[], $3::bytea[]) AS k(n, p, h)', [
-        clean,
-        keys.map((k) => k.slice(0, PREFIX_LENGTH)),
-        keys.map(hashKey),
-        now,
-      ]);
+      await this.db.query(
+        'INSERT INTO api_keys (name, prefix, hash, created_at) SELECT n, p, h, $4 FROM unnest($1::text[], $2::text[], $3::bytea[]) AS k(n, p, h)',
+        [clean, keys.map((k) => k.slice(0, PREFIX_LENGTH)), keys.map(hashKey), now],
+      );
     } catch (err) {
       if ((err as { code?: string }).code === '23505') throw new Error('a key with one of these names already exists');
       throw err;
@@ -116,7 +120,11 @@ export class PgKeyStore implements KeyStore {
       const { rows } = await c.query<{ id: string; name: string }>('SELECT id, name FROM api_keys WHERE name = $1 FOR UPDATE', [clean]);
       const old = rows[0];
       if (old) {
-        await c.query('UPDATE api_keys SET name = $1, revoked_at = COALESCE(revoked_at, $2) WHERE id = $3', [`${old.name}#${old.id}`, Date.now(), old.id]);
+        await c.query('UPDATE api_keys SET name = $1, revoked_at = COALESCE(revoked_at, $2) WHERE id = $3', [
+          `${old.name}#${old.id}`,
+          Date.now(),
+          old.id,
+        ]);
         this.verified.forgetId(Number(old.id));
       }
       return this.insert(c, clean);
@@ -208,15 +216,19 @@ export class PgKeyStore implements KeyStore {
     const digests = [...batch.keys()];
     for (let i = 0; i < digests.length; i += LOOKUP_BATCH) {
       const chunk = digests.slice(i, i + LOOKUP_BATCH);
-      this.db.query<KeyHashRow>('SELECT id, hash, revoked_at FROM api_keys WHERE hash = ANY($1::bytea[])', [chunk.map((d) => Buffer.from(d, 'base64'))]).then(
-        ({ rows }) => {
-          const found = new Map(rows.map((r) => [r.hash.toString('base64'), r]));
-          for (const d of chunk) batch.get(d)!.resolve(found.get(d));
-        },
-        (err: unknown) => {
-          for (const d of chunk) batch.get(d)!.reject(err);
-        },
-      );
+      this.db
+        .query<KeyHashRow>('SELECT id, hash, revoked_at FROM api_keys WHERE hash = ANY($1::bytea[])', [
+          chunk.map((d) => Buffer.from(d, 'base64')),
+        ])
+        .then(
+          ({ rows }) => {
+            const found = new Map(rows.map((r) => [r.hash.toString('base64'), r]));
+            for (const d of chunk) batch.get(d)!.resolve(found.get(d));
+          },
+          (err: unknown) => {
+            for (const d of chunk) batch.get(d)!.reject(err);
+          },
+        );
     }
   }
 

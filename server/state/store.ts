@@ -31,7 +31,9 @@ const SWEEP_MS = 3_600_000;
  * exhibitions hourly — what a server does and a one-off CLI command does not.
  */
 export async function openStateStore(config: StateConfig, log: Logger, options: { serving?: boolean } = {}): Promise<StateStore> {
-  const store = config.databaseUrl ? await openPostgres(config.databaseUrl, config.exhibitionTtlMs, log, options.serving ?? false) : openSqlite(config);
+  const store = config.databaseUrl
+    ? await openPostgres(config.databaseUrl, config.exhibitionTtlMs, log, options.serving ?? false)
+    : openSqlite(config);
   if (!options.serving) return store;
   const sweep = () =>
     void store.exhibitions.sweep().then(

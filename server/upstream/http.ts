@@ -224,7 +224,13 @@ export class UpstreamHttp {
     }, headTimeoutMs);
     let response: Response;
     try {
-      response = await this.send(path, { ...options, headers: { accept: 'text/event-stream', ...options.headers } }, control.controller.signal, () => headTimedOut, headTimeoutMs);
+      response = await this.send(
+        path,
+        { ...options, headers: { accept: 'text/event-stream', ...options.headers } },
+        control.controller.signal,
+        () => headTimedOut,
+        headTimeoutMs,
+      );
     } catch (err) {
       control.detach();
       throw err;
@@ -243,9 +249,11 @@ export class UpstreamHttp {
   /** Why a stream's head is not served on: cancelled meanwhile, not 200 with a body, not an event stream; or null. */
   private refusedStream(path: string, method: string, response: Response, cancelled: boolean): UpstreamError | null {
     if (cancelled) return new UpstreamError(this.service, 'aborted', `${path}: cancelled by the caller`);
-    if (response.status !== 200 || !response.body) return this.failure('status', `${method} ${path} answered ${response.status}`, response.status);
+    if (response.status !== 200 || !response.body)
+      return this.failure('status', `${method} ${path} answered ${response.status}`, response.status);
     const type = response.headers.get('content-type') ?? '';
-    if (!/^text\/event-stream\b/i.test(type)) return this.failure('body', `${method} ${path} answered ${JSON.stringify(type)} instead of an event stream`);
+    if (!/^text\/event-stream\b/i.test(type))
+      return this.failure('body', `${method} ${path} answered ${JSON.stringify(type)} instead of an event stream`);
     return null;
   }
 

@@ -116,10 +116,7 @@ const UpstreamCollection = z.looseObject({
   document_count: z.coerce.number().int().nullish(),
   entity_count: z.coerce.number().int().nullish(),
 });
-const UpstreamCollections = z.union([
-  z.array(UpstreamCollection),
-  z.looseObject({ collections: z.array(UpstreamCollection) }),
-]);
+const UpstreamCollections = z.union([z.array(UpstreamCollection), z.looseObject({ collections: z.array(UpstreamCollection) })]);
 
 const toSource = (s: z.infer<typeof UpstreamSource>): LibrarySource => ({
   document_id: s.document_id,
@@ -267,7 +264,8 @@ export class LibraryClient {
             if (!sources.success) throw this.garbage('/api/ask/stream');
             answer.sources = sources.data.map(toSource);
           }
-          if (typeof e.graph_context === 'object' && e.graph_context !== null) answer.graph_context = e.graph_context as Record<string, unknown>;
+          if (typeof e.graph_context === 'object' && e.graph_context !== null)
+            answer.graph_context = e.graph_context as Record<string, unknown>;
           if (isDone(e)) {
             done = true;
             break;
@@ -298,5 +296,4 @@ function parseJson(data: string): unknown {
   }
 }
 
-const isDone = (event: unknown): boolean =>
-  typeof event === 'object' && event !== null && (event as { done?: unknown }).done === true;
+const isDone = (event: unknown): boolean => typeof event === 'object' && event !== null && (event as { done?: unknown }).done === true;

@@ -23,9 +23,7 @@ export interface LlmClientOptions {
 }
 
 const Completion = z.looseObject({
-  choices: z
-    .array(z.looseObject({ message: z.looseObject({ content: z.string().nullable().optional() }) }))
-    .min(1),
+  choices: z.array(z.looseObject({ message: z.looseObject({ content: z.string().nullable().optional() }) })).min(1),
 });
 
 export class LlmClient {

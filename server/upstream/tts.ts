@@ -41,7 +41,13 @@ export class OpenAiSpeech implements SpeechEngine {
     }
   }
 
-  private async request(url: string, text: string, voice: string | undefined, signal: AbortSignal, timedOut: () => boolean): Promise<Buffer> {
+  private async request(
+    url: string,
+    text: string,
+    voice: string | undefined,
+    signal: AbortSignal,
+    timedOut: () => boolean,
+  ): Promise<Buffer> {
     const fail = (reason: UpstreamError['reason'], detail: string, status?: number) => {
       this.options.log?.warn({ upstream: SPEECH_SERVICE, reason, detail, status }, 'upstream call failed');
       return new UpstreamError(SPEECH_SERVICE, reason, detail, status);
@@ -60,7 +66,9 @@ export class OpenAiSpeech implements SpeechEngine {
         redirect: 'error',
       });
     } catch (err) {
-      throw timedOut() ? fail('timeout', `no answer within ${this.options.timeoutMs} ms`) : fail('network', String((err as Error).cause ?? err));
+      throw timedOut()
+        ? fail('timeout', `no answer within ${this.options.timeoutMs} ms`)
+        : fail('network', String((err as Error).cause ?? err));
     }
     if (response.status !== 200 || !response.body) {
       await response.body?.cancel().catch(() => undefined);
@@ -112,7 +120,10 @@ export class EspeakSpeech implements SpeechEngine {
         }
         resolve(Buffer.concat(chunks));
       };
-      const timer = setTimeout(() => finish(new UpstreamError(SPEECH_SERVICE, 'timeout', `espeak-ng/lame took over ${this.options.timeoutMs} ms`)), this.options.timeoutMs);
+      const timer = setTimeout(
+        () => finish(new UpstreamError(SPEECH_SERVICE, 'timeout', `espeak-ng/lame took over ${this.options.timeoutMs} ms`)),
+        this.options.timeoutMs,
+      );
       const onAbort = () => finish(new UpstreamError(SPEECH_SERVICE, 'aborted', 'cancelled by the caller'));
       call.signal?.addEventListener('abort', onAbort, { once: true });
       for (const child of [espeak, lame]) {

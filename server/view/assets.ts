@@ -57,7 +57,8 @@ function asset(body: Buffer, ext: string): Asset {
   };
 }
 
-const hashed = (stem: string, ext: string, body: Buffer) => `${stem}-${createHash('sha256').update(body).digest('hex').slice(0, 12)}.${ext}`;
+const hashed = (stem: string, ext: string, body: Buffer) =>
+  `${stem}-${createHash('sha256').update(body).digest('hex').slice(0, 12)}.${ext}`;
 
 export class ViewerAssets {
   private loading: Promise<{ files: Map<string, Asset>; urls: PageAssets }> | null = null;
@@ -127,7 +128,10 @@ export class ViewerAssets {
         },
         meshopt: add('meshopt_decoder', resolve('three/examples/jsm/libs/meshopt_decoder.module.js')),
       },
-      swagger: { js: add('swagger-ui-bundle', join(swaggerDir, 'swagger-ui-bundle.js')), css: add('swagger-ui', join(swaggerDir, 'swagger-ui.css')) },
+      swagger: {
+        js: add('swagger-ui-bundle', join(swaggerDir, 'swagger-ui-bundle.js')),
+        css: add('swagger-ui', join(swaggerDir, 'swagger-ui.css')),
+      },
     };
     return { files, urls };
   }

@@ -39,7 +39,8 @@ export const DOCS_CSP = [
 ].join('; ');
 
 /** The QA report: no script at all, its own inline styles and data: pictures. */
-export const REPORT_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+export const REPORT_CSP =
+  "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 export const PAGE_HEADERS = {
   'X-Content-Type-Options': 'nosniff',
@@ -49,7 +50,12 @@ export const PAGE_HEADERS = {
 
 /** JSON that is safe inside a `<script>` element (no `</script>`, no comment or CDATA openers). */
 const scriptJson = (value: unknown): string =>
-  JSON.stringify(value).replace(/</g, '\\u003c').replace(/>/g, '\\u003e').replace(/&/g, '\\u0026').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029');
+  JSON.stringify(value)
+    .replace(/</g, '\\u003c')
+    .replace(/>/g, '\\u003e')
+    .replace(/&/g, '\\u0026')
+    .replace(/\u2028/g, '\\u2028')
+    .replace(/\u2029/g, '\\u2029');
 
 interface ShellOptions {
   title: string;
@@ -149,6 +155,12 @@ export function messagePage(assets: PageAssets | null, heading: string, detail: 
     title: heading,
     bodyClass: 'notfound',
     head: assets?.viewer.css ? [`<link rel="stylesheet" href="${e(assets.viewer.css)}">`] : [],
-    body: ['<main>', `<h1>${e(heading)}</h1>`, `<p>${e(detail)}</p>`, '<p><a href="/report">QA report</a> · <a href="/docs">API reference</a></p>', '</main>'],
+    body: [
+      '<main>',
+      `<h1>${e(heading)}</h1>`,
+      `<p>${e(detail)}</p>`,
+      '<p><a href="/report">QA report</a> · <a href="/docs">API reference</a></p>',
+      '</main>',
+    ],
   });
 }

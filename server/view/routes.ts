@@ -55,8 +55,23 @@ export const viewRoutes: RouteModule = (api, services) => {
   const { assets, textures } = services.view;
   const exhibitions = services.state.exhibitions;
   /** A page or one of its assets: public, GET, outside the OpenAPI document and the index. */
-  const page = (path: string, operationId: string, handler: (ctx: RouteContext) => Promise<void>, response: RouteResponse = { html: 'an HTML page' }) =>
-    api.route({ method: 'GET', path, operationId, summary: operationId, tag: 'pages', access: 'public', response, documented: false, handler });
+  const page = (
+    path: string,
+    operationId: string,
+    handler: (ctx: RouteContext) => Promise<void>,
+    response: RouteResponse = { html: 'an HTML page' },
+  ) =>
+    api.route({
+      method: 'GET',
+      path,
+      operationId,
+      summary: operationId,
+      tag: 'pages',
+      access: 'public',
+      response,
+      documented: false,
+      handler,
+    });
 
   const html = (ctx: RouteContext, status: number, body: string, csp = VIEWER_CSP) => {
     ctx.status = status;
@@ -85,7 +100,15 @@ export const viewRoutes: RouteModule = (api, services) => {
     } catch (err) {
       // The state store is down (PostgreSQL): say so as a page, not as a JSON envelope.
       log.warn({ err }, 'exhibition view: state store unavailable');
-      return html(ctx, 503, messagePage(await assets.urls().catch(() => null), 'Exhibition unavailable', 'The exhibition store cannot be reached right now; try again shortly.'));
+      return html(
+        ctx,
+        503,
+        messagePage(
+          await assets.urls().catch(() => null),
+          'Exhibition unavailable',
+          'The exhibition store cannot be reached right now; try again shortly.',
+        ),
+      );
     }
     if (!found) return notFound(ctx, 'Exhibition', `No exhibition with id ${id} is registered.`);
     const { context } = found;
@@ -120,36 +143,46 @@ export const viewRoutes: RouteModule = (api, services) => {
     html(ctx, 200, viewerPage(urls, page, `Exhibition — ${context.name}`));
   });
 
-  page(`${ASSET_PREFIX}{name}`, 'viewerAsset', async (ctx) => {
-    const asset = await assets.get(ctx.params.name ?? '');
-    if (!asset) throw new HttpError(404, 'NOT_FOUND', 'Not found');
-    ctx.set({ 'Cache-Control': IMMUTABLE, ETag: asset.etag, 'X-Content-Type-Options': 'nosniff', Vary: 'Accept-Encoding' });
-    ctx.type = asset.type;
-    if (ctx.get('if-none-match') === asset.etag) {
-      ctx.status = 304;
-      return;
-    }
-    const gzip = /\bgzip\b/.test(ctx.get('accept-encoding')) ? asset.gzip() : null;
-    if (gzip) ctx.set('Content-Encoding', 'gzip');
-    ctx.body = gzip ?? asset.body;
-   }, { binary: '*/*', description: 'a script, style or decoder of the pages (content-hashed, immutable)' });
+  page(
+    `${ASSET_PREFIX}{name}`,
+    'viewerAsset',
+    async (ctx) => {
+      const asset = await assets.get(ctx.params.name ?? '');
+      if (!asset) throw new HttpError(404, 'NOT_FOUND', 'Not found');
+      ctx.set({ 'Cache-Control': IMMUTABLE, ETag: asset.etag, 'X-Content-Type-Options': 'nosniff', Vary: 'Accept-Encoding' });
+      ctx.type = asset.type;
+      if (ctx.get('if-none-match') === asset.etag) {
+        ctx.status = 304;
+        return;
+      }
+      const gzip = /\bgzip\b/.test(ctx.get('accept-encoding')) ? asset.gzip() : null;
+      if (gzip) ctx.set('Content-Encoding', 'gzip');
+      ctx.body = gzip ?? asset.body;
+    },
+    { binary: '*/*', description: 'a script, style or decoder of the pages (content-hashed, immutable)' },
+  );
 
   // Only artwork ids of the published snapshot, and only the media URL it holds for them.
-  page('/view/textures/artworks/{name}', 'artworkTexture', async (ctx) => {
-    const match = /^([1-9]\d{0,15})\.webp$/.exec(ctx.params.name ?? '');
-    const artwork = match ? content.snapshot.artworksById.get(Number(match[1])) : undefined;
-    const source = artwork ? textureSource(content.snapshot, artwork, config.dataDir) : null;
-    if (!source) throw new HttpError(404, 'NOT_FOUND', 'No such artwork, or it has no still image');
-    let bytes: Buffer;
-    try {
-      bytes = await textures.variant(source);
-    } catch {
-      throw new HttpError(502, 'UPSTREAM', "The artwork's image could not be fetched or decoded");
-    }
-    ctx.set({ 'Cache-Control': 'public, max-age=86400', 'X-Content-Type-Options': 'nosniff' });
-    ctx.type = 'image/webp';
-    ctx.body = bytes;
-  }, { binary: 'image/webp', description: 'a same-origin WebP texture of an artwork image' });
+  page(
+    '/view/textures/artworks/{name}',
+    'artworkTexture',
+    async (ctx) => {
+      const match = /^([1-9]\d{0,15})\.webp$/.exec(ctx.params.name ?? '');
+      const artwork = match ? content.snapshot.artworksById.get(Number(match[1])) : undefined;
+      const source = artwork ? textureSource(content.snapshot, artwork, config.dataDir) : null;
+      if (!source) throw new HttpError(404, 'NOT_FOUND', 'No such artwork, or it has no still image');
+      let bytes: Buffer;
+      try {
+        bytes = await textures.variant(source);
+      } catch {
+        throw new HttpError(502, 'UPSTREAM', "The artwork's image could not be fetched or decoded");
+      }
+      ctx.set({ 'Cache-Control': 'public, max-age=86400', 'X-Content-Type-Options': 'nosniff' });
+      ctx.type = 'image/webp';
+      ctx.body = bytes;
+    },
+    { binary: 'image/webp', description: 'a same-origin WebP texture of an artwork image' },
+  );
 
   page('/docs', 'docsPage', async (ctx) => {
     html(ctx, 200, docsPage(await assets.urls(), '/v1/openapi.json'), DOCS_CSP);

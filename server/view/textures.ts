@@ -212,10 +212,12 @@ export class ArtworkTextures {
 
   private async listDisk(): Promise<LRUCache<string, number>> {
     const entries = await Promise.all(
-      (await fs.readdir(this.options.cacheDir)).filter((n) => n.endsWith('.webp')).map(async (n) => {
-        const stat = await fs.stat(join(this.options.cacheDir, n)).catch(() => null);
-        return stat ? ([n, stat.size, stat.mtimeMs] as const) : null;
-      }),
+      (await fs.readdir(this.options.cacheDir))
+        .filter((n) => n.endsWith('.webp'))
+        .map(async (n) => {
+          const stat = await fs.stat(join(this.options.cacheDir, n)).catch(() => null);
+          return stat ? ([n, stat.size, stat.mtimeMs] as const) : null;
+        }),
     );
     const index = diskCacheIndex(this.maxDiskBytes, (n) => this.evicted.push(n));
     for (const [n, size] of entries.filter((e) => e !== null).sort((a, b) => a[2] - b[2])) index.set(n, size);

@@ -12,7 +12,8 @@ import { startModelServer } from '../fakes/model-server.ts';
 import { smallRoomGlb, truncatedGlb } from './fixtures.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
-const museum = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+const museum = (...args: string[]) =>
+  spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
 const tmp = (prefix: string) => mkdtempSync(join(tmpdir(), prefix));
 
 describe('museum bake (CLI)', () => {
@@ -53,7 +54,11 @@ describe('museum bake (CLI)', () => {
     // --json: one JSON document on stdout with the error.
     const json = museum('bake', 'room', join(dir, 'broken.glb'), '--room', '1', '--out', join(dir, 'data'), '--json');
     expect(json.status).toBe(1);
-    expect(JSON.parse(json.stdout)).toEqual({ room: 1, ok: false, error: expect.stringMatching(/^truncated GLB: header declares \d+ bytes/) });
+    expect(JSON.parse(json.stdout)).toEqual({
+      room: 1,
+      ok: false,
+      error: expect.stringMatching(/^truncated GLB: header declares \d+ bytes/),
+    });
   });
 
   it('bake room shows its steps on stderr as they begin', async () => {
@@ -61,8 +66,13 @@ describe('museum bake (CLI)', () => {
     await writeFile(join(dir, 'room.glb'), await smallRoomGlb());
     const run = museum('bake', 'room', join(dir, 'room.glb'), '--room', '1', '--out', join(dir, 'data'), '--json');
     expect(run.status, run.stderr).toBe(0);
-    const steps = run.stderr.trimEnd().split('\n').map((line) => /^bake room: (.+) \(\d+(?: ms|\.\d s)\)$/.exec(line)?.[1]);
-    expect(steps.slice(1)).toEqual(expect.arrayContaining(['reading the model', 'placing the slot anchors', 'compressing the textures', 'optimizing the model', 'done']));
+    const steps = run.stderr
+      .trimEnd()
+      .split('\n')
+      .map((line) => /^bake room: (.+) \(\d+(?: ms|\.\d s)\)$/.exec(line)?.[1]);
+    expect(steps.slice(1)).toEqual(
+      expect.arrayContaining(['reading the model', 'placing the slot anchors', 'compressing the textures', 'optimizing the model', 'done']),
+    );
     expect(steps.at(-1)).toBe('done');
     expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, room: 1 });
   });
@@ -81,15 +91,20 @@ describe('museum bake (CLI)', () => {
     const run = (env: Record<string, string>) =>
       new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
         const { BAKE_ALLOW_HOSTS: _a, CONTENT_UPSTREAM_URL: _c, ...base } = process.env;
-        execFile(process.execPath, [join(ROOT, 'bin/museum.js'), 'bake', 'room', `${server.url}/m.glb`, '--room', '1', '--out', tmp('museum-cli-url-'), '--json'], { cwd: ROOT, env: { ...base, ...env } }, (err, stdout, stderr) =>
-          done({ code: err ? Number((err as { code?: number }).code) : 0, stdout, stderr }),
+        execFile(
+          process.execPath,
+          [join(ROOT, 'bin/museum.js'), 'bake', 'room', `${server.url}/m.glb`, '--room', '1', '--out', tmp('museum-cli-url-'), '--json'],
+          { cwd: ROOT, env: { ...base, ...env } },
+          (err, stdout, stderr) => done({ code: err ? Number((err as { code?: number }).code) : 0, stdout, stderr }),
         );
       });
     try {
       const refused = await run({});
       expect(refused.code).toBe(1);
       const lastLine = (text: string) => text.trimEnd().split('\n').at(-1); // after the steps of `bake room`
-      expect(lastLine(refused.stderr)).toBe(`museum: ${server.url}/m.glb refused: ${new URL(server.url).host} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`);
+      expect(lastLine(refused.stderr)).toBe(
+        `museum: ${server.url}/m.glb refused: ${new URL(server.url).host} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`,
+      );
       expect(server.requests.size).toBe(0);
       const allowed = await run({ BAKE_ALLOW_HOSTS: new URL(server.url).host });
       expect(allowed.code, allowed.stderr).toBe(0);

@@ -46,7 +46,9 @@ describe('content files of artworks', () => {
     dir = join(root, 'content');
     dataDir = join(root, 'data');
     mkdirSync(join(dir, 'pictures'), { recursive: true });
-    png = await sharp({ create: { width: 300, height: 200, channels: 3, background: '#336699' } }).png().toBuffer();
+    png = await sharp({ create: { width: 300, height: 200, channels: 3, background: '#336699' } })
+      .png()
+      .toBuffer();
     writeFileSync(join(dir, 'pictures', 'a.png'), png);
     writeFileSync(join(dir, 'pictures', 'drawing.svg'), '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>');
     writeFileSync(join(dir, 'pictures', 'notes.png'), 'not an image');

@@ -32,14 +32,42 @@ describe('loading content', () => {
   });
 
   it.each([
-    ['rooms.json', (items: Array<Record<string, unknown>>) => void (items[2]!.slots = 'six'), /rooms\.json: record 2 \(id 3\) field slots: .*expected number/],
-    ['rooms.json', (items: Array<Record<string, unknown>>) => void (items[0]!.model = 'ftp://x/y.glb'), /rooms\.json: record 0 \(id 1\) field model: must be a relative path or an http\(s\) URL$/],
+    [
+      'rooms.json',
+      (items: Array<Record<string, unknown>>) => void (items[2]!.slots = 'six'),
+      /rooms\.json: record 2 \(id 3\) field slots: .*expected number/,
+    ],
+    [
+      'rooms.json',
+      (items: Array<Record<string, unknown>>) => void (items[0]!.model = 'ftp://x/y.glb'),
+      /rooms\.json: record 0 \(id 1\) field model: must be a relative path or an http\(s\) URL$/,
+    ],
     ['rooms.json', (items: Array<Record<string, unknown>>) => void (items[1]!.id = 1), /rooms\.json: duplicate room id 1$/],
-    ['collections.json', (items: Array<Record<string, unknown>>) => void (items[1]!.parent = 99), /collections\.json: collection 2 has parent 99, which does not exist$/],
-    ['collections.json', (items: Array<Record<string, unknown>>) => void (items[0]!.status = 'archived'), /collections\.json: record 0 \(id 1\) field status: /],
-    ['artworks.json', (items: Array<Record<string, unknown>>) => void ((items[3]!.media_info as Record<string, unknown>).width = -5), /artworks\.json: record 3 \(id 104\) field media_info\.width: /],
-    ['artworks.json', (items: Array<Record<string, unknown>>) => void (items[1]!.image_url = 'https://cdn.example/old-flat-format.png'), /artworks\.json: record 1 \(id 102\): Unrecognized key: "image_url"$/],
-    ['artworks.json', (items: Array<Record<string, unknown>>) => void (items[0]!.museum_collection = 'nowhere'), /artworks\.json: artwork 101 is in museum collection "nowhere", which is not in collections\.json$/],
+    [
+      'collections.json',
+      (items: Array<Record<string, unknown>>) => void (items[1]!.parent = 99),
+      /collections\.json: collection 2 has parent 99, which does not exist$/,
+    ],
+    [
+      'collections.json',
+      (items: Array<Record<string, unknown>>) => void (items[0]!.status = 'archived'),
+      /collections\.json: record 0 \(id 1\) field status: /,
+    ],
+    [
+      'artworks.json',
+      (items: Array<Record<string, unknown>>) => void ((items[3]!.media_info as Record<string, unknown>).width = -5),
+      /artworks\.json: record 3 \(id 104\) field media_info\.width: /,
+    ],
+    [
+      'artworks.json',
+      (items: Array<Record<string, unknown>>) => void (items[1]!.image_url = 'https://cdn.example/old-flat-format.png'),
+      /artworks\.json: record 1 \(id 102\): Unrecognized key: "image_url"$/,
+    ],
+    [
+      'artworks.json',
+      (items: Array<Record<string, unknown>>) => void (items[0]!.museum_collection = 'nowhere'),
+      /artworks\.json: artwork 101 is in museum collection "nowhere", which is not in collections\.json$/,
+    ],
   ])('rejects an invalid %s with one line naming the record', async (file, edit, message) => {
     const dir = await withEdit(file, edit);
     const error = await loadContent(dir).catch((e: Error) => e);
@@ -65,7 +93,11 @@ describe('public catalog', () => {
       { id: 2, name: 'Founders: Portraits', slug: 'founders-portraits' },
       { id: 3, name: 'Founders: Landscapes', slug: 'founders-landscapes' },
     ]);
-    expect(collections.find((c) => c.slug === 'founders-portraits')!.parent_collection).toEqual({ id: 1, name: 'Founders', slug: 'founders' });
+    expect(collections.find((c) => c.slug === 'founders-portraits')!.parent_collection).toEqual({
+      id: 1,
+      name: 'Founders',
+      slug: 'founders',
+    });
     // The draft child of a published collection is not among its children.
     expect(collections.find((c) => c.slug === 'generative')!.child_collections).toEqual([]);
   });
@@ -88,9 +120,19 @@ describe('public catalog', () => {
     expect(byId.get(108)!.media?.url).toMatch(/^https:\/\/gw\.example\/ipfs\/bafy/);
     expect(byId.get(112)!.media).toBeNull();
     // A video blob is never the still: the next blob is; the animation is display_animation_info.
-    expect(byId.get(110)!.media).toMatchObject({ url: 'https://media.museum.example/works/110.gif', type: 'image', content_type: 'image/gif' });
+    expect(byId.get(110)!.media).toMatchObject({
+      url: 'https://media.museum.example/works/110.gif',
+      type: 'image',
+      content_type: 'image/gif',
+    });
     expect(byId.get(110)!.animation).toMatchObject({ type: 'video', width: 1080, height: 1350 });
-    expect(byId.get(115)!.media).toEqual({ url: 'https://media.museum.example/works/115-poster.jpg', type: 'image', content_type: 'image/jpeg', width: 1000, height: 750 });
+    expect(byId.get(115)!.media).toEqual({
+      url: 'https://media.museum.example/works/115-poster.jpg',
+      type: 'image',
+      content_type: 'image/jpeg',
+      width: 1000,
+      height: 750,
+    });
     // Both collections are kept: the marketplace slug is shown, the museum collection filters.
     expect(byId.get(101)).toMatchObject({ collection: 'first-season', museum_collection: 'founders-portraits' });
     expect(byId.get(116)).toMatchObject({ collection: 'loose-drops', museum_collection: null });
@@ -103,6 +145,9 @@ describe('public catalog', () => {
     });
     const { collections } = publicCatalog(await loadContent(dir), { ipfsGateway: 'https://gw.example' });
     expect(collections.map((c) => c.slug)).toEqual(['generative', 'founders', 'founders-portraits', 'founders-landscapes']);
-    expect(collections.find((c) => c.slug === 'founders')!.child_collections.map((c) => c.slug)).toEqual(['founders-portraits', 'founders-landscapes']);
+    expect(collections.find((c) => c.slug === 'founders')!.child_collections.map((c) => c.slug)).toEqual([
+      'founders-portraits',
+      'founders-landscapes',
+    ]);
   });
 });

@@ -55,22 +55,30 @@ describe('remote sources', () => {
 
   it('gives up after the retries with one clear line', async () => {
     server = await startModelServer({ '/down.glb': { body: Buffer.alloc(1), failFirst: 99 } });
-    const error = await resolver().resolveFile(`${server.url}/down.glb`).catch((e: Error) => e);
+    const error = await resolver()
+      .resolveFile(`${server.url}/down.glb`)
+      .catch((e: Error) => e);
     expect(error).toBeInstanceOf(FetchError);
     expect((error as Error).message).toBe(`GET ${server.url}/down.glb failed after 4 attempts: 503 Service Unavailable`);
   });
 
   it('reports a timeout that never recovers', async () => {
     server = await startModelServer({ '/hang.glb': { body: Buffer.alloc(1), stallFirst: 99, stallMs: 5_000 } });
-    const error = await resolver({ fetch: { ...fast, retries: 1 } }).resolveFile(`${server.url}/hang.glb`).catch((e: Error) => e);
+    const error = await resolver({ fetch: { ...fast, retries: 1 } })
+      .resolveFile(`${server.url}/hang.glb`)
+      .catch((e: Error) => e);
     expect((error as Error).message).toBe(`GET ${server.url}/hang.glb failed after 2 attempts: timed out after 300 ms`);
   });
 
   it('fails a 4xx at once, without retrying', async () => {
     server = await startModelServer({ '/gone.glb': { body: Buffer.alloc(1), status: 410 } });
-    const missing = await resolver().resolveFile(`${server.url}/missing.glb`).catch((e: Error) => e);
+    const missing = await resolver()
+      .resolveFile(`${server.url}/missing.glb`)
+      .catch((e: Error) => e);
     expect((missing as Error).message).toBe(`GET ${server.url}/missing.glb → 404 Not Found`);
-    const gone = await resolver().resolveFile(`${server.url}/gone.glb`).catch((e: Error) => e);
+    const gone = await resolver()
+      .resolveFile(`${server.url}/gone.glb`)
+      .catch((e: Error) => e);
     expect((gone as Error).message).toBe(`GET ${server.url}/gone.glb → 410 Gone`);
     expect(server.requests.get('/missing.glb')).toBe(1);
     expect(server.requests.get('/gone.glb')).toBe(1);
@@ -91,7 +99,9 @@ describe('remote sources', () => {
   });
 
   it('resolves the external files of a remote .gltf relative to its URL', async () => {
-    const gltf = Buffer.from(JSON.stringify({ asset: { version: '2.0' }, buffers: [{ uri: 'data/scene.bin', byteLength: 4 }], images: [{ uri: 'tex%20a.png' }] }));
+    const gltf = Buffer.from(
+      JSON.stringify({ asset: { version: '2.0' }, buffers: [{ uri: 'data/scene.bin', byteLength: 4 }], images: [{ uri: 'tex%20a.png' }] }),
+    );
     server = await startModelServer({
       '/rooms/a.gltf': { body: gltf },
       '/rooms/data/scene.bin': { body: Buffer.from([1, 2, 3, 4]) },
@@ -152,7 +162,9 @@ describe('local sources', () => {
   });
 
   it('names a missing file', async () => {
-    const error = await resolver().resolveFile('models/nope.glb').catch((e: Error) => e);
+    const error = await resolver()
+      .resolveFile('models/nope.glb')
+      .catch((e: Error) => e);
     expect(error).toBeInstanceOf(FetchError);
     expect((error as Error).message).toBe('models/nope.glb: file not found');
   });
@@ -160,11 +172,23 @@ describe('local sources', () => {
 
 describe('cache bounds', () => {
   it('forgets the least recently used remote files beyond the bound, and their blobs', async () => {
-    server = await startModelServer({ '/a.glb': { body: Buffer.from('aaa') }, '/b.glb': { body: Buffer.from('bbb') }, '/c.glb': { body: Buffer.from('ccc') } });
+    server = await startModelServer({
+      '/a.glb': { body: Buffer.from('aaa') },
+      '/b.glb': { body: Buffer.from('bbb') },
+      '/c.glb': { body: Buffer.from('ccc') },
+    });
     const r = resolver({ maxRemoteEntries: 2 });
-    const [a, b, c] = [await r.resolveFile(`${server.url}/a.glb`), await r.resolveFile(`${server.url}/b.glb`), await r.resolveFile(`${server.url}/c.glb`)];
+    const [a, b, c] = [
+      await r.resolveFile(`${server.url}/a.glb`),
+      await r.resolveFile(`${server.url}/b.glb`),
+      await r.resolveFile(`${server.url}/c.glb`),
+    ];
     await r.save();
-    const exists = (path: string) => stat(path).then(() => true, () => false);
+    const exists = (path: string) =>
+      stat(path).then(
+        () => true,
+        () => false,
+      );
     expect([await exists(a.path), await exists(b.path), await exists(c.path)]).toEqual([false, true, true]);
   });
 });
@@ -192,7 +216,9 @@ describe("a model's resources stay in its own folder or origin", () => {
     };
     for (const [uri, why] of Object.entries(cases)) {
       await writeFile(join(room, 'm.gltf'), gltfWith(uri));
-      const error = await resolver().resolveModel('content/rooms/m.gltf').catch((e: Error) => e);
+      const error = await resolver()
+        .resolveModel('content/rooms/m.gltf')
+        .catch((e: Error) => e);
       expect(error, uri).toBeInstanceOf(FetchError);
       expect((error as Error).message, uri).toBe(`content/rooms/m.gltf: external resource "${uri}" refused: ${why}`);
     }
@@ -204,10 +230,20 @@ describe("a model's resources stay in its own folder or origin", () => {
     const other = await startCanary();
     try {
       server = await startModelServer({ '/rooms/a.gltf': { body: Buffer.from(gltfWith(`${other.url}/latest/meta-data/`)) } });
-      const error = await resolver({ net: allowing(server, other) }).resolveModel(`${server.url}/rooms/a.gltf`).catch((e: Error) => e);
-      expect((error as Error).message).toBe(`${server.url}/rooms/a.gltf: resource "${other.url}/latest/meta-data/" refused: a remote model's resources must come from its own origin`);
+      const error = await resolver({ net: allowing(server, other) })
+        .resolveModel(`${server.url}/rooms/a.gltf`)
+        .catch((e: Error) => e);
+      expect((error as Error).message).toBe(
+        `${server.url}/rooms/a.gltf: resource "${other.url}/latest/meta-data/" refused: a remote model's resources must come from its own origin`,
+      );
       server.files.set('/rooms/b.gltf', { body: Buffer.from(gltfWith('file:///etc/hostname')) });
-      expect(((await resolver().resolveModel(`${server.url}/rooms/b.gltf`).catch((e: Error) => e)) as Error).message).toContain('refused');
+      expect(
+        (
+          (await resolver()
+            .resolveModel(`${server.url}/rooms/b.gltf`)
+            .catch((e: Error) => e)) as Error
+        ).message,
+      ).toContain('refused');
       expect(other.requests).toEqual([]);
     } finally {
       await other.close();
@@ -222,8 +258,12 @@ describe("a model's resources stay in its own folder or origin", () => {
         '/rooms/a.bin': { body: Buffer.alloc(0), redirect: `${other.url}/latest/meta-data/` },
       });
       const trusting = { ...allowing(server, other), trustedOrigins: [new URL(other.url).origin] };
-      const error = await resolver({ net: trusting }).resolveModel(`${server.url}/rooms/a.gltf`).catch((e: Error) => e);
-      expect((error as Error).message).toBe(`${server.url}/rooms/a.bin refused: it redirects to another origin (${new URL(other.url).origin})`);
+      const error = await resolver({ net: trusting })
+        .resolveModel(`${server.url}/rooms/a.gltf`)
+        .catch((e: Error) => e);
+      expect((error as Error).message).toBe(
+        `${server.url}/rooms/a.bin refused: it redirects to another origin (${new URL(other.url).origin})`,
+      );
       expect(other.requests).toEqual([]);
       // On its own origin a redirect is followed.
       server.files.set('/rooms/a.bin', { body: Buffer.alloc(0), redirect: '/rooms/moved.bin' });
@@ -236,9 +276,13 @@ describe("a model's resources stay in its own folder or origin", () => {
 
   it('refuses a remote model on a loopback address unless the operator allows the host', async () => {
     server = await startModelServer({ '/m.glb': { body: Buffer.from('glTF') } });
-    const error = await resolver({ net: { allowHosts: [], trustedOrigins: [] } }).resolveFile(`${server.url}/m.glb`).catch((e: Error) => e);
+    const error = await resolver({ net: { allowHosts: [], trustedOrigins: [] } })
+      .resolveFile(`${server.url}/m.glb`)
+      .catch((e: Error) => e);
     expect(error).toBeInstanceOf(FetchError);
-    expect((error as Error).message).toBe(`${server.url}/m.glb refused: ${new URL(server.url).host} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`);
+    expect((error as Error).message).toBe(
+      `${server.url}/m.glb refused: ${new URL(server.url).host} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`,
+    );
     expect(server.requests.size).toBe(0);
   });
 });

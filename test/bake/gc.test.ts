@@ -50,7 +50,8 @@ async function fileOfAge(dataDir: string, text: string, ageMs: number): Promise<
   return ref;
 }
 
-const museum = (...args: string[]) => spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
+const museum = (...args: string[]) =>
+  spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), ...args], { cwd: ROOT, encoding: 'utf8', timeout: 120_000 });
 
 /** A QA-facts cache file as the bake writes it, written `ageMs` ago. */
 async function writeQaFactsOfAge(dataDir: string, room: number, facts: QaFacts, ageMs: number): Promise<void> {
@@ -59,7 +60,11 @@ async function writeQaFactsOfAge(dataDir: string, room: number, facts: QaFacts, 
   utimesSync(join(qaFactsDir(dataDir), `${room}.json`), t, t);
 }
 
-const exists = (dataDir: string, ref: FileRef) => stat(filePath(dataDir, ref)).then(() => true, () => false);
+const exists = (dataDir: string, ref: FileRef) =>
+  stat(filePath(dataDir, ref)).then(
+    () => true,
+    () => false,
+  );
 
 /** Bytes read from a non-blocking fd into `buffer` (0: nothing written yet). */
 function readAvailable(fd: number, buffer: Buffer): number {
@@ -163,7 +168,9 @@ describe('museum bake gc', () => {
       await release();
     }
     expect([locked.status, locked.stdout]).toEqual([1, '']);
-    expect(locked.stderr).toBe(`museum: ${data} is being baked by pid ${process.pid} on ${hostname()}, since ${locked.stderr.match(/since (\S+);/)?.[1]}; wait for it, or remove ${artifactPaths(data).lock} if that bake is gone\n`);
+    expect(locked.stderr).toBe(
+      `museum: ${data} is being baked by pid ${process.pid} on ${hostname()}, since ${locked.stderr.match(/since (\S+);/)?.[1]}; wait for it, or remove ${artifactPaths(data).lock} if that bake is gone\n`,
+    );
     expect(everything()).toEqual(before);
 
     const dry = museum('bake', 'gc', '--out', data, '--keep', '1', '--dry-run');
@@ -172,7 +179,11 @@ describe('museum bake gc', () => {
     const summary = wouldGo.pop()!;
     const expected = [...[old, orphan, picture].map((f) => `files/${fileName(f)}`), join('cache', 'qa', '9.json')];
     expect(wouldGo.map((line) => line.match(/^would remove (\S+) \(\d+ B\)$/)?.[1]).sort()).toEqual(expected.sort());
-    expect(summary).toBe('gc: would remove 3 files (' + (old.bytes + orphan.bytes + picture.bytes) + ' B); kept 2 (1 within the grace period) for manifests b2; would prune 1 old manifests; would remove 1 stale QA facts');
+    expect(summary).toBe(
+      'gc: would remove 3 files (' +
+        (old.bytes + orphan.bytes + picture.bytes) +
+        ' B); kept 2 (1 within the grace period) for manifests b2; would prune 1 old manifests; would remove 1 stale QA facts',
+    );
     expect(everything()).toEqual(before);
 
     const run = museum('bake', 'gc', '--out', data, '--keep', '1');
@@ -184,7 +195,13 @@ describe('museum bake gc', () => {
   });
 
   it('parses durations', () => {
-    expect([parseDuration('1h'), parseDuration('30m'), parseDuration('90s'), parseDuration('2d'), parseDuration('0')]).toEqual([HOUR, 30 * 60_000, 90_000, 48 * HOUR, 0]);
+    expect([parseDuration('1h'), parseDuration('30m'), parseDuration('90s'), parseDuration('2d'), parseDuration('0')]).toEqual([
+      HOUR,
+      30 * 60_000,
+      90_000,
+      48 * HOUR,
+      0,
+    ]);
     expect(() => parseDuration('soon')).toThrow(GcError);
   });
 
@@ -235,7 +252,10 @@ describe('museum bake gc', () => {
     expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
     const reader = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
     const writer = openSync(fifo, 'w');
-    const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'bake', 'gc', '--out', data, '--keep', '1', '--grace', '0'], { cwd: ROOT, stdio: ['ignore', writer, 'pipe'] });
+    const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'bake', 'gc', '--out', data, '--keep', '1', '--grace', '0'], {
+      cwd: ROOT,
+      stdio: ['ignore', writer, 'pipe'],
+    });
     closeSync(writer);
     const exited = new Promise<void>((done) => child.on('exit', () => done()));
     let stderr = '';
@@ -288,10 +308,18 @@ describe('museum bake gc', () => {
         b.innerWalls(6 + 2 * id, 8, 4, b.material('Wall'));
         await writeFile(join(content, `hall${id}.glb`), await writeGlb(b.document));
       }
-      await writeFile(join(content, 'rooms.json'), JSON.stringify(ids.map((id) => ({ id, title: `Hall ${id}`, slots: 3, token_id: id, model: `hall${id}.glb`, image: null }))));
+      await writeFile(
+        join(content, 'rooms.json'),
+        JSON.stringify(ids.map((id) => ({ id, title: `Hall ${id}`, slots: 3, token_id: id, model: `hall${id}.glb`, image: null }))),
+      );
     }
-    const factsOf = async (data: string, id: number) => QaFacts.parse(JSON.parse(await readFile(join(qaFactsDir(data), `${id}.json`), 'utf8')));
-    const factsExist = (data: string, id: number) => stat(join(qaFactsDir(data), `${id}.json`)).then(() => true, () => false);
+    const factsOf = async (data: string, id: number) =>
+      QaFacts.parse(JSON.parse(await readFile(join(qaFactsDir(data), `${id}.json`), 'utf8')));
+    const factsExist = (data: string, id: number) =>
+      stat(join(qaFactsDir(data), `${id}.json`)).then(
+        () => true,
+        () => false,
+      );
 
     it('a room dropped from the content loses its plan picture and QA facts once out of the last K manifests and out of grace; the others keep theirs', async () => {
       const content = tmp('museum-gc-qa-content-');
@@ -350,12 +378,15 @@ describe('museum bake gc', () => {
     }, 120_000);
   });
 
-  it('bake rooms --gc collects after publishing, under the same lock: the replaced bake\'s files go, the current ones stay', async () => {
+  it("bake rooms --gc collects after publishing, under the same lock: the replaced bake's files go, the current ones stay", async () => {
     const content = tmp('museum-gc-content-');
     const data = tmp('museum-gc-bake-');
     const writeRoom = async (name: string) => {
       await writeFile(join(content, 'room.glb'), await smallRoomGlb(name));
-      await writeFile(join(content, 'rooms.json'), JSON.stringify([{ id: 1, title: name, slots: 2, token_id: 1, model: 'room.glb', image: null }]));
+      await writeFile(
+        join(content, 'rooms.json'),
+        JSON.stringify([{ id: 1, title: name, slots: 2, token_id: 1, model: 'room.glb', image: null }]),
+      );
     };
     await writeRoom('First');
     await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1 });
@@ -367,7 +398,8 @@ describe('museum bake gc', () => {
     expect(removed.length).toBeGreaterThan(0);
     expect(removed.every((name) => first.includes(name))).toBe(true);
     const manifest = JSON.parse(await readFile(artifactPaths(data).manifest, 'utf8')) as Manifest;
-    for (const room of manifest.rooms) for (const ref of [room.model!, room.model_optimized!, room.slot_data!]) expect(await exists(data, ref)).toBe(true);
+    for (const room of manifest.rooms)
+      for (const ref of [room.model!, room.model_optimized!, room.slot_data!]) expect(await exists(data, ref)).toBe(true);
     await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
   }, 120_000);
 });

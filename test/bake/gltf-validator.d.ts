@@ -8,7 +8,10 @@ declare module 'gltf-validator' {
     };
   }
   const validator: {
-    validateBytes(data: Uint8Array, options?: { maxIssues?: number; externalResourceFunction?: (uri: string) => Promise<Uint8Array> }): Promise<ValidationReport>;
+    validateBytes(
+      data: Uint8Array,
+      options?: { maxIssues?: number; externalResourceFunction?: (uri: string) => Promise<Uint8Array> },
+    ): Promise<ValidationReport>;
   };
   export default validator;
 }

@@ -45,15 +45,36 @@ async function writeRoom(name: string, images: Array<Record<string, string>>, bu
   return `rooms/${name}/room.gltf`;
 }
 
-const room = (id: number, title: string, model: string, image: string | null = null) => ({ id, title, slots: 2, token_id: id, model, image });
+const room = (id: number, title: string, model: string, image: string | null = null) => ({
+  id,
+  title,
+  slots: 2,
+  token_id: id,
+  model,
+  image,
+});
 
 function bake(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   const { CONTENT_UPSTREAM_URL: _store, BAKE_ALLOW_HOSTS: _allowed, ...base } = process.env;
-  const args = [join(ROOT, 'bin/museum.js'), 'bake', 'rooms', '--content', join(dir, 'content'), '--out', join(dir, 'data'), '--concurrency', '2', '--json'];
+  const args = [
+    join(ROOT, 'bin/museum.js'),
+    'bake',
+    'rooms',
+    '--content',
+    join(dir, 'content'),
+    '--out',
+    join(dir, 'data'),
+    '--concurrency',
+    '2',
+    '--json',
+  ];
   return new Promise((done) => {
     // Async on purpose: the fake servers of this process must keep answering while the bake runs.
-    execFile(process.execPath, args, { cwd: ROOT, env: { ...base, ...env }, maxBuffer: 16 << 20, timeout: 240_000 }, (err, stdout, stderr) =>
-      done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+    execFile(
+      process.execPath,
+      args,
+      { cwd: ROOT, env: { ...base, ...env }, maxBuffer: 16 << 20, timeout: 240_000 },
+      (err, stdout, stderr) => done({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
     );
   });
 }
@@ -66,7 +87,9 @@ async function allFiles(root: string): Promise<string[]> {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'museum-hostile-'));
   glb = Buffer.from(await smallRoomGlb());
-  inside = await startCanary((req, res, canary) => res.writeHead(200, { 'content-type': 'image/png' }).end(`${canary} AccessKeyId=AKIA-INTERNAL`));
+  inside = await startCanary((req, res, canary) =>
+    res.writeHead(200, { 'content-type': 'image/png' }).end(`${canary} AccessKeyId=AKIA-INTERNAL`),
+  );
   const remote = gltfWith([{ uri: `${inside.url}/latest/meta-data/iam/security-credentials/museum` }]);
   outside = await startCanary((req, res) => {
     if (req.url === '/rooms/remote.gltf') res.writeHead(200).end(remote.gltf);
@@ -80,7 +103,10 @@ beforeAll(async () => {
   await writeFile(join(content, 'models', 'small.glb'), glb);
   const scripted = `<svg xmlns="http://www.w3.org/2000/svg" width="400" height="300"><script>fetch('/v1/keys')</script><rect width="400" height="300" fill="#3a6"/></svg>`;
   await writeFile(join(content, 'scripted.svg'), scripted);
-  await writeFile(join(content, 'peeking.svg'), `<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="10" height="10"><image xlink:href="file:///proc/self/environ" width="10" height="10"/></svg>`);
+  await writeFile(
+    join(content, 'peeking.svg'),
+    `<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="10" height="10"><image xlink:href="file:///proc/self/environ" width="10" height="10"/></svg>`,
+  );
 
   const rooms = [
     room(1, 'Good room \u001b]0;pwned\u0007\u001b[2J\u009b31m', 'models/small.glb', 'scripted.svg'),
@@ -94,7 +120,11 @@ beforeAll(async () => {
     room(9, 'Preview redirects inward', `${outside.url}/rooms/plain.glb`, `${outside.url}/previews/moved.png`),
     room(10, 'Model on an internal host', `${inside.url}/latest/meta-data/room.glb`),
     room(11, 'SVG preview peeks at a file', 'models/small.glb', 'peeking.svg'),
-    room(12, 'KTX2 texture reads the environment', await writeRoom('environ-ktx2', [{ uri: '../../../../../../../../../proc/self/environ', mimeType: 'image/ktx2' }])),
+    room(
+      12,
+      'KTX2 texture reads the environment',
+      await writeRoom('environ-ktx2', [{ uri: '../../../../../../../../../proc/self/environ', mimeType: 'image/ktx2' }]),
+    ),
     room(13, 'Text as a KTX2 texture', await writeRoom('text-ktx2', [{ uri: 'notes.ktx2', mimeType: 'image/ktx2' }])),
   ];
   await symlink('/proc/self/environ', join(content, 'rooms', 'symlink', 'environ.png'));

@@ -5,8 +5,21 @@ import { isDeadHost, isSquareCrop, mimeFromUrl, normalizeArtwork, resolveIpfs } 
 const GATEWAY = 'https://gw.example';
 type Blob = { url: string; type?: string; content_type?: string; width?: number; height?: number };
 /** A stored artwork: its media blobs and marketplace record, as the content store holds them. */
-const record = (fields: { media_info?: Blob; display_media_info?: Blob; display_animation_info?: Blob; marketplace?: Record<string, string> }) =>
-  ContentArtwork.parse({ id: 1, name: 'Work', artist_name: 'Artist', collection: 'c', museum_collection: null, marketplace_url: 'https://m.example/1', ...fields });
+const record = (fields: {
+  media_info?: Blob;
+  display_media_info?: Blob;
+  display_animation_info?: Blob;
+  marketplace?: Record<string, string>;
+}) =>
+  ContentArtwork.parse({
+    id: 1,
+    name: 'Work',
+    artist_name: 'Artist',
+    collection: 'c',
+    museum_collection: null,
+    marketplace_url: 'https://m.example/1',
+    ...fields,
+  });
 const normalize = (fields: Parameters<typeof record>[0]) => normalizeArtwork(record(fields), { ipfsGateway: GATEWAY });
 const still = (url: string, fields: Omit<Blob, 'url'> = {}): Blob => ({ url, type: 'image', ...fields });
 const video = (url: string, fields: Omit<Blob, 'url'> = {}): Blob => ({ url, type: 'video', content_type: 'video/mp4', ...fields });
@@ -39,21 +52,32 @@ describe('the still and the animation from the media blobs', () => {
   });
 
   it('takes the animation from display_animation_info, and its ratio when the still has no dimensions', () => {
-    const a = normalize({ media_info: still('https://cdn.example/1.gif'), display_animation_info: video('https://cdn.example/1.mp4', { width: 1080, height: 1350 }) });
+    const a = normalize({
+      media_info: still('https://cdn.example/1.gif'),
+      display_animation_info: video('https://cdn.example/1.mp4', { width: 1080, height: 1350 }),
+    });
     expect(a.animation).toEqual({ url: 'https://cdn.example/1.mp4', type: 'video', content_type: 'video/mp4', width: 1080, height: 1350 });
     expect(a.ratio).toBeCloseTo(0.8);
   });
 
   it("without a still blob, falls back to the marketplace record's live still image, without dimensions", () => {
-    const a = normalize({ media_info: video('https://cdn.example/1.mp4'), marketplace: { display_image_url: 'https://openseauserdata.com/1.png', image_url: 'https://cdn.example/1.jpg' } });
+    const a = normalize({
+      media_info: video('https://cdn.example/1.mp4'),
+      marketplace: { display_image_url: 'https://openseauserdata.com/1.png', image_url: 'https://cdn.example/1.jpg' },
+    });
     expect(a.media).toEqual({ url: 'https://cdn.example/1.jpg', type: 'image', content_type: 'image/jpeg', width: null, height: null });
-    expect(normalize({ media_info: video('https://cdn.example/1.mp4'), marketplace: { image_url: 'https://cdn.example/1.mp4' } }).media).toBeNull();
+    expect(
+      normalize({ media_info: video('https://cdn.example/1.mp4'), marketplace: { image_url: 'https://cdn.example/1.mp4' } }).media,
+    ).toBeNull();
   });
 });
 
 describe('rule 1: dead hosts', () => {
   it('swaps a dead image for the live display image of the marketplace record, keeping the work dimensions', () => {
-    const a = normalize({ media_info: still('https://storage.openseauserdata.com/f/1.png', { width: 1600, height: 900 }), marketplace: { display_image_url: 'https://cdn.example/1.png' } });
+    const a = normalize({
+      media_info: still('https://storage.openseauserdata.com/f/1.png', { width: 1600, height: 900 }),
+      marketplace: { display_image_url: 'https://cdn.example/1.png' },
+    });
     expect(a.media).toEqual({ url: 'https://cdn.example/1.png', type: 'image', content_type: 'image/png', width: 1600, height: 900 });
     expect(a.ratio).toBeCloseTo(16 / 9);
   });
@@ -69,7 +93,11 @@ describe('rule 1: dead hosts', () => {
   });
 
   it("replaces a dead animation with the marketplace record's live one", () => {
-    const a = normalize({ media_info: still('https://cdn.example/1.png'), display_animation_info: video('https://openseauserdata.com/1.mp4', { width: 640, height: 480 }), marketplace: { animation_url: 'https://cdn.example/1.webm' } });
+    const a = normalize({
+      media_info: still('https://cdn.example/1.png'),
+      display_animation_info: video('https://openseauserdata.com/1.mp4', { width: 640, height: 480 }),
+      marketplace: { animation_url: 'https://cdn.example/1.webm' },
+    });
     expect(a.animation).toEqual({ url: 'https://cdn.example/1.webm', type: 'video', content_type: 'video/webm', width: 640, height: 480 });
   });
 
@@ -82,7 +110,10 @@ describe('rule 1: dead hosts', () => {
 
 describe('rule 2: square crops', () => {
   it('prefers the live original and drops the square crop dimensions', () => {
-    const a = normalize({ media_info: still('https://i2c.seadn.io/e/1.png?w=500', { width: 500, height: 500 }), marketplace: { original_image_url: 'https://cdn.example/orig/1.png' } });
+    const a = normalize({
+      media_info: still('https://i2c.seadn.io/e/1.png?w=500', { width: 500, height: 500 }),
+      marketplace: { original_image_url: 'https://cdn.example/orig/1.png' },
+    });
     expect(a.media).toEqual({ url: 'https://cdn.example/orig/1.png', type: 'image', content_type: 'image/png', width: null, height: null });
     expect(a.ratio).toBe(1);
   });
@@ -93,7 +124,10 @@ describe('rule 2: square crops', () => {
     ['an html page', 'https://cdn.example/orig/index.html'],
     ['on a dead host', 'https://storage.openseauserdata.com/orig/1.png'],
   ])('keeps the crop when the original is %s, still without the crop dimensions', (_what, original) => {
-    const a = normalize({ media_info: still('https://i2c.seadn.io/e/1.png?w=500', { width: 500, height: 500 }), marketplace: { original_image_url: original } });
+    const a = normalize({
+      media_info: still('https://i2c.seadn.io/e/1.png?w=500', { width: 500, height: 500 }),
+      marketplace: { original_image_url: original },
+    });
     expect(a.media?.url).toBe('https://i2c.seadn.io/e/1.png?w=500');
     expect(a.media?.width).toBeNull();
     expect(a.ratio).toBe(1);
@@ -103,7 +137,10 @@ describe('rule 2: square crops', () => {
 describe('rule 3: ratio', () => {
   it('comes from the first trustworthy dimensions: the still, then the animation', () => {
     expect(normalize({ media_info: still('https://cdn.example/1.png', { width: 1200, height: 1600 }) }).ratio).toBeCloseTo(0.75);
-    const crop = normalize({ media_info: still('https://i2c.seadn.io/1.png', { width: 500, height: 500 }), display_animation_info: video('https://cdn.example/1.mp4', { width: 1920, height: 1080 }) });
+    const crop = normalize({
+      media_info: still('https://i2c.seadn.io/1.png', { width: 500, height: 500 }),
+      display_animation_info: video('https://cdn.example/1.mp4', { width: 1920, height: 1080 }),
+    });
     expect(crop.ratio).toBeCloseTo(16 / 9);
   });
 
@@ -132,7 +169,12 @@ describe('media types', () => {
     expect(mimeFromUrl('https://x.example/a/b.JPG?w=1')).toBe('image/jpeg');
     expect(mimeFromUrl('ipfs://bafy')).toBeNull();
     expect(normalize({ media_info: still('ipfs://bafy', { content_type: 'image/gif' }) }).media?.content_type).toBe('image/gif');
-    expect(normalize({ media_info: still('ipfs://bafy') }).media).toMatchObject({ type: 'image', content_type: 'application/octet-stream' });
-    expect(normalize({ media_info: still('ipfs://bafy'), display_animation_info: { url: 'ipfs://bafz', type: 'video' } }).animation).toMatchObject({ type: 'video', content_type: 'application/octet-stream' });
+    expect(normalize({ media_info: still('ipfs://bafy') }).media).toMatchObject({
+      type: 'image',
+      content_type: 'application/octet-stream',
+    });
+    expect(
+      normalize({ media_info: still('ipfs://bafy'), display_animation_info: { url: 'ipfs://bafz', type: 'video' } }).animation,
+    ).toMatchObject({ type: 'video', content_type: 'application/octet-stream' });
   });
 });

@@ -8,7 +8,14 @@ import sharp from 'sharp';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { isGlb, localResourceLoader, ModelError, readModel, writeGlb } from '../../bake/gltf-io.ts';
 import { normalMapAngularError } from '../../bake/normal-error.ts';
-import { assertTextureSizes, optimizeModel, optimizerSettingsId, OPTIMIZER_SETTINGS, startTextureCompression, type OptimizerSettings } from '../../bake/optimize.ts';
+import {
+  assertTextureSizes,
+  optimizeModel,
+  optimizerSettingsId,
+  OPTIMIZER_SETTINGS,
+  startTextureCompression,
+  type OptimizerSettings,
+} from '../../bake/optimize.ts';
 import { withLosslessNormals } from '../../bake/settings.ts';
 import { writeSampleContent } from '../../bake/sample/generate.ts';
 import { RoomBuilder, SLOT_MATERIAL_NAME } from '../../bake/sample/room-builder.ts';
@@ -107,30 +114,53 @@ describe('optimizer on the sample rooms', () => {
     await writeSampleContent(dir);
   });
 
-  it.each(['gallery', 'corridor', 'atelier', 'great-hall', 'pavilion'])('%s: every Slot_NNN node, its material and its attributes survive', async (slug) => {
-    const { source, read } = await load(join(dir, 'models', `${slug}.glb`));
-    const before = slotFacts(await read());
-    expect(before.length).toBeGreaterThan(0);
-    const result = await optimizeModel({ source, read });
-    expect(result.skipped).toEqual([]);
-    expect(result.glb.byteLength).toBeLessThan(source.byteLength);
-    expect((await validate(result.glb)).errors).toBe(0);
-    const after = await readModel(result.glb);
-    expect(slotFacts(after)).toEqual(before);
-    expect(before.every(([, material, semantics]) => material === SLOT_MATERIAL_NAME && semantics === 'NORMAL,POSITION,TEXCOORD_0')).toBe(true);
-    // Everything that is not a slot was joined: one mesh node per material left.
-    const nonSlotMeshes = after.getRoot().listNodes().filter((n) => n.getMesh() && !/^Slot_/.test(n.getName()));
-    const materials = new Set(nonSlotMeshes.flatMap((n) => n.getMesh()!.listPrimitives().map((p) => p.getMaterial())));
-    expect(nonSlotMeshes.length).toBe(materials.size);
-    expect(nonSlotMeshes.length).toBeLessThan((await read()).getRoot().listNodes().length - before.length);
-  });
+  it.each(['gallery', 'corridor', 'atelier', 'great-hall', 'pavilion'])(
+    '%s: every Slot_NNN node, its material and its attributes survive',
+    async (slug) => {
+      const { source, read } = await load(join(dir, 'models', `${slug}.glb`));
+      const before = slotFacts(await read());
+      expect(before.length).toBeGreaterThan(0);
+      const result = await optimizeModel({ source, read });
+      expect(result.skipped).toEqual([]);
+      expect(result.glb.byteLength).toBeLessThan(source.byteLength);
+      expect((await validate(result.glb)).errors).toBe(0);
+      const after = await readModel(result.glb);
+      expect(slotFacts(after)).toEqual(before);
+      expect(before.every(([, material, semantics]) => material === SLOT_MATERIAL_NAME && semantics === 'NORMAL,POSITION,TEXCOORD_0')).toBe(
+        true,
+      );
+      // Everything that is not a slot was joined: one mesh node per material left.
+      const nonSlotMeshes = after
+        .getRoot()
+        .listNodes()
+        .filter((n) => n.getMesh() && !/^Slot_/.test(n.getName()));
+      const materials = new Set(
+        nonSlotMeshes.flatMap((n) =>
+          n
+            .getMesh()!
+            .listPrimitives()
+            .map((p) => p.getMaterial()),
+        ),
+      );
+      expect(nonSlotMeshes.length).toBe(materials.size);
+      expect(nonSlotMeshes.length).toBeLessThan((await read()).getRoot().listNodes().length - before.length);
+    },
+  );
 
   it('atelier: WebP textures; the normal map lossy by default (bounded angular error), exact with --lossless-normals', async () => {
     const { source, read } = await load(join(dir, 'models', 'atelier.glb'));
-    const sourceNormal = (await read()).getRoot().listMaterials().find((m) => m.getName() === 'Brick')!.getNormalTexture()!.getImage()!;
+    const sourceNormal = (await read())
+      .getRoot()
+      .listMaterials()
+      .find((m) => m.getName() === 'Brick')!
+      .getNormalTexture()!
+      .getImage()!;
     const brick = async (settings?: OptimizerSettings) => {
       const result = await optimizeModel({ source, read, settings });
-      return (await readModel(result.glb)).getRoot().listMaterials().find((m) => m.getName() === 'Brick')!;
+      return (await readModel(result.glb))
+        .getRoot()
+        .listMaterials()
+        .find((m) => m.getName() === 'Brick')!;
     };
     const chunk = (image: Uint8Array) => Buffer.from(image.subarray(12, 16)).toString('latin1');
     const lossy = await brick();
@@ -159,7 +189,12 @@ describe('optimizer on the sample rooms', () => {
     expect(Buffer.from(a.glb).equals(Buffer.from(b.glb))).toBe(true);
     const early = await read();
     await startTextureCompression(early);
-    expect(early.getRoot().listTextures().some((t) => t.getMimeType() === 'image/webp')).toBe(true);
+    expect(
+      early
+        .getRoot()
+        .listTextures()
+        .some((t) => t.getMimeType() === 'image/webp'),
+    ).toBe(true);
     const c = await optimizeModel({ source, read, first: early });
     expect(Buffer.from(c.glb).equals(Buffer.from(a.glb))).toBe(true);
   });
@@ -168,7 +203,14 @@ describe('optimizer on the sample rooms', () => {
 describe('palette', () => {
   it('merges factor-only materials into a palette but never the slot placeholders', async () => {
     const b = new RoomBuilder('Colours');
-    const colours: Array<[number, number, number, number]> = [[1, 0, 0, 1], [0, 1, 0, 1], [0, 0, 1, 1], [1, 1, 0, 1], [0, 1, 1, 1], [1, 0.5, 0, 1]];
+    const colours: Array<[number, number, number, number]> = [
+      [1, 0, 0, 1],
+      [0, 1, 0, 1],
+      [0, 0, 1, 1],
+      [1, 1, 0, 1],
+      [0, 1, 1, 1],
+      [1, 0.5, 0, 1],
+    ];
     colours.forEach((color, i) => b.box(`Block_${i}`, [i * 2, 0, 0], [i * 2 + 1, 1, 1], b.material(`Paint_${i}`, { color })));
     b.slot('Slot_001', { center: [0.5, 0.5, 1.01], normal: [0, 0, 1], up: [0, 1, 0], width: 0.5, height: 0.5 });
     b.slot('Slot_002', { center: [2.5, 0.5, 1.01], normal: [0, 0, 1], up: [0, 1, 0], width: 0.5, height: 0.5 }, 'vertices');
@@ -178,7 +220,10 @@ describe('palette', () => {
     const result = await optimizeModel({ source, read });
     const after = await readModel(result.glb);
     expect(slotFacts(after)).toEqual(before);
-    const materials = after.getRoot().listMaterials().map((m) => m.getName());
+    const materials = after
+      .getRoot()
+      .listMaterials()
+      .map((m) => m.getName());
     expect(materials.filter((m) => m.startsWith('Paint_'))).toEqual([]);
     expect(materials).toContain(SLOT_MATERIAL_NAME);
     expect(after.getRoot().listTextures().length).toBeGreaterThan(0);
@@ -190,7 +235,9 @@ describe('texture size limits', () => {
   it('refuses a texture declaring 30000×30000 pixels before decoding it', async () => {
     const document = await readModel(await hugeTextureGlb());
     expect(() => assertTextureSizes(document)).toThrow(ModelError);
-    expect(() => assertTextureSizes(document)).toThrow(/^texture Mural_basecolor\.png declares 30000×30000 pixels, over the limit of \d+ pixels$/);
+    expect(() => assertTextureSizes(document)).toThrow(
+      /^texture Mural_basecolor\.png declares 30000×30000 pixels, over the limit of \d+ pixels$/,
+    );
   });
 
   it('sizes an image by what its bytes are, not by the type the model declares', async () => {
@@ -200,18 +247,26 @@ describe('texture size limits', () => {
       return document;
     };
     // A JPEG whose frame header declares 15000×15000 pixels (under sharp's own limit, over ours).
-    const jpeg = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#123456' } }).jpeg().toBuffer();
+    const jpeg = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#123456' } })
+      .jpeg()
+      .toBuffer();
     const frame = jpeg.indexOf(Buffer.from([0xff, 0xc0]));
     jpeg.writeUInt16BE(15000, frame + 5);
     jpeg.writeUInt16BE(15000, frame + 7);
     const jpegDocument = await labelledPng(jpeg);
-    expect(() => assertTextureSizes(jpegDocument)).toThrow(/^texture Mural_basecolor\.png declares 15000×15000 pixels, over the limit of \d+ pixels$/);
+    expect(() => assertTextureSizes(jpegDocument)).toThrow(
+      /^texture Mural_basecolor\.png declares 15000×15000 pixels, over the limit of \d+ pixels$/,
+    );
     // A GIF whose palette bytes, read as a PNG header, say 10×10: refused, whatever they say.
-    const gif = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#123456' } }).gif().toBuffer();
+    const gif = await sharp({ create: { width: 4, height: 4, channels: 3, background: '#123456' } })
+      .gif()
+      .toBuffer();
     gif.writeUInt32BE(10, 16);
     gif.writeUInt32BE(10, 20);
     const gifDocument = await labelledPng(gif);
-    expect(() => assertTextureSizes(gifDocument)).toThrow('texture Mural_basecolor.png: declared image/png, but its bytes are not a PNG, JPEG or WebP image');
+    expect(() => assertTextureSizes(gifDocument)).toThrow(
+      'texture Mural_basecolor.png: declared image/png, but its bytes are not a PNG, JPEG or WebP image',
+    );
   });
 });
 
@@ -223,7 +278,11 @@ describe('settings', () => {
   it('Draco at speed 4 decodes to the same triangles as at speed 5, in fewer bytes', async () => {
     const { source, read } = await load(sharedModels().find((p) => p.endsWith('garage.glb'))!);
     const atSpeed = (speed: number) =>
-      optimizeModel({ source, read, settings: { ...OPTIMIZER_SETTINGS, draco: { ...OPTIMIZER_SETTINGS.draco, encodeSpeed: speed, decodeSpeed: speed } } });
+      optimizeModel({
+        source,
+        read,
+        settings: { ...OPTIMIZER_SETTINGS, draco: { ...OPTIMIZER_SETTINGS.draco, encodeSpeed: speed, decodeSpeed: speed } },
+      });
     const [fast, ours] = [await atSpeed(5), await atSpeed(4)];
     expect(ours.glb.byteLength).toBeLessThan(fast.glb.byteLength);
     expect(await decodedTriangles(ours.glb)).toEqual(await decodedTriangles(fast.glb));

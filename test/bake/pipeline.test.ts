@@ -13,7 +13,16 @@ import { BakeRunError, bakeRooms, type BakeSummary } from '../../bake/pipeline.t
 import { writeSampleContent } from '../../bake/sample/generate.ts';
 import { allowing, startModelServer } from '../fakes/model-server.ts';
 import { angleBetween, rotate } from './rooms/geometry.ts';
-import { bufferPastEndGlb, garbageJsonGlb, hugeTextureGlb, SHARED_ASSETS, smallRoomGlb, truncatedGlb, validate, wrongMagicGlb } from './fixtures.ts';
+import {
+  bufferPastEndGlb,
+  garbageJsonGlb,
+  hugeTextureGlb,
+  SHARED_ASSETS,
+  smallRoomGlb,
+  truncatedGlb,
+  validate,
+  wrongMagicGlb,
+} from './fixtures.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const tmp = (prefix: string) => mkdtempSync(join(tmpdir(), prefix));
@@ -40,7 +49,9 @@ async function editRooms(dir: string, edit: (rooms: Array<Record<string, unknown
 /** The published state is complete: the manifest parses and every file it names is there, intact. */
 async function expectIntact(dataDir: string): Promise<Manifest> {
   const manifest = Manifest.parse(JSON.parse(await readFile(artifactPaths(dataDir).manifest, 'utf8')));
-  const refs: FileRef[] = manifest.rooms.flatMap((r) => [r.model, r.model_optimized, r.image, r.thumbnail, r.slot_data].filter((f): f is FileRef => f !== null));
+  const refs: FileRef[] = manifest.rooms.flatMap((r) =>
+    [r.model, r.model_optimized, r.image, r.thumbnail, r.slot_data].filter((f): f is FileRef => f !== null),
+  );
   if (manifest.report) refs.push(manifest.report);
   for (const ref of refs) {
     const bytes = await readFile(filePath(dataDir, ref));
@@ -69,7 +80,10 @@ describe('baking the sample content', () => {
     expect(manifest.collections.map((c) => c.slug)).toContain('founders');
     expect(manifest.artworks).toHaveLength(38); // 16 normalization cases (two in draft collections) and 24 pictures
     // Both collections reach the manifest: the marketplace slug (shown) and the museum collection (filter).
-    expect(manifest.artworks.find((a) => a.id === 101)).toMatchObject({ collection: 'first-season', museum_collection: 'founders-portraits' });
+    expect(manifest.artworks.find((a) => a.id === 101)).toMatchObject({
+      collection: 'first-season',
+      museum_collection: 'founders-portraits',
+    });
     expect(manifest.report).toBeTruthy();
     expect(await readFile(artifactPaths(data).report, 'utf8')).toBe(await readFile(filePath(data, manifest.report!), 'utf8'));
   });
@@ -77,7 +91,9 @@ describe('baking the sample content', () => {
   it('stores the .glb source byte for byte as model_url, and slot data for that file', async () => {
     const manifest = (await readManifest(data))!;
     for (const room of manifest.rooms) {
-      const source = await readFile(join(sample, 'models', `${['gallery', 'corridor', 'atelier', 'sculpture', 'great-hall', 'pavilion', 'annex'][room.id - 1]}.glb`));
+      const source = await readFile(
+        join(sample, 'models', `${['gallery', 'corridor', 'atelier', 'sculpture', 'great-hall', 'pavilion', 'annex'][room.id - 1]}.glb`),
+      );
       expect(room.model!.sha256).toBe(sha256(source));
       const slotData = RoomSlotData.parse(JSON.parse(await readFile(filePath(data, room.slot_data!), 'utf8')));
       expect(slotData.model).toBe(room.model!.sha256);
@@ -94,7 +110,12 @@ describe('baking the sample content', () => {
       expect(glb.byteLength).toBeLessThanOrEqual(room.model!.bytes);
       expect((await validate(glb)).errors, `room ${room.id}`).toBe(0);
       const slotData = RoomSlotData.parse(JSON.parse(await readFile(filePath(data, room.slot_data!), 'utf8')));
-      const nodes = new Map((await readModel(glb)).getRoot().listNodes().map((n) => [n.getName(), n]));
+      const nodes = new Map(
+        (await readModel(glb))
+          .getRoot()
+          .listNodes()
+          .map((n) => [n.getName(), n]),
+      );
       for (const slot of slotData.slots) {
         const node = nodes.get(slot.id);
         const where = `${slot.id} in room ${room.id}`;
@@ -104,8 +125,14 @@ describe('baking the sample content', () => {
         expect(primitive.getAttribute('TEXCOORD_0'), where).not.toBeNull();
         // The node carries the anchor: world translation = position, rotation = quaternion, no scale.
         const m = node!.getWorldMatrix();
-        expect(Math.hypot(m[12] - slot.position[0], m[13] - slot.position[1], m[14] - slot.position[2]), `${where} position`).toBeLessThan(1e-3);
-        for (const [k, axis] of [[0, [1, 0, 0]], [1, [0, 1, 0]], [2, [0, 0, 1]]] as const) {
+        expect(Math.hypot(m[12] - slot.position[0], m[13] - slot.position[1], m[14] - slot.position[2]), `${where} position`).toBeLessThan(
+          1e-3,
+        );
+        for (const [k, axis] of [
+          [0, [1, 0, 0]],
+          [1, [0, 1, 0]],
+          [2, [0, 0, 1]],
+        ] as const) {
           const column = [m[k * 4], m[k * 4 + 1], m[k * 4 + 2]];
           expect(Math.abs(Math.hypot(...column) - 1), `${where} scale`).toBeLessThan(1e-4);
           expect(angleBetween(column, rotate(slot.quaternion, [...axis])), `${where} axis ${k}`).toBeLessThan(0.1);
@@ -113,7 +140,10 @@ describe('baking the sample content', () => {
         expect(angleBetween([m[8], m[9], m[10]], slot.facing), `${where} +Z = facing`).toBeLessThan(0.1);
         // Its mesh: a quad centred on the origin in the node's XY plane, width × height.
         const bounds = [primitive.getAttribute('POSITION')!.getMin([]), primitive.getAttribute('POSITION')!.getMax([])];
-        const expected = [[-slot.width / 2, -slot.height / 2, 0], [slot.width / 2, slot.height / 2, 0]];
+        const expected = [
+          [-slot.width / 2, -slot.height / 2, 0],
+          [slot.width / 2, slot.height / 2, 0],
+        ];
         bounds.forEach((b, i) => b.forEach((v, k) => expect(Math.abs(v - expected[i]![k]!), `${where} quad`).toBeLessThan(1e-3)));
       }
       const expectGenerated = room.id === 4 || room.id === 7;
@@ -210,7 +240,10 @@ describe('stable anchors through re-bakes', () => {
 
     await editRooms(content, (rooms) => (rooms.find((r) => r.id === annex)!.slots = n + 4));
     const raised = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1 });
-    expect(raised.rooms.find((r) => r.id === annex)).toMatchObject({ status: 'baked', slot_changes: { kept: n, moved: 0, added: 4, removed: 0 } });
+    expect(raised.rooms.find((r) => r.id === annex)).toMatchObject({
+      status: 'baked',
+      slot_changes: { kept: n, moved: 0, added: 4, removed: 0 },
+    });
     expect((await slotsOf()).slice(0, n)).toEqual(before);
 
     await editRooms(content, (rooms) => (rooms.find((r) => r.id === annex)!.slots = n));
@@ -231,12 +264,29 @@ describe('bad input fails only its room', () => {
       ['magic.glb', wrongMagicGlb(good), /^not a glTF model: wrong magic "gLTX"/],
       ['garbage.glb', garbageJsonGlb(good), /^GLB JSON chunk is not valid JSON/],
       ['past-end.glb', bufferPastEndGlb(good), /^buffer 0 declares \d+ bytes but only \d+ exist \(buffer past the end of the file\)$/],
-      ['huge-texture.glb', await hugeTextureGlb(), /^texture Mural_basecolor\.png declares 30000×30000 pixels, over the limit of \d+ pixels$/],
+      [
+        'huge-texture.glb',
+        await hugeTextureGlb(),
+        /^texture Mural_basecolor\.png declares 30000×30000 pixels, over the limit of \d+ pixels$/,
+      ],
     ];
     await writeFile(join(content, 'good.glb'), good);
     for (const [name, bytes] of bad) await writeFile(join(content, name), bytes);
-    const room = (id: number, model: string) => ({ id, title: model, architect: '', description: '', series: '', slots: 2, token_id: null, model, image: null });
-    await writeFile(join(content, 'rooms.json'), JSON.stringify([room(1, 'good.glb'), ...bad.map(([name], i) => room(i + 2, name)), room(9, 'missing.glb')]));
+    const room = (id: number, model: string) => ({
+      id,
+      title: model,
+      architect: '',
+      description: '',
+      series: '',
+      slots: 2,
+      token_id: null,
+      model,
+      image: null,
+    });
+    await writeFile(
+      join(content, 'rooms.json'),
+      JSON.stringify([room(1, 'good.glb'), ...bad.map(([name], i) => room(i + 2, name)), room(9, 'missing.glb')]),
+    );
 
     const data = tmp('museum-pipeline-bad-data-');
     const summary = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 2 });
@@ -265,7 +315,10 @@ describe('sources', () => {
   it('packs a .gltf with external files into the model GLB and keys slots to that file', async () => {
     const gltf = join(SHARED_ASSETS, 'rooms/garage/garage.gltf');
     const content = tmp('museum-pipeline-gltf-');
-    await writeFile(join(content, 'rooms.json'), JSON.stringify([{ id: 1, title: 'Garage', slots: 3, token_id: 1, model: gltf, image: null }]));
+    await writeFile(
+      join(content, 'rooms.json'),
+      JSON.stringify([{ id: 1, title: 'Garage', slots: 3, token_id: 1, model: gltf, image: null }]),
+    );
     const data = tmp('museum-pipeline-gltf-data-');
     const summary = await bakeRooms({ contentDir: content, dataDir: data });
     expect(summary.baked).toBe(1);
@@ -280,7 +333,6 @@ describe('sources', () => {
     expect(slotData.slots.map((s) => s.id)).toEqual(['Auto_001', 'Auto_002', 'Auto_003']);
   }, 120_000);
 
-
   it('bakes a room whose model and image are http URLs', async () => {
     const server = await startModelServer({
       '/models/small.glb': { body: await smallRoomGlb(), failFirst: 1 },
@@ -290,7 +342,16 @@ describe('sources', () => {
       const content = tmp('museum-pipeline-remote-');
       await writeFile(
         join(content, 'rooms.json'),
-        JSON.stringify([{ id: 1, title: 'Remote', slots: 2, token_id: 1, model: `${server.url}/models/small.glb`, image: `${server.url}/images/small.png` }]),
+        JSON.stringify([
+          {
+            id: 1,
+            title: 'Remote',
+            slots: 2,
+            token_id: 1,
+            model: `${server.url}/models/small.glb`,
+            image: `${server.url}/images/small.png`,
+          },
+        ]),
       );
       const data = tmp('museum-pipeline-remote-data-');
       const summary = await bakeRooms({ contentDir: content, dataDir: data, fetch: { backoffMs: 10 }, net: allowing(server) });
@@ -313,12 +374,17 @@ describe('one bake at a time per data directory', () => {
 
   it('a second bake into the same directory fails with one line naming the first; the first publishes', async () => {
     const data = tmp('museum-pipeline-lock-');
-    const runs = await Promise.allSettled([bakeRooms({ contentDir: sample, dataDir: data, concurrency: 1 }), bakeRooms({ contentDir: sample, dataDir: data, concurrency: 1 })]);
+    const runs = await Promise.allSettled([
+      bakeRooms({ contentDir: sample, dataDir: data, concurrency: 1 }),
+      bakeRooms({ contentDir: sample, dataDir: data, concurrency: 1 }),
+    ]);
     const failed = runs.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     expect(runs.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
     expect(failed).toHaveLength(1);
     expect(failed[0]!.reason).toBeInstanceOf(BakeRunError);
-    expect(String(failed[0]!.reason.message)).toMatch(new RegExp(`is being baked by pid ${process.pid} on .*; wait for it, or remove .*bake\\.lock`));
+    expect(String(failed[0]!.reason.message)).toMatch(
+      new RegExp(`is being baked by pid ${process.pid} on .*; wait for it, or remove .*bake\\.lock`),
+    );
     expect(failed[0]!.reason.message).not.toContain('\n');
     expect((await expectIntact(data)).rooms).toHaveLength(7);
     await expect(stat(artifactPaths(data).lock)).rejects.toThrow(); // released
@@ -329,13 +395,18 @@ describe('one bake at a time per data directory', () => {
     for (let round = 0; round < 6; round++) {
       const data = tmp('museum-pipeline-race-');
       const dead = round % 2 === 1;
-      if (dead) await writeFile(artifactPaths(data).lock, JSON.stringify({ pid: await deadPid(), host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }));
+      if (dead)
+        await writeFile(
+          artifactPaths(data).lock,
+          JSON.stringify({ pid: await deadPid(), host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }),
+        );
       const runs = await Promise.allSettled(Array.from({ length: 12 }, () => lockDataDir(data)));
       const won = runs.filter((r): r is PromiseFulfilledResult<() => Promise<void>> => r.status === 'fulfilled');
       expect(won).toHaveLength(1);
       for (const lost of runs.filter((r): r is PromiseRejectedResult => r.status === 'rejected')) {
         const named = `is being baked by pid ${process.pid} on ${hostname()}`;
-        if (dead) expect(lost.reason.message, lost.reason.message).toMatch(new RegExp(`${named}|is being baked by another process; try again`));
+        if (dead)
+          expect(lost.reason.message, lost.reason.message).toMatch(new RegExp(`${named}|is being baked by another process; try again`));
         else expect(lost.reason.message).toContain(named);
       }
       await won[0]!.value();
@@ -345,19 +416,28 @@ describe('one bake at a time per data directory', () => {
 
   it('a lock left by a bake that no longer runs is taken over', async () => {
     const data = tmp('museum-pipeline-stale-');
-    await writeFile(artifactPaths(data).lock, JSON.stringify({ pid: await deadPid(), host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }));
+    await writeFile(
+      artifactPaths(data).lock,
+      JSON.stringify({ pid: await deadPid(), host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }),
+    );
     const summary = await bakeRooms({ contentDir: sample, dataDir: data, only: [4] });
     expect(summary.baked).toBe(1);
     await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
     // Two bakes finding the same dead holder: exactly one takes over.
-    await writeFile(artifactPaths(data).lock, JSON.stringify({ pid: await deadPid(), host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }));
+    await writeFile(
+      artifactPaths(data).lock,
+      JSON.stringify({ pid: await deadPid(), host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }),
+    );
     const runs = await Promise.allSettled([0, 1, 2].map(() => bakeRooms({ contentDir: sample, dataDir: data, only: [4], force: true })));
     expect(runs.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
-    expect(runs.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason)).toEqual([expect.any(BakeRunError), expect.any(BakeRunError)]);
+    expect(runs.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason)).toEqual([
+      expect.any(BakeRunError),
+      expect.any(BakeRunError),
+    ]);
     await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
   }, 120_000);
 
-  it('the next bake removes the temp files of bakes killed while taking the lock, never a live taker\'s', async () => {
+  it("the next bake removes the temp files of bakes killed while taking the lock, never a live taker's", async () => {
     const data = tmp('museum-pipeline-temps-');
     const lock = artifactPaths(data).lock;
     const holder = (pid: number, host = hostname()) => `${JSON.stringify({ pid, host, started_at: '2026-01-01T00:00:00.000Z' })}\n`;
@@ -380,12 +460,25 @@ describe('one bake at a time per data directory', () => {
     const data = tmp('museum-pipeline-held-');
     const holder = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)']);
     try {
-      await writeFile(artifactPaths(data).lock, JSON.stringify({ pid: holder.pid, host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }));
-      await expect(bakeRooms({ contentDir: sample, dataDir: data })).rejects.toThrow(`is being baked by pid ${holder.pid} on ${hostname()}, since 2026-01-01T00:00:00.000Z`);
-      const cli = spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), 'bake', 'rooms', '--content', sample, '--out', data], { cwd: ROOT, encoding: 'utf8' });
+      await writeFile(
+        artifactPaths(data).lock,
+        JSON.stringify({ pid: holder.pid, host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }),
+      );
+      await expect(bakeRooms({ contentDir: sample, dataDir: data })).rejects.toThrow(
+        `is being baked by pid ${holder.pid} on ${hostname()}, since 2026-01-01T00:00:00.000Z`,
+      );
+      const cli = spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), 'bake', 'rooms', '--content', sample, '--out', data], {
+        cwd: ROOT,
+        encoding: 'utf8',
+      });
       expect(cli.status).toBe(1);
-      expect(cli.stderr.trim().split('\n').at(-1)).toMatch(/^museum: .* is being baked by pid \d+ on .*; wait for it, or remove .*bake\.lock if that bake is gone$/);
-      await writeFile(artifactPaths(data).lock, JSON.stringify({ pid: await deadPid(), host: 'another-host', started_at: '2026-01-01T00:00:00.000Z' }));
+      expect(cli.stderr.trim().split('\n').at(-1)).toMatch(
+        /^museum: .* is being baked by pid \d+ on .*; wait for it, or remove .*bake\.lock if that bake is gone$/,
+      );
+      await writeFile(
+        artifactPaths(data).lock,
+        JSON.stringify({ pid: await deadPid(), host: 'another-host', started_at: '2026-01-01T00:00:00.000Z' }),
+      );
       await expect(bakeRooms({ contentDir: sample, dataDir: data })).rejects.toThrow('on another-host');
       expect(await readManifest(data)).toBeNull(); // nothing was published under someone else's lock
     } finally {
@@ -401,10 +494,14 @@ describe('killing the bake', () => {
     await bakeRooms({ contentDir: content, dataDir: data, concurrency: 2 });
     const before = await readFile(artifactPaths(data).manifest);
 
-    const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'bake', 'rooms', '--content', content, '--out', data, '--force', '--concurrency', '1'], {
-      cwd: ROOT,
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const child = spawn(
+      process.execPath,
+      [join(ROOT, 'bin/museum.js'), 'bake', 'rooms', '--content', content, '--out', data, '--force', '--concurrency', '1'],
+      {
+        cwd: ROOT,
+        stdio: ['ignore', 'ignore', 'pipe'],
+      },
+    );
     // Kill as soon as the first room is reported: the run is then in the middle of its work.
     await new Promise<void>((resolveKill) => {
       let seen = '';
@@ -417,7 +514,9 @@ describe('killing the bake', () => {
       });
       child.on('exit', () => resolveKill());
     });
-    const exit = await new Promise<NodeJS.Signals | null>((r) => (child.exitCode !== null || child.signalCode ? r(child.signalCode) : child.on('exit', (_c, s) => r(s))));
+    const exit = await new Promise<NodeJS.Signals | null>((r) =>
+      child.exitCode !== null || child.signalCode ? r(child.signalCode) : child.on('exit', (_c, s) => r(s)),
+    );
     expect(exit).toBe('SIGKILL');
     expect(await readFile(artifactPaths(data).manifest)).toEqual(before);
     await expectIntact(data);

@@ -80,7 +80,11 @@ describe.skipIf(!HAS_CHROMIUM)('the QA report in Chromium', () => {
     const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
     try {
       const report = (await readManifest(dataDir))!.report!;
-      const svg = await putContentFile(dataDir, '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>document.title = "ran"; fetch("/v1/rooms")</script></svg>', 'svg');
+      const svg = await putContentFile(
+        dataDir,
+        '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><script>document.title = "ran"; fetch("/v1/rooms")</script></svg>',
+        'svg',
+      );
       const page = await context.newPage();
       const blocked: string[] = [];
       const requests: string[] = [];

@@ -16,7 +16,16 @@ const SHA = '3'.repeat(64);
 
 /** What the bake hands the report: the published slot data and the QA facts. */
 function qa(result: SlotEngineResult, roomId: number): Pick<QaRoom, 'slotData' | 'facts' | 'plan'> {
-  const slotData = RoomSlotData.parse({ version: 1, room: roomId, model: SHA, generated_at: 'now', algorithm: SLOT_ALGORITHM, slots: result.slots, shortfall: result.shortfall, warnings: result.warnings });
+  const slotData = RoomSlotData.parse({
+    version: 1,
+    room: roomId,
+    model: SHA,
+    generated_at: 'now',
+    algorithm: SLOT_ALGORITHM,
+    slots: result.slots,
+    shortfall: result.shortfall,
+    warnings: result.warnings,
+  });
   return { slotData, facts: { kind: result.kind, kindEvidence: result.kindEvidence }, plan: result.plan };
 }
 
@@ -36,7 +45,11 @@ function closet() {
 }
 
 /** Data URIs of every <img> in the page, in order. */
-const images = (html: string) => [...html.matchAll(/<img [^>]*src="data:(image\/[a-z]+);base64,([^"]+)"/g)].map((m) => ({ mime: m[1]!, bytes: Buffer.from(m[2]!, 'base64') }));
+const images = (html: string) =>
+  [...html.matchAll(/<img [^>]*src="data:(image\/[a-z]+);base64,([^"]+)"/g)].map((m) => ({
+    mime: m[1]!,
+    bytes: Buffer.from(m[2]!, 'base64'),
+  }));
 
 /** How many pixels of the image are (nearly) the given #rrggbb colour. */
 async function pixelsOf(png: Buffer, hex: string): Promise<number> {
@@ -51,11 +64,31 @@ async function pixelsOf(png: Buffer, hex: string): Promise<number> {
 
 describe('QA report', () => {
   it('renders rooms, counts, shortfalls, warnings, failures and pictures into one page', async () => {
-    const thumbnail = await sharp({ create: { width: 64, height: 36, channels: 3, background: '#336699' } }).webp().toBuffer();
+    const thumbnail = await sharp({ create: { width: 64, height: 36, channels: 3, background: '#336699' } })
+      .webp()
+      .toBuffer();
     const rooms: QaRoom[] = [
-      { id: 1, title: 'Gallery <script>alert("x")</script> & "Friends"', onchainSlots: 8, ...qa(computeSlots(gallery().document, { roomId: 1, onchainSlots: 8, modelSha256: SHA }), 1), thumbnail },
-      { id: 2, title: 'Sandwich', onchainSlots: 2, ...qa(computeSlots(sandwiched().document, { roomId: 2, onchainSlots: 2, modelSha256: SHA }), 2), warnings: ['optimizer skipped draco'] },
-      { id: 3, title: 'Generated hall', onchainSlots: 10, ...qa(computeSlots(randomRoom(2).document, { roomId: 3, onchainSlots: 10, modelSha256: SHA }), 3), changes: { kept: 6, moved: 2, largest_move: 0.031, added: 2, removed: 0, had_previous: true } },
+      {
+        id: 1,
+        title: 'Gallery <script>alert("x")</script> & "Friends"',
+        onchainSlots: 8,
+        ...qa(computeSlots(gallery().document, { roomId: 1, onchainSlots: 8, modelSha256: SHA }), 1),
+        thumbnail,
+      },
+      {
+        id: 2,
+        title: 'Sandwich',
+        onchainSlots: 2,
+        ...qa(computeSlots(sandwiched().document, { roomId: 2, onchainSlots: 2, modelSha256: SHA }), 2),
+        warnings: ['optimizer skipped draco'],
+      },
+      {
+        id: 3,
+        title: 'Generated hall',
+        onchainSlots: 10,
+        ...qa(computeSlots(randomRoom(2).document, { roomId: 3, onchainSlots: 10, modelSha256: SHA }), 3),
+        changes: { kept: 6, moved: 2, largest_move: 0.031, added: 2, removed: 0, had_previous: true },
+      },
       { id: 4, title: 'Closet', onchainSlots: 200, ...qa(computeSlots(closet(), { roomId: 4, onchainSlots: 200, modelSha256: SHA }), 4) },
       { id: 5, title: 'Broken <model>', onchainSlots: 6, error: 'truncated GLB: header declares 100 bytes but the file has 50' },
     ];

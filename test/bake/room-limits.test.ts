@@ -11,7 +11,17 @@ import { bakeRooms, type BakeRunOptions, type BakeSummary } from '../../bake/pip
 import { smallRoomGlb } from './fixtures.ts';
 
 const tmp = (prefix: string) => mkdtempSync(join(tmpdir(), prefix));
-const room = (id: number, model: string) => ({ id, title: model, architect: '', description: '', series: '', slots: 2, token_id: null, model, image: null });
+const room = (id: number, model: string) => ({
+  id,
+  title: model,
+  architect: '',
+  description: '',
+  series: '',
+  slots: 2,
+  token_id: null,
+  model,
+  image: null,
+});
 
 /** Bake a good room (1) and `bad` (2) together; the summary and the published room ids. */
 async function bakeWithGood(bad: { name: string; bytes: Uint8Array }, options: Partial<BakeRunOptions> = {}) {
@@ -60,7 +70,10 @@ describe('room limits', () => {
 
   it('a room over the time limit is stopped and fails alone; the batch goes on', async () => {
     // One lane: the crowded room (biggest first) runs alone, is stopped, the good room runs after it.
-    const { summary, published, reason } = await bakeWithGood({ name: 'crowded.glb', bytes: crowded }, { concurrency: 1, roomTimeoutMs: 1_500 });
+    const { summary, published, reason } = await bakeWithGood(
+      { name: 'crowded.glb', bytes: crowded },
+      { concurrency: 1, roomTimeoutMs: 1_500 },
+    );
     expect(reason).toBe('took longer than 1.5 s (stopped)');
     expect(summary.rooms.find((r) => r.id === 1)!.status).toBe('baked');
     expect(published).toEqual([1]);

@@ -56,7 +56,11 @@ describe('sample content', () => {
     const facing = (name: string) => rotate(nodes.find((n) => n.getName() === name)!.getRotation(), [0, 0, 1]);
     expect(facing('Slot_001')[2]).toBeCloseTo(1);
     expect(facing('Slot_002')[2]).toBeCloseTo(-1);
-    const partition = nodes.find((n) => n.getName() === 'Partition')!.getMesh()!.listPrimitives()[0]!.getAttribute('POSITION')!;
+    const partition = nodes
+      .find((n) => n.getName() === 'Partition')!
+      .getMesh()!
+      .listPrimitives()[0]!
+      .getAttribute('POSITION')!;
     const xs = new Set(Array.from({ length: partition.getCount() }, (_, i) => partition.getElement(i, [0, 0, 0])[0]));
     expect([...xs]).toEqual([0]);
     expect(nodes.some((n) => n.getName() === 'Pillar')).toBe(true);
@@ -65,7 +69,10 @@ describe('sample content', () => {
 
   it('corridor: slots placed by node transform and baked into vertices', async () => {
     const doc = await readModelFile(join(a, 'models/corridor.glb'));
-    const slots = doc.getRoot().listNodes().filter((n) => /^Slot_/.test(n.getName()));
+    const slots = doc
+      .getRoot()
+      .listNodes()
+      .filter((n) => /^Slot_/.test(n.getName()));
     expect(slots).toHaveLength(8);
     const identity = slots.filter((n) => n.getTranslation().every((v) => v === 0));
     expect(identity).toHaveLength(4);
@@ -73,7 +80,10 @@ describe('sample content', () => {
 
   it('atelier: a PNG base colour and normal map of a few hundred KB', async () => {
     const doc = await readModelFile(join(a, 'models/atelier.glb'));
-    const brick = doc.getRoot().listMaterials().find((m) => m.getName() === 'Brick')!;
+    const brick = doc
+      .getRoot()
+      .listMaterials()
+      .find((m) => m.getName() === 'Brick')!;
     for (const texture of [brick.getBaseColorTexture()!, brick.getNormalTexture()!]) {
       expect(texture.getMimeType()).toBe('image/png');
       expect(texture.getImage()!.byteLength).toBeGreaterThan(100_000);
@@ -85,8 +95,18 @@ describe('sample content', () => {
     const room = content.rooms.find((r) => r.kind === 'sculpture')!;
     expect(room.slots).toBeGreaterThan(0);
     const doc = await readModelFile(join(a, room.model));
-    expect(doc.getRoot().listNodes().some((n) => /^(Slot|Auto)_/.test(n.getName()))).toBe(false);
-    expect(doc.getRoot().listMaterials().some((m) => m.getName() === 'Slot Placeholder')).toBe(false);
+    expect(
+      doc
+        .getRoot()
+        .listNodes()
+        .some((n) => /^(Slot|Auto)_/.test(n.getName())),
+    ).toBe(false);
+    expect(
+      doc
+        .getRoot()
+        .listMaterials()
+        .some((m) => m.getName() === 'Slot Placeholder'),
+    ).toBe(false);
   });
 
   it('pictures: most artworks are content files the project drew, each the size and type its record says', async () => {

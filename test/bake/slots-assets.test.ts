@@ -12,7 +12,9 @@ import { SHARED_ASSETS } from './fixtures.ts';
 import { anchorProblems, bruteWorld } from './rooms/geometry.ts';
 
 const ROOMS_DIR = join(SHARED_ASSETS, 'rooms');
-const rooms = readdirSync(ROOMS_DIR).filter((f) => f.endsWith('.glb')).sort();
+const rooms = readdirSync(ROOMS_DIR)
+  .filter((f) => f.endsWith('.glb'))
+  .sort();
 const SHA = '9'.repeat(64);
 
 describe('slot engine on the shared third-party rooms', () => {

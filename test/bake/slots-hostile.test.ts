@@ -19,7 +19,8 @@ import { BAKE_LIMITS } from '../../bake/settings.ts';
 import { computeSlots } from '../../bake/slots/index.ts';
 
 const SHA = '7'.repeat(64);
-const OVER_CAP = /^model draws more than 1,000,000 triangles \(meshes counted once per node and instance using them\): over the bake's limit$/;
+const OVER_CAP =
+  /^model draws more than 1,000,000 triangles \(meshes counted once per node and instance using them\): over the bake's limit$/;
 
 /** A closed 6 × 6 × 3 m room with a placeholder per name along the north wall. */
 function room(slotNames: string[] = []): { b: RoomBuilder; slots: Node[] } {
@@ -30,7 +31,9 @@ function room(slotNames: string[] = []): { b: RoomBuilder; slots: Node[] } {
   b.wall('South', [-3, 3], [3, 3], 3, 0.2, wall);
   b.wall('East', [3, 3], [3, -3], 3, 0.2, wall);
   b.wall('West', [-3, -3], [-3, 3], 3, 0.2, wall);
-  const slots = slotNames.map((name, i) => b.slot(name, { center: [i - 1.5, 1.5, -2.89], normal: [0, 0, 1], up: [0, 1, 0], width: 0.8, height: 0.6 }));
+  const slots = slotNames.map((name, i) =>
+    b.slot(name, { center: [i - 1.5, 1.5, -2.89], normal: [0, 0, 1], up: [0, 1, 0], width: 0.8, height: 0.6 }),
+  );
   return { b, slots };
 }
 
@@ -122,9 +125,24 @@ describe('a batch with hostile rooms', () => {
     const huge = room(['Slot_001', 'Slot_4000000000']).b;
     const far = room(['Slot_001', 'Slot_002']);
     far.slots[1]!.setTranslation([1e39, 1.5, -2.89]);
-    const models: Array<[string, RoomBuilder]> = [['good', room(['Slot_001', 'Slot_002']).b], ['huge-number', huge], ['far-slot', far.b], ['over-cap', overCapRoom()]];
+    const models: Array<[string, RoomBuilder]> = [
+      ['good', room(['Slot_001', 'Slot_002']).b],
+      ['huge-number', huge],
+      ['far-slot', far.b],
+      ['over-cap', overCapRoom()],
+    ];
     for (const [name, b] of models) await writeFile(join(content, `${name}.glb`), await writeGlb(b.document));
-    const entry = (id: number, name: string) => ({ id, title: name, architect: '', description: '', series: '', slots: 2, token_id: null, model: `${name}.glb`, image: null });
+    const entry = (id: number, name: string) => ({
+      id,
+      title: name,
+      architect: '',
+      description: '',
+      series: '',
+      slots: 2,
+      token_id: null,
+      model: `${name}.glb`,
+      image: null,
+    });
     await writeFile(join(content, 'rooms.json'), JSON.stringify(models.map(([name], i) => entry(i + 1, name))));
     summary = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 2 });
   }, 120_000);

@@ -33,7 +33,11 @@ function expectSameAnchors(a: RoomSlot[], b: RoomSlot[]): void {
     const o = b[i]!;
     expect(Math.hypot(...s.position.map((v, k) => v - o.position[k]!)), `${s.id} position`).toBeLessThan(1e-3);
     expect(angleBetween(s.facing, o.facing), `${s.id} facing`).toBeLessThan(0.5);
-    for (const axis of [[1, 0, 0], [0, 1, 0], [0, 0, 1]] as Array<[number, number, number]>) {
+    for (const axis of [
+      [1, 0, 0],
+      [0, 1, 0],
+      [0, 0, 1],
+    ] as Array<[number, number, number]>) {
       expect(angleBetween(rotate(s.quaternion, axis), rotate(o.quaternion, axis)), `${s.id} orientation`).toBeLessThan(0.5);
     }
     expect(Math.abs(s.width - o.width), `${s.id} width`).toBeLessThan(1e-3);
@@ -54,7 +58,12 @@ describe('slot engine: anchors survive the bake optimizer (Draco)', () => {
   ];
   it.each(authored)('authored: %s', async (_name, build, n) => {
     const { source, optimized, again } = await optimizedRoundTrip(build, n);
-    expect(optimized.getRoot().listExtensionsUsed().map((e) => e.extensionName)).toContain('KHR_draco_mesh_compression');
+    expect(
+      optimized
+        .getRoot()
+        .listExtensionsUsed()
+        .map((e) => e.extensionName),
+    ).toContain('KHR_draco_mesh_compression');
     expect(source.slots.every((s) => s.source === 'authored')).toBe(true);
     expectSameAnchors(source.slots, again.slots);
   });
@@ -68,7 +77,10 @@ describe('slot engine: anchors survive the bake optimizer (Draco)', () => {
     const { source, optimized, again } = await optimizedRoundTrip(build, n);
     expect(source.slots).toHaveLength(n);
     expect(source.slots.every((s) => s.source === 'generated')).toBe(true);
-    const embedded = optimized.getRoot().listNodes().filter((node) => node.getName().startsWith('Auto_'));
+    const embedded = optimized
+      .getRoot()
+      .listNodes()
+      .filter((node) => node.getName().startsWith('Auto_'));
     expect(embedded.map((node) => node.getName()).sort()).toEqual(source.slots.map((s) => s.id));
     expect(embedded.every((node) => node.getMesh()!.listPrimitives()[0]!.getMaterial()!.getName() === 'Slot Placeholder')).toBe(true);
     // One shared quad per frame size, each frame in its node's TRS (a line of JSON a slot, not a mesh each).

@@ -17,7 +17,10 @@ describe('slot engine: spatial helpers', () => {
     for (let q = 0; q < 200; q++) {
       const centre: V3 = [random() * 44 - 22, random() * 8 - 1, random() * 34 - 17];
       const radius = q % 10 === 0 ? 60 : random() * 4;
-      const expected = points.map((p, i) => [p, i] as const).filter(([p]) => Math.hypot(p[0] - centre[0], p[1] - centre[1], p[2] - centre[2]) <= radius).map(([, i]) => i);
+      const expected = points
+        .map((p, i) => [p, i] as const)
+        .filter(([p]) => Math.hypot(p[0] - centre[0], p[1] - centre[1], p[2] - centre[2]) <= radius)
+        .map(([, i]) => i);
       expect(grid.near(centre, radius)).toEqual(expected);
     }
   });

@@ -72,11 +72,25 @@ describe('slot engine: stable generated anchors', () => {
     // The same as a bake without history: the history only ever re-states what the sequence gives.
     const fresh = computeSlots(document, { roomId: 7, onchainSlots: n + 4, modelSha256: SHA_A });
     expect(raised.slots.map(pose)).toEqual(fresh.slots.map(pose));
-    expect(compareSlots(first.slots, raised.slots)).toEqual({ kept: n, moved: 0, largest_move: 0, added: 4, removed: 0, had_previous: true });
+    expect(compareSlots(first.slots, raised.slots)).toEqual({
+      kept: n,
+      moved: 0,
+      largest_move: 0,
+      added: 4,
+      removed: 0,
+      had_previous: true,
+    });
 
     const lowered = computeSlots(document, { roomId: 7, onchainSlots: n, modelSha256: SHA_A, previous: published(raised.slots, SHA_A) });
     expect(lowered.slots).toEqual(first.slots);
-    expect(compareSlots(raised.slots, lowered.slots)).toEqual({ kept: n, moved: 0, largest_move: 0, added: 0, removed: 4, had_previous: true });
+    expect(compareSlots(raised.slots, lowered.slots)).toEqual({
+      kept: n,
+      moved: 0,
+      largest_move: 0,
+      added: 0,
+      removed: 4,
+      had_previous: true,
+    });
   });
 
   it('a model edit that moves one wall keeps the anchors on the other walls', () => {
@@ -98,7 +112,14 @@ describe('slot engine: stable generated anchors', () => {
       expect(now.position[0] - s.position[0]).toBeCloseTo(0.03, 4);
       expect([now.position[1], now.position[2]]).toEqual([s.position[1], s.position[2]]);
     }
-    expect(compareSlots(before.slots, nudged.slots)).toEqual({ kept: others.length, moved: east.length, largest_move: 0.03, added: 0, removed: 0, had_previous: true });
+    expect(compareSlots(before.slots, nudged.slots)).toEqual({
+      kept: others.length,
+      moved: east.length,
+      largest_move: 0.03,
+      added: 0,
+      removed: 0,
+      had_previous: true,
+    });
 
     // Moved 1.5 m outwards: beyond re-seating. Those ids get new anchors (on any wall); the rest stay.
     const moved = computeSlots(hall(11.5), { roomId: 7, onchainSlots: n, modelSha256: SHA_B, previous: published(before.slots, SHA_A) });
@@ -118,18 +139,30 @@ describe('slot engine: stable generated anchors', () => {
 });
 
 describe('slot engine: anchors of another algorithm revision', () => {
-  it('are re-validated against today\'s rules on the same model: valid ones keep their ids and poses, the rest are replaced', () => {
+  it("are re-validated against today's rules on the same model: valid ones keep their ids and poses, the rest are replaced", () => {
     const document = furnished();
     const fresh = computeSlots(document, { roomId: 3, onchainSlots: 6, modelSha256: SHA_A });
     // Slot 2 as an older engine might have left it: over the cabinet on the north wall.
-    const blocked: RoomSlot = { ...fresh.slots[1]!, position: [1.5, 1.3, 0.005], quaternion: [0, 0, 0, 1], facing: [0, 0, 1], width: 0.85, height: 0.85 };
+    const blocked: RoomSlot = {
+      ...fresh.slots[1]!,
+      position: [1.5, 1.3, 0.005],
+      quaternion: [0, 0, 0, 1],
+      facing: [0, 0, 1],
+      width: 0.85,
+      height: 0.85,
+    };
     const old = { ...published([fresh.slots[0]!, blocked, ...fresh.slots.slice(2)], SHA_A), algorithm: 'slot-engine-1' };
     const again = computeSlots(document, { roomId: 3, onchainSlots: 6, modelSha256: SHA_A, previous: old });
     expect(again.slots.map((s) => s.id)).toEqual(fresh.slots.map((s) => s.id));
     expect(pose(again.slots[1]!)).not.toEqual(pose(blocked));
     for (const i of [0, 2, 3, 4, 5]) expect(pose(again.slots[i]!)).toEqual(pose(fresh.slots[i]!));
     // This revision's own data on the same model is trusted as published.
-    const trusted = computeSlots(document, { roomId: 3, onchainSlots: 6, modelSha256: SHA_A, previous: { ...old, algorithm: SLOT_ALGORITHM } });
+    const trusted = computeSlots(document, {
+      roomId: 3,
+      onchainSlots: 6,
+      modelSha256: SHA_A,
+      previous: { ...old, algorithm: SLOT_ALGORITHM },
+    });
     expect(trusted.slots[1]).toEqual(blocked);
   });
 });

@@ -10,7 +10,17 @@ import { computeSlots, embedAnchors, SLOT_ALGORITHM } from '../../bake/slots/ind
 import { angleBetween, orientationProblems, rotate } from './rooms/geometry.ts';
 import { mulberry32 } from '../../common/random.ts';
 import { randomRoom } from './rooms/random.ts';
-import { corridor, gallery, numberingFaults, partition, pillar, rotatedScaledGallery, sandwiched, sculpture, type TruthRoom } from './rooms/truth.ts';
+import {
+  corridor,
+  gallery,
+  numberingFaults,
+  partition,
+  pillar,
+  rotatedScaledGallery,
+  sandwiched,
+  sculpture,
+  type TruthRoom,
+} from './rooms/truth.ts';
 
 const SHA = 'e'.repeat(64);
 const distance = (a: readonly number[], b: readonly number[]) => Math.hypot(a[0]! - b[0]!, a[1]! - b[1]!, a[2]! - b[2]!);
@@ -82,7 +92,9 @@ describe('slot engine: authored slots against ground truth', () => {
   });
 
   it('levels horizontal slots by the documented rule: +Y = world −Z', () => {
-    const plaque = computeSlots(gallery().document, { roomId: 1, onchainSlots: 8, modelSha256: SHA }).slots.find((s) => s.id === 'Slot_008')!;
+    const plaque = computeSlots(gallery().document, { roomId: 1, onchainSlots: 8, modelSha256: SHA }).slots.find(
+      (s) => s.id === 'Slot_008',
+    )!;
     expect(angleBetween(plaque.facing, [0, 1, 0])).toBeLessThan(0.01);
     expect(angleBetween(rotate(plaque.quaternion, [0, 1, 0]), [0, 0, -1])).toBeLessThan(0.01);
     expect(angleBetween(rotate(plaque.quaternion, [1, 0, 0]), [1, 0, 0])).toBeLessThan(0.01);
@@ -105,7 +117,10 @@ describe('slot engine: authored slots anywhere on the walls of random rooms', ()
   it.each([2, 3, 5, 8, 9, 13, 17, 21])('random room %i: every facing and flip right, none ambiguous', (seed) => {
     const anchors = computeSlots(randomRoom(seed).document, { roomId: 1, onchainSlots: 20, modelSha256: SHA }).slots;
     const model = randomRoom(seed);
-    const partitioned = model.document.getRoot().listNodes().some((n) => n.getName() === 'Partition');
+    const partitioned = model.document
+      .getRoot()
+      .listNodes()
+      .some((n) => n.getName() === 'Partition');
     const random = mulberry32(seed * 31);
     const slots = new RoomBuilder('Slots');
     const truths = anchors.map((anchor, i) => {
@@ -115,7 +130,11 @@ describe('slot engine: authored slots anywhere on the walls of random rooms', ()
       const intoWall = random() < 0.5;
       const id = `Slot_${String(i + 1).padStart(3, '0')}`;
       const normal: [number, number, number] = intoWall ? [-f[0], -f[1], -f[2]] : [...f];
-      slots.slot(id, { center, normal, up: rotate(anchor.quaternion, [0, 1, 0]), width: anchor.width * 0.9, height: anchor.height * 0.7 }, random() < 0.5 ? 'node' : 'vertices');
+      slots.slot(
+        id,
+        { center, normal, up: rotate(anchor.quaternion, [0, 1, 0]), width: anchor.width * 0.9, height: anchor.height * 0.7 },
+        random() < 0.5 ? 'node' : 'vertices',
+      );
       return { id, facing: f, flipped: intoWall };
     });
     mergeDocuments(model.document, slots.document);
@@ -172,11 +191,20 @@ describe('slot engine: ids and numbering', () => {
     const generated = computeSlots(doc, { roomId: 3, onchainSlots: 5, modelSha256: SHA });
     expect(generated.slots.map((s) => s.id)).toEqual(['Auto_001', 'Auto_002', 'Auto_003', 'Auto_004', 'Auto_005']);
     embedAnchors(doc, generated.slots);
-    const names = doc.getRoot().listNodes().map((n) => n.getName()).filter((n) => n.startsWith('Auto_'));
+    const names = doc
+      .getRoot()
+      .listNodes()
+      .map((n) => n.getName())
+      .filter((n) => n.startsWith('Auto_'));
     expect(names.sort()).toEqual(['Auto_001', 'Auto_002', 'Auto_003', 'Auto_004', 'Auto_005']);
     // Embedding again replaces, never duplicates.
     embedAnchors(doc, generated.slots);
-    expect(doc.getRoot().listNodes().filter((n) => n.getName().startsWith('Auto_'))).toHaveLength(5);
+    expect(
+      doc
+        .getRoot()
+        .listNodes()
+        .filter((n) => n.getName().startsWith('Auto_')),
+    ).toHaveLength(5);
     const again = computeSlots(doc, { roomId: 3, onchainSlots: 5, modelSha256: SHA });
     expect(again.warnings).toEqual([]);
     for (const slot of generated.slots) {

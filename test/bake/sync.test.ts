@@ -105,9 +105,17 @@ describe('syncContent', () => {
     expect(content.collections).toEqual(SAMPLE.content.collections);
     expect(content.artworks).toEqual([...SAMPLE.content.artworks].sort((a, b) => a.id - b.id));
     const store = fake.items.nfts!.find((r) => r.id === 102)!;
-    expect(store).toMatchObject({ collection: 'first-season', collection_type: 2, response_opensea: { opensea_url: expect.stringMatching(/^https:/) } });
+    expect(store).toMatchObject({
+      collection: 'first-season',
+      collection_type: 2,
+      response_opensea: { opensea_url: expect.stringMatching(/^https:/) },
+    });
     const synced = content.artworks.find((a) => a.id === 102)!;
-    expect(synced).toMatchObject({ collection: 'first-season', museum_collection: 'founders-portraits', marketplace_url: (store.response_opensea as { opensea_url: string }).opensea_url });
+    expect(synced).toMatchObject({
+      collection: 'first-season',
+      museum_collection: 'founders-portraits',
+      marketplace_url: (store.response_opensea as { opensea_url: string }).opensea_url,
+    });
 
     // What the bake publishes from it: normalized media for every work that has any.
     const { artworks } = publicCatalog(content, { ipfsGateway: 'https://gw.example' });
@@ -174,7 +182,12 @@ describe('syncContent', () => {
       store.fault(/^\/files\//, { kind: 'status', status: 403 });
       const again = await syncFrom(store, dir);
       expect(again.files).toEqual({ downloaded: 0, reused: 5, bytes: 0 });
-      expect(store.requestsTo(/^\/assets\//).slice(-5).every((r) => r.status === 304)).toBe(true);
+      expect(
+        store
+          .requestsTo(/^\/assets\//)
+          .slice(-5)
+          .every((r) => r.status === 304),
+      ).toBe(true);
     });
   });
 
@@ -229,7 +242,9 @@ describe('syncContent', () => {
     const closed = await closedPortUrl();
     const error = await sync(dir, { upstreamUrl: closed, retries: 1 }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SyncError);
-    expect((error as Error).message).toBe(`content store at ${closed}: reading collections (offset 0) failed after 2 attempts: unreachable (ECONNREFUSED)`);
+    expect((error as Error).message).toBe(
+      `content store at ${closed}: reading collections (offset 0) failed after 2 attempts: unreachable (ECONNREFUSED)`,
+    );
     expect(snapshotDir(dir)).toEqual(before);
     expect(leftovers()).toEqual([]);
   });
@@ -247,7 +262,10 @@ describe('syncContent', () => {
     const inside = await startCanary();
     const store = await startCanary((req, res) => {
       const path = new URL(req.url!, 'http://x').pathname;
-      if (path === '/items/rooms') res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data: [{ id: 1, title: 'R', slots: 2, model: 'm1', image: null }] }));
+      if (path === '/items/rooms')
+        res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ data: [{ id: 1, title: 'R', slots: 2, model: 'm1', image: null }] }));
       else if (path.startsWith('/items/')) res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[]}');
       else if (path === '/assets/m1') res.writeHead(302, { location: `${inside.url}/latest/meta-data/` }).end();
       else res.writeHead(404).end();
@@ -272,7 +290,9 @@ describe('syncContent', () => {
     const dir = previousContent();
     const before = snapshotDir(dir);
     fake.fault('/items/collections', { kind: 'garbage' });
-    await expect(sync(dir, { retries: 1 })).rejects.toThrow(/reading collections \(offset 0\) failed after 2 attempts: the answer is not JSON/);
+    await expect(sync(dir, { retries: 1 })).rejects.toThrow(
+      /reading collections \(offset 0\) failed after 2 attempts: the answer is not JSON/,
+    );
     expect(snapshotDir(dir)).toEqual(before);
   });
 
@@ -281,26 +301,40 @@ describe('syncContent', () => {
     content.rooms![1]!.model = null;
     content.rooms![2]!.model = 'deleted-file';
     // A model file that is an HTML page (an error page saved as the file).
-    content.files![content.rooms![3]!.model as string] = { data: Buffer.from('<!doctype html><title>Error</title>'), type: 'text/html', filename: 'model.glb' };
+    content.files![content.rooms![3]!.model as string] = {
+      data: Buffer.from('<!doctype html><title>Error</title>'),
+      type: 'text/html',
+      filename: 'model.glb',
+    };
     const nft = (id: number) => content.nfts!.find((r) => r.id === id)!;
     nft(1000).collection_type = 77; // a museum collection that is not in the store
     Object.assign(nft(1001), { media_info: { type: 'image', url: null }, response_opensea: null }); // set, but unusable
     Object.assign(nft(1002), { media_info: { type: 'image', url: 'https://openseauserdata.com/gone.png' }, response_opensea: null }); // nothing live
-    content.collections!.push({ id: 9, name: 'Orphan', title: '', description: '', slug: 'orphan', status: 'published', parent_collection: 77 });
+    content.collections!.push({
+      id: 9,
+      name: 'Orphan',
+      title: '',
+      description: '',
+      slug: 'orphan',
+      status: 'published',
+      parent_collection: 77,
+    });
     await withStore({ content }, async (store) => {
       const summary = await syncFrom(store, freshDir());
       expect(summary).toMatchObject({ rooms: 1, artworks: 28, collections: 7 });
       const htmlModel = content.rooms![3]!.model as string;
-      expect(summary.warnings).toEqual([
-        '3 artworks have no usable still image (media null): 112, 1001, 1002',
-        'artwork 1000 skipped: its museum collection 77 is not in the store',
-        'collection 9: parent 77 is not in the store; kept unpublished',
-        `file ${htmlModel} is not a GLB or glTF model`,
-        'file deleted-file is not readable in the store (HTTP 403)',
-        'room 2 skipped: it has no model file',
-        'room 3 skipped: its model file deleted-file could not be used',
-        `room 4 skipped: its model file ${htmlModel} could not be used`,
-      ].sort((a, b) => a.localeCompare(b, 'en', { numeric: true })));
+      expect(summary.warnings).toEqual(
+        [
+          '3 artworks have no usable still image (media null): 112, 1001, 1002',
+          'artwork 1000 skipped: its museum collection 77 is not in the store',
+          'collection 9: parent 77 is not in the store; kept unpublished',
+          `file ${htmlModel} is not a GLB or glTF model`,
+          'file deleted-file is not readable in the store (HTTP 403)',
+          'room 2 skipped: it has no model file',
+          'room 3 skipped: its model file deleted-file could not be used',
+          `room 4 skipped: its model file ${htmlModel} could not be used`,
+        ].sort((a, b) => a.localeCompare(b, 'en', { numeric: true })),
+      );
     });
   });
 
@@ -325,7 +359,12 @@ describe('syncContent', () => {
       const url = new URL(req.url!, 'http://x');
       const offset = Number(url.searchParams.get('offset'));
       const limit = Number(url.searchParams.get('limit'));
-      const data = Array.from({ length: limit }, (_, i) => ({ id: offset + i + 1, name: `c${offset + i}`, slug: `c${offset + i}`, status: 'published' }));
+      const data = Array.from({ length: limit }, (_, i) => ({
+        id: offset + i + 1,
+        name: `c${offset + i}`,
+        slug: `c${offset + i}`,
+        status: 'published',
+      }));
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ data }));
     });
     try {
@@ -366,7 +405,9 @@ describe('syncContent', () => {
       const before = snapshotDir(dir);
       const error = await sync(dir, { upstreamUrl: store.url, timeoutMs: 30_000 }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(SyncError);
-      expect((error as Error).message).toBe(`content store at ${store.url}: reading collections (offset 0): the answer is larger than 67108864 bytes`);
+      expect((error as Error).message).toBe(
+        `content store at ${store.url}: reading collections (offset 0): the answer is larger than 67108864 bytes`,
+      );
       expect(store.requests).toHaveLength(1); // not retried
       expect(sent).toBeLessThan(128 * 1024 * 1024); // the connection was cut just past 64 MB
       expect(snapshotDir(dir)).toEqual(before);
@@ -383,7 +424,9 @@ describe('syncContent', () => {
     });
     try {
       const error = await sync(freshDir(), { upstreamUrl: store.url, maxPageBytes: 1_000_000 }).catch((e: unknown) => e);
-      expect((error as Error).message).toBe(`content store at ${store.url}: reading collections (offset 0): the answer is larger than 1000000 bytes`);
+      expect((error as Error).message).toBe(
+        `content store at ${store.url}: reading collections (offset 0): the answer is larger than 1000000 bytes`,
+      );
     } finally {
       await store.close();
     }
@@ -392,7 +435,15 @@ describe('syncContent', () => {
   it('fails, keeping the previous content, when the records lack the fields it reads (another schema)', async () => {
     const content = sampleContentStore({ artworks: 10 });
     // The flat shape the sync used to read: no media blobs, no marketplace record.
-    content.nfts = content.nfts!.map(({ id, name, artist_name, collection }) => ({ id, name, artist_name, collection, image_url: `https://cdn.example/${id}.png`, width: 800, height: 600 }));
+    content.nfts = content.nfts!.map(({ id, name, artist_name, collection }) => ({
+      id,
+      name,
+      artist_name,
+      collection,
+      image_url: `https://cdn.example/${id}.png`,
+      width: 800,
+      height: 600,
+    }));
     await withStore({ content }, async (store) => {
       const dir = previousContent();
       const before = snapshotDir(dir);
@@ -410,14 +461,18 @@ describe('syncContent', () => {
     const content = sampleContentStore({ artworks: 40 });
     // Blobs in a shape the sync does not read (`uri`), and no marketplace fallback.
     content.nfts = content.nfts!.map((r, i) =>
-      i % 4 === 0 || r.media_info === null ? r : { ...r, media_info: { type: 'image', uri: 'https://cdn.example/x.png' }, display_media_info: null, response_opensea: null },
+      i % 4 === 0 || r.media_info === null
+        ? r
+        : { ...r, media_info: { type: 'image', uri: 'https://cdn.example/x.png' }, display_media_info: null, response_opensea: null },
     );
     await withStore({ content }, async (store) => {
       const dir = previousContent();
       const before = snapshotDir(dir);
       const error = await syncFrom(store, dir).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(SyncError);
-      expect((error as Error).message).toMatch(/^content store at \S+: 30 of 39 listed artworks would have no media \(artwork \d+: media_info has no url\): the nfts records are not what the sync reads$/);
+      expect((error as Error).message).toMatch(
+        /^content store at \S+: 30 of 39 listed artworks would have no media \(artwork \d+: media_info has no url\): the nfts records are not what the sync reads$/,
+      );
       expect(snapshotDir(dir)).toEqual(before);
     });
   });
@@ -426,7 +481,9 @@ describe('syncContent', () => {
     const content = sampleContentStore({ artworks: 6 });
     content.nfts = content.nfts!.map((r) => ({ ...r, media_info: null }));
     await withStore({ content }, async (store) => {
-      await expect(syncFrom(store, freshDir())).rejects.toThrow(/none of the 6 nfts records has media_info set, so no artwork would be listed/);
+      await expect(syncFrom(store, freshDir())).rejects.toThrow(
+        /none of the 6 nfts records has media_info set, so no artwork would be listed/,
+      );
     });
   });
 

@@ -10,18 +10,23 @@ import { describe, expect, it } from 'vitest';
 import { ImageError, publishablePreview, SVG_RASTER_SIZE } from '../../bake/thumbnail.ts';
 import { startCanary } from '../fakes/canary.ts';
 
-const svg = (body: string, size = 'width="200" height="100"') => Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" ${size}>${body}</svg>`);
+const svg = (body: string, size = 'width="200" height="100"') =>
+  Buffer.from(`<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" ${size}>${body}</svg>`);
 
 describe('preview images', () => {
   it('publishes raster images byte for byte', async () => {
-    const png = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#123456' } }).png().toBuffer();
+    const png = await sharp({ create: { width: 20, height: 10, channels: 3, background: '#123456' } })
+      .png()
+      .toBuffer();
     const jpeg = await sharp(png).jpeg().toBuffer();
     expect(await publishablePreview(png)).toEqual({ bytes: png, ext: 'png' });
     expect(await publishablePreview(jpeg)).toEqual({ bytes: jpeg, ext: 'jpg' });
   });
 
   it('rasterizes an SVG (script and all) to a PNG of 2048 px on its longer side, deterministically', async () => {
-    const scripted = svg('<script>alert(document.domain)</script><rect width="200" height="100" fill="#c33"/><circle cx="50" cy="50" r="20" fill="url(#g)"/><defs><linearGradient id="g"><stop offset="0" stop-color="#fff"/></linearGradient></defs>');
+    const scripted = svg(
+      '<script>alert(document.domain)</script><rect width="200" height="100" fill="#c33"/><circle cx="50" cy="50" r="20" fill="url(#g)"/><defs><linearGradient id="g"><stop offset="0" stop-color="#fff"/></linearGradient></defs>',
+    );
     const first = await publishablePreview(scripted);
     expect(first.ext).toBe('png');
     const { data, info } = await sharp(first.bytes).raw().toBuffer({ resolveWithObject: true });
@@ -52,18 +57,27 @@ describe('preview images', () => {
       expect(error, body).toBeInstanceOf(ImageError);
       expect((error as Error).message, body).toBe(`preview SVG refused: it references something outside itself (${what})`);
     }
-    const entity = Buffer.from('<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/hostname">]><svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><text>&x;</text></svg>');
-    expect(((await publishablePreview(entity).catch((e: Error) => e)) as Error).message).toMatch(/^preview (SVG refused: it references something outside itself \(an entity declaration\)|image is not a readable image .*)$/);
+    const entity = Buffer.from(
+      '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/hostname">]><svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><text>&x;</text></svg>',
+    );
+    expect(((await publishablePreview(entity).catch((e: Error) => e)) as Error).message).toMatch(
+      /^preview (SVG refused: it references something outside itself \(an entity declaration\)|image is not a readable image .*)$/,
+    );
   });
 
   it('librsvg itself loads nothing external from an SVG buffer (the refusal above is a second wall)', async () => {
     const inside = await startCanary();
     try {
-      const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#ff0000' } }).png().toBuffer();
+      const png = await sharp({ create: { width: 8, height: 8, channels: 3, background: '#ff0000' } })
+        .png()
+        .toBuffer();
       const { writeFile, mkdtemp } = await import('node:fs/promises');
       const dir = await mkdtemp(join(tmpdir(), 'museum-svg-'));
       await writeFile(`${dir}/red.png`, png);
-      const hostile = svg(`<image href="${inside.url}/x.png" width="100" height="100"/><image href="file://${dir}/red.png" width="100" height="100"/><image href="${dir}/red.png" width="100" height="100"/>`, 'width="100" height="100"');
+      const hostile = svg(
+        `<image href="${inside.url}/x.png" width="100" height="100"/><image href="file://${dir}/red.png" width="100" height="100"/><image href="${dir}/red.png" width="100" height="100"/>`,
+        'width="100" height="100"',
+      );
       const { data } = await sharp(hostile).raw().toBuffer({ resolveWithObject: true });
       expect(data.every((b) => b === 0)).toBe(true); // nothing drawn
       expect(inside.requests).toEqual([]);

@@ -42,7 +42,14 @@ async function contentDir(): Promise<string> {
   const content = tmp('museum-variants-content-');
   await writeSampleContent(content);
   const rooms = JSON.parse(readFileSync(join(content, 'rooms.json'), 'utf8')) as unknown[];
-  const real = REAL_ROOMS.map((r) => ({ ...r, architect: 'shared assets', description: 'CC-BY', series: 'Real rooms', token_id: String(r.id), image: null }));
+  const real = REAL_ROOMS.map((r) => ({
+    ...r,
+    architect: 'shared assets',
+    description: 'CC-BY',
+    series: 'Real rooms',
+    token_id: String(r.id),
+    image: null,
+  }));
   writeFileSync(join(content, 'rooms.json'), JSON.stringify([...rooms, ...real]));
   return content;
 }
@@ -99,7 +106,10 @@ describe('every room (7 sample rooms, cube-room, garage)', () => {
   it('has the three variants, draco being model_optimized itself', () => {
     expect(rooms).toHaveLength(9);
     for (const room of rooms) {
-      expect(room.model_variants!.map((v) => v.name), `room ${room.id}`).toEqual(['draco', 'meshopt', 'plain']);
+      expect(
+        room.model_variants!.map((v) => v.name),
+        `room ${room.id}`,
+      ).toEqual(['draco', 'meshopt', 'plain']);
       expect(variantOf(room, 'draco').file).toEqual(room.model_optimized);
     }
   });
@@ -111,7 +121,11 @@ describe('every room (7 sample rooms, cube-room, garage)', () => {
         const required = (json.extensionsRequired as string[] | undefined) ?? [];
         expect(variant.extensions_required, `room ${room.id} ${variant.name}`).toEqual(required);
         const compression = required.filter((e) => COMPRESSION.includes(e)).sort();
-        const expected = { draco: ['KHR_draco_mesh_compression'], meshopt: ['EXT_meshopt_compression', 'KHR_mesh_quantization'], plain: [] }[variant.name];
+        const expected = {
+          draco: ['KHR_draco_mesh_compression'],
+          meshopt: ['EXT_meshopt_compression', 'KHR_mesh_quantization'],
+          plain: [],
+        }[variant.name];
         expect(compression, `room ${room.id} ${variant.name}`).toEqual(expected);
       }
     }
@@ -121,7 +135,10 @@ describe('every room (7 sample rooms, cube-room, garage)', () => {
     for (const room of rooms) {
       const plain = variantOf(room, 'plain');
       const { json } = splitGlb(await bytesOf(plain));
-      expect(((json.extensionsUsed as string[] | undefined) ?? []).filter((e) => COMPRESSION.includes(e)), `room ${room.id}`).toEqual([]);
+      expect(
+        ((json.extensionsUsed as string[] | undefined) ?? []).filter((e) => COMPRESSION.includes(e)),
+        `room ${room.id}`,
+      ).toEqual([]);
       const accessors = json.accessors as Array<{ componentType: number; normalized?: boolean }>;
       const meshes = json.meshes as Array<{ primitives: Array<{ attributes: Record<string, number> }> }>;
       for (const prim of meshes.flatMap((m) => m.primitives)) {
@@ -179,7 +196,10 @@ describe('with the rest of the bake', () => {
     const repaired = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 2 });
     expect(repaired.rooms.filter((r) => r.status === 'baked').map((r) => [r.id, r.reason])).toEqual([[8, 'published files missing']]);
 
-    const smaller = { ...OPTIMIZER_SETTINGS, variants: { ...OPTIMIZER_SETTINGS.variants, plain: { ...OPTIMIZER_SETTINGS.variants.plain, maxTextureSize: 512 } } };
+    const smaller = {
+      ...OPTIMIZER_SETTINGS,
+      variants: { ...OPTIMIZER_SETTINGS.variants, plain: { ...OPTIMIZER_SETTINGS.variants.plain, maxTextureSize: 512 } },
+    };
     const copy = tmp('museum-variants-settings-');
     await bakeRooms({ contentDir: content, dataDir: copy, concurrency: 2, only: [8] });
     const rebaked = await bakeRooms({ contentDir: content, dataDir: copy, concurrency: 2, only: [8], settings: smaller });
@@ -195,14 +215,20 @@ describe('with the rest of the bake', () => {
       const wall = b.material('Wall');
       if (texture) {
         // A KTX2 texture (what a decoder-less client cannot load): the draco model keeps it, plain cannot.
-        const ktx2 = Buffer.concat([Buffer.from([0xab, 0x4b, 0x54, 0x58, 0x20, 0x32, 0x30, 0xbb, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.alloc(68)]);
+        const ktx2 = Buffer.concat([
+          Buffer.from([0xab, 0x4b, 0x54, 0x58, 0x20, 0x32, 0x30, 0xbb, 0x0d, 0x0a, 0x1a, 0x0a]),
+          Buffer.alloc(68),
+        ]);
         wall.setBaseColorTexture(b.document.createTexture('basis').setImage(ktx2).setMimeType('image/ktx2'));
       }
       b.floorAndCeiling('Hall', [0, 0], [8, 8], 4, b.material('Floor'), b.material('Ceiling'));
       b.innerWalls(8, 8, 4, wall);
       return b;
     };
-    writeFileSync(join(dir, 'rooms.json'), JSON.stringify([{ id: 1, title: 'Hall', slots: 3, token_id: 1, model: 'hall.glb', image: null }]));
+    writeFileSync(
+      join(dir, 'rooms.json'),
+      JSON.stringify([{ id: 1, title: 'Hall', slots: 3, token_id: 1, model: 'hall.glb', image: null }]),
+    );
     writeFileSync(join(dir, 'hall.glb'), await writeGlb(room(false).document));
     const data = tmp('museum-variants-ktx2-data-');
     await bakeRooms({ contentDir: dir, dataDir: data, concurrency: 1 });

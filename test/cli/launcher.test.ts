@@ -122,9 +122,13 @@ describe('bin/museum, as npx runs it', () => {
           stderr += chunk.toString();
           if (/museum: open .*\n/.test(stderr)) child.kill('SIGKILL');
         });
-        child.once('exit', () => (/museum: open .*\n/.test(stderr) ? done(stderr) : fail(new Error(`museum serve did not start: ${stderr}`))));
+        child.once('exit', () =>
+          /museum: open .*\n/.test(stderr) ? done(stderr) : fail(new Error(`museum serve did not start: ${stderr}`)),
+        );
       });
-    expect(await startup(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve'])).toContain(`museum: note   node runs without ${SERVER_NODE_FLAGS.join(' ')}`);
+    expect(await startup(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve'])).toContain(
+      `museum: note   node runs without ${SERVER_NODE_FLAGS.join(' ')}`,
+    );
     expect(await startup(join(ROOT, 'bin/museum'), ['serve'])).not.toContain('node runs without');
   });
 

@@ -34,7 +34,9 @@ describe('bake progress', () => {
       progress.onEvent({ type: 'start', id: 5, title: 'Great \x1b[2J Hall' });
       clock = 12_000;
       await expect.poll(() => writes.some((w) => w.startsWith('bake: 0/3 done'))).toBe(true);
-      expect(writes.find((w) => w.startsWith('bake: 0/3 done'))).toBe('bake: 0/3 done, in flight: room 2 Brick Atelier 12.0 s, room 5 Great \\x1b[2J Hall 7.8 s\n');
+      expect(writes.find((w) => w.startsWith('bake: 0/3 done'))).toBe(
+        'bake: 0/3 done, in flight: room 2 Brick Atelier 12.0 s, room 5 Great \\x1b[2J Hall 7.8 s\n',
+      );
       progress.onEvent({ type: 'room', outcome: outcome(2, 'Brick Atelier', 12_000.4), done: 1, total: 3 });
       expect(writes.at(-1)).toBe('[1/3] baked   room 2 Brick Atelier (12.0 s)\n');
       progress.onEvent({ type: 'room', outcome: outcome(5, 'Great Hall', 7_800), done: 2, total: 3 });
@@ -59,7 +61,9 @@ describe('bake progress', () => {
       expect(writes.at(-1)).toBe('\r\x1b[2K[--------------------] 0/2 · baking room 1 Long Gallery 2.5 s, room 2 Annex 0 ms');
       clock = 3_000;
       progress.onEvent({ type: 'room', outcome: outcome(1, 'Long Gallery', 3_000), done: 1, total: 2 });
-      expect(writes.at(-1)).toBe('\r\x1b[2K[1/2] baked   room 1 Long Gallery (3.0 s)\n[##########----------] 1/2 · baking room 2 Annex 500 ms');
+      expect(writes.at(-1)).toBe(
+        '\r\x1b[2K[1/2] baked   room 1 Long Gallery (3.0 s)\n[##########----------] 1/2 · baking room 2 Annex 500 ms',
+      );
     } finally {
       progress.stop();
     }
@@ -67,11 +71,15 @@ describe('bake progress', () => {
   });
 
   it('JSON durations are whole milliseconds; the QA report is named by its path and URL', () => {
-    expect(jsonDocument({ ms: 482.37275100000005, rooms: [{ ms: 0.5, bytes_in: 1.5 }], optimizer: { steps: [{ name: 'draco', ms: 12.7 }] } })).toBe(
-      '{"ms":482,"rooms":[{"ms":1,"bytes_in":1.5}],"optimizer":{"steps":[{"name":"draco","ms":13}]}}',
-    );
+    expect(
+      jsonDocument({ ms: 482.37275100000005, rooms: [{ ms: 0.5, bytes_in: 1.5 }], optimizer: { steps: [{ name: 'draco', ms: 12.7 }] } }),
+    ).toBe('{"ms":482,"rooms":[{"ms":1,"bytes_in":1.5}],"optimizer":{"steps":[{"name":"draco","ms":13}]}}');
     expect(reportLocation('/srv/data/report.html', {})).toBe('QA report: /srv/data/report.html · served at http://localhost:8080/report');
-    expect(reportLocation('/srv/data/report.html', { PORT: '9000' })).toBe('QA report: /srv/data/report.html · served at http://localhost:9000/report');
-    expect(reportLocation('/srv/data/report.html', { PUBLIC_URL: 'https://museum.example/' })).toBe('QA report: /srv/data/report.html · served at https://museum.example/report');
+    expect(reportLocation('/srv/data/report.html', { PORT: '9000' })).toBe(
+      'QA report: /srv/data/report.html · served at http://localhost:9000/report',
+    );
+    expect(reportLocation('/srv/data/report.html', { PUBLIC_URL: 'https://museum.example/' })).toBe(
+      'QA report: /srv/data/report.html · served at https://museum.example/report',
+    );
   });
 });

@@ -12,7 +12,12 @@ const tmp = () => mkdtempSync(join(tmpdir(), 'museum-terminal-'));
 /** The environment without anything a developer's shell may set for the museum. */
 const { STATE_DB: _s, DATA_DIR: _d, DATABASE_URL: _u, PUBLIC_URL: _p, HOST: _h, PORT: _o, ...BASE_ENV } = process.env;
 const museum = (args: string[], options: { cwd?: string; env?: Record<string, string> } = {}) =>
-  spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), ...args], { cwd: options.cwd ?? ROOT, env: { ...BASE_ENV, ...options.env }, encoding: 'utf8', timeout: 60_000 });
+  spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), ...args], {
+    cwd: options.cwd ?? ROOT,
+    env: { ...BASE_ENV, ...options.env },
+    encoding: 'utf8',
+    timeout: 60_000,
+  });
 
 const children: ChildProcess[] = [];
 afterEach(() => {
@@ -21,7 +26,11 @@ afterEach(() => {
 
 /** Start `museum serve`; resolves with its start-up lines once it listens (then stops it). */
 function serveStartLines(env: Record<string, string>, args: string[] = []): Promise<string> {
-  const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve', ...args], { cwd: ROOT, env: { ...BASE_ENV, PORT: '0', LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve', ...args], {
+    cwd: ROOT,
+    env: { ...BASE_ENV, PORT: '0', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   children.push(child);
   let stderr = '';
   return new Promise((done, fail) => {
@@ -123,7 +132,8 @@ describe('museum serve at start', () => {
   it('says once that clients on other machines need PUBLIC_URL when HOST is not loopback and PUBLIC_URL is unset', async () => {
     const dir = tmp();
     const env = { DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'museum.db') };
-    const note = /PUBLIC_URL is not set: the URLs handed out name http:\/\/localhost:0, which clients on other machines cannot reach \(set PUBLIC_URL\)/g;
+    const note =
+      /PUBLIC_URL is not set: the URLs handed out name http:\/\/localhost:0, which clients on other machines cannot reach \(set PUBLIC_URL\)/g;
     expect((await serveStartLines({ ...env, HOST: '0.0.0.0' })).match(note)).toHaveLength(1);
     expect(await serveStartLines({ ...env, HOST: '127.0.0.1' })).not.toMatch(note);
     expect(await serveStartLines({ ...env, HOST: '0.0.0.0', PUBLIC_URL: 'http://museum.lan:8080' })).not.toMatch(note);

@@ -31,7 +31,11 @@ const nothingAllowed: NetPolicy = { allowHosts: [], trustedOrigins: [] };
 const allow = (...hosts: string[]): NetPolicy => ({ allowHosts: parseAllowHosts(hosts.join(',')), trustedOrigins: [] });
 const get = (url: string, policy: NetPolicy, headers?: Record<string, string>, maxBytes?: number) =>
   guardedGet(url, { policy, headers, maxBytes, signal: AbortSignal.timeout(5_000) });
-const refusalOf = (promise: Promise<unknown>) => promise.then(() => null, (err: Error) => err);
+const refusalOf = (promise: Promise<unknown>) =>
+  promise.then(
+    () => null,
+    (err: Error) => err,
+  );
 
 describe('addresses', () => {
   it('refuses loopback, private, CGNAT, link-local, metadata, unspecified, multicast and reserved ones, in every IPv6 form', () => {
@@ -66,7 +70,15 @@ describe('addresses', () => {
       '::127.0.0.1': 'reserved',
     };
     for (const [address, what] of Object.entries(refused)) expect(addressProblem(address), address).toContain(what);
-    for (const address of ['93.184.216.34', '8.8.8.8', '172.32.0.1', '100.128.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8', '2a00:1450:4001::200e']) {
+    for (const address of [
+      '93.184.216.34',
+      '8.8.8.8',
+      '172.32.0.1',
+      '100.128.0.1',
+      '2606:4700:4700::1111',
+      '::ffff:8.8.8.8',
+      '2a00:1450:4001::200e',
+    ]) {
       expect(addressProblem(address), address).toBeNull();
     }
   });
@@ -87,10 +99,17 @@ describe('addresses', () => {
 describe('guardedGet', () => {
   it('refuses a loopback address, literal or after DNS, without connecting; an explicit allowance reaches it', async () => {
     const inside = await canary();
-    for (const url of [`${inside.url}/latest/meta-data/`, `http://localhost:${inside.port}/x`, `http://[::ffff:127.0.0.1]:${inside.port}/x`, `http://2130706433:${inside.port}/x`]) {
+    for (const url of [
+      `${inside.url}/latest/meta-data/`,
+      `http://localhost:${inside.port}/x`,
+      `http://[::ffff:127.0.0.1]:${inside.port}/x`,
+      `http://2130706433:${inside.port}/x`,
+    ]) {
       const error = await refusalOf(get(url, nothingAllowed));
       expect(error, url).toBeInstanceOf(NetRefused);
-      expect(error!.message, url).toMatch(/refused: .* (is|resolves to 127\.0\.0\.1,) a loopback address(?: \(IPv4-mapped\))? \(allow the host with BAKE_ALLOW_HOSTS\)$/);
+      expect(error!.message, url).toMatch(
+        /refused: .* (is|resolves to 127\.0\.0\.1,) a loopback address(?: \(IPv4-mapped\))? \(allow the host with BAKE_ALLOW_HOSTS\)$/,
+      );
     }
     expect(inside.requests).toEqual([]);
     // Allowed by host:port (that port only) or by a trusted origin.
@@ -114,7 +133,9 @@ describe('guardedGet', () => {
     });
     const error = await refusalOf(get(`${outside.url}/preview.png`, allow(`127.0.0.1:${outside.port}`)));
     expect(error).toBeInstanceOf(NetRefused);
-    expect(error!.message).toBe(`http://127.0.0.1:${metadata.port}/latest/meta-data/iam refused: 127.0.0.1:${metadata.port} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`);
+    expect(error!.message).toBe(
+      `http://127.0.0.1:${metadata.port}/latest/meta-data/iam refused: 127.0.0.1:${metadata.port} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`,
+    );
     expect(metadata.requests).toEqual([]);
   });
 
@@ -181,10 +202,15 @@ describe('withRetries', () => {
     expect(exhausted).toBeInstanceOf(RetriesExhausted);
     expect(exhausted!.message).toBe('failed after 3 attempts: timed out');
     calls = 0;
-    const permanent = await refusalOf(withRetries(async () => {
-      calls++;
-      throw new Error('404');
-    }, { retries: 3, backoffMs: 1 }));
+    const permanent = await refusalOf(
+      withRetries(
+        async () => {
+          calls++;
+          throw new Error('404');
+        },
+        { retries: 3, backoffMs: 1 },
+      ),
+    );
     expect([permanent!.message, calls]).toEqual(['404', 1]);
   });
 });

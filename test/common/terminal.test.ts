@@ -19,11 +19,41 @@ describe('printable', () => {
 describe('bake summary table', () => {
   it('prints titles, reasons and warnings from content with their control characters escaped', () => {
     const summary: BakeSummary = {
-      bake_id: 'b1', published: true, data_dir: '/d', manifest: '/d/manifest.json', report: null,
-      baked: 1, skipped: 0, failed: 1, bytes_in: 10, bytes_out: 5, ms: 12, gc: null,
+      bake_id: 'b1',
+      published: true,
+      data_dir: '/d',
+      manifest: '/d/manifest.json',
+      report: null,
+      baked: 1,
+      skipped: 0,
+      failed: 1,
+      bytes_in: 10,
+      bytes_out: 5,
+      ms: 12,
+      gc: null,
       rooms: [
-        { id: 1, title: 'Atrium\u001b[2J', status: 'baked', reason: 'new room', warnings: ['slot \u009b7m hidden'], slot_changes: null, bytes_in: 10, bytes_out: 5, ms: 12 },
-        { id: 2, title: 'Vault\u001b]0;x\u0007', status: 'failed', reason: 'texture \u001b[8mx is not an image', warnings: [], slot_changes: null, bytes_in: null, bytes_out: null, ms: null },
+        {
+          id: 1,
+          title: 'Atrium\u001b[2J',
+          status: 'baked',
+          reason: 'new room',
+          warnings: ['slot \u009b7m hidden'],
+          slot_changes: null,
+          bytes_in: 10,
+          bytes_out: 5,
+          ms: 12,
+        },
+        {
+          id: 2,
+          title: 'Vault\u001b]0;x\u0007',
+          status: 'failed',
+          reason: 'texture \u001b[8mx is not an image',
+          warnings: [],
+          slot_changes: null,
+          bytes_in: null,
+          bytes_out: null,
+          ms: null,
+        },
       ],
     };
     const table = summaryTable(summary);
@@ -34,13 +64,32 @@ describe('bake summary table', () => {
     expect(table).toContain('texture \\x1b[8mx is not an image');
   });
 
-  it("shows, per room, what a re-bake does to the anchors: kept, moved (with the largest move), added, removed", () => {
+  it('shows, per room, what a re-bake does to the anchors: kept, moved (with the largest move), added, removed', () => {
     type Outcome = BakeSummary['rooms'][number];
-    const room = (id: number, slot_changes: Outcome['slot_changes']): Outcome =>
-      ({ id, title: `Room ${id}`, status: 'baked', reason: 'model changed', warnings: [], slot_changes, bytes_in: 10, bytes_out: 5, ms: 12 });
+    const room = (id: number, slot_changes: Outcome['slot_changes']): Outcome => ({
+      id,
+      title: `Room ${id}`,
+      status: 'baked',
+      reason: 'model changed',
+      warnings: [],
+      slot_changes,
+      bytes_in: 10,
+      bytes_out: 5,
+      ms: 12,
+    });
     const summary: BakeSummary = {
-      bake_id: 'b2', published: true, data_dir: '/d', manifest: '/d/manifest.json', report: null,
-      baked: 2, skipped: 0, failed: 0, bytes_in: 20, bytes_out: 10, ms: 24, gc: null,
+      bake_id: 'b2',
+      published: true,
+      data_dir: '/d',
+      manifest: '/d/manifest.json',
+      report: null,
+      baked: 2,
+      skipped: 0,
+      failed: 0,
+      bytes_in: 20,
+      bytes_out: 10,
+      ms: 24,
+      gc: null,
       rooms: [
         room(1, { had_previous: true, kept: 20, moved: 3, largest_move: 0.0412, added: 1, removed: 2 }),
         room(2, { had_previous: false, kept: 0, moved: 0, largest_move: 0, added: 8, removed: 0 }),

@@ -114,7 +114,8 @@ export function generatedArtworks(count: number, firstId = 1000): ContentArtwork
         height: square ? 512 : 600,
       },
       display_media_info: null,
-      display_animation_info: i % 13 === 0 ? { url: `https://cdn.example/${id}.mp4`, type: 'video', content_type: 'video/mp4', width: 1280, height: 720 } : null,
+      display_animation_info:
+        i % 13 === 0 ? { url: `https://cdn.example/${id}.mp4`, type: 'video', content_type: 'video/mp4', width: 1280, height: 720 } : null,
       marketplace: {
         image_url: `https://cdn.example/${id}.png`,
         display_image_url: null,
@@ -130,12 +131,21 @@ export function generatedArtworks(count: number, firstId = 1000): ContentArtwork
  * The sample content (bake/sample) as a content store, with `artworks` nft records in all (the
  * sample's, generated ones, and one without media_info) and `rooms` rooms.
  */
-export function sampleContentStore(options: { artworks?: number; rooms?: number } = {}): ContentStoreRecords & { content: { collections: ContentCollection[]; artworks: ContentArtwork[] } } {
+export function sampleContentStore(
+  options: { artworks?: number; rooms?: number } = {},
+): ContentStoreRecords & { content: { collections: ContentCollection[]; artworks: ContentArtwork[] } } {
   const total = options.artworks ?? 250;
-  const listed = [...SAMPLE_ARTWORKS, ...generatedArtworks(Math.max(0, total - SAMPLE_ARTWORKS.length - 1))].slice(0, Math.max(0, total - 1));
+  const listed = [...SAMPLE_ARTWORKS, ...generatedArtworks(Math.max(0, total - SAMPLE_ARTWORKS.length - 1))].slice(
+    0,
+    Math.max(0, total - 1),
+  );
   const nfts = storeNfts(listed, SAMPLE_COLLECTIONS);
   if (total > 0) {
-    nfts.push({ ...storeNfts([{ ...listed[0]!, id: UNLISTED_NFT_ID, name: 'Not yet listed' }], SAMPLE_COLLECTIONS)[0]!, media_info: null, display_media_info: null });
+    nfts.push({
+      ...storeNfts([{ ...listed[0]!, id: UNLISTED_NFT_ID, name: 'Not yet listed' }], SAMPLE_COLLECTIONS)[0]!,
+      media_info: null,
+      display_media_info: null,
+    });
   }
   const rand = prng(42);
   const files: Record<string, DirectusFile> = {};

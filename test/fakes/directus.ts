@@ -59,8 +59,7 @@ const invalidQuery = (res: ServerResponse, reason: string) =>
   sendJson(res, 400, { errors: [{ message: `Invalid query. ${reason}.`, extensions: { code: 'INVALID_QUERY', reason } }] });
 
 export async function startFakeDirectus(options: DirectusFakeOptions = {}): Promise<DirectusFake> {
-  const characters =
-    typeof options.characters === 'object' ? options.characters : sampleCharacters(options.characters ?? 300);
+  const characters = typeof options.characters === 'object' ? options.characters : sampleCharacters(options.characters ?? 300);
   const items: Record<string, DirectusRecord[]> = {
     codex: characters,
     collections: options.content?.collections ?? [],
@@ -125,10 +124,12 @@ export async function startFakeDirectus(options: DirectusFakeOptions = {}): Prom
     const records = route ? items[route[1]!] : undefined;
     if (!route || !records) return forbidden(res);
     const schema = new Set(records.flatMap((r) => Object.keys(r)));
-    const fields = (req.query.get('fields') ?? '*').split(',').map((f) => f.trim()).filter(Boolean);
+    const fields = (req.query.get('fields') ?? '*')
+      .split(',')
+      .map((f) => f.trim())
+      .filter(Boolean);
     if (fields.some((f) => f !== '*' && !schema.has(f))) return forbidden(res);
-    const pick = (r: DirectusRecord) =>
-      fields.includes('*') ? r : Object.fromEntries(fields.filter((f) => f in r).map((f) => [f, r[f]]));
+    const pick = (r: DirectusRecord) => (fields.includes('*') ? r : Object.fromEntries(fields.filter((f) => f in r).map((f) => [f, r[f]])));
 
     if (route[2] !== undefined) {
       const record = records.find((r) => String(r.id) === route[2]);
@@ -234,7 +235,24 @@ function matchesFilter(record: DirectusRecord, filter: unknown): boolean {
 // ---------------------------------------------------------------------------------------------
 // Sample characters: deterministic, every summary and detail field, heavy profiles on a few.
 
-const FIRST = ['Aria', 'Bram', 'Cyra', 'Dov', 'Esme', 'Fane', 'Gile', 'Hael', 'Isra', 'Jory', 'Kett', 'Lune', 'Mira', 'Nox', 'Orin', 'Pell'];
+const FIRST = [
+  'Aria',
+  'Bram',
+  'Cyra',
+  'Dov',
+  'Esme',
+  'Fane',
+  'Gile',
+  'Hael',
+  'Isra',
+  'Jory',
+  'Kett',
+  'Lune',
+  'Mira',
+  'Nox',
+  'Orin',
+  'Pell',
+];
 const LAST = ['Vell', 'Ashgrove', 'Thorne', 'Quill', 'Marrow', 'Sable', 'Wren', 'Hollow', 'Kestrel', 'Dune', 'Ember', 'Frost'];
 const TYPES = ['human', 'automaton', 'spirit', 'hybrid', 'beast'];
 const CULTURES = ['Old Harbor', 'Glass Steppe', 'Lantern Guild', 'Verdant Reach', 'Iron Choir'];
@@ -249,7 +267,9 @@ const hex = (rand: () => number, n: number) => Array.from({ length: n }, () => M
 const uuid = (rand: () => number) => `${hex(rand, 8)}-${hex(rand, 4)}-4${hex(rand, 3)}-a${hex(rand, 3)}-${hex(rand, 12)}`;
 const choose = <T>(rand: () => number, list: readonly T[]): T => list[Math.floor(rand() * list.length)]!;
 const sentence = (rand: () => number, words: number) =>
-  Array.from({ length: words }, () => choose(rand, WORDS)).join(' ').replace(/^./, (c) => c.toUpperCase()) + '.';
+  Array.from({ length: words }, () => choose(rand, WORDS))
+    .join(' ')
+    .replace(/^./, (c) => c.toUpperCase()) + '.';
 
 export function sampleCharacters(count: number): DirectusRecord[] {
   return Array.from({ length: count }, (_, i) => {

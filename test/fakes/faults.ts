@@ -123,7 +123,9 @@ export async function startFakeServer(handler: FakeHandler): Promise<FakeServer>
         return; // never answer
       case 'status':
         res.writeHead(fault.status, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ errors: [{ message: `Injected failure ${fault.status}`, extensions: { code: 'INTERNAL_SERVER_ERROR' } }] }));
+        res.end(
+          JSON.stringify({ errors: [{ message: `Injected failure ${fault.status}`, extensions: { code: 'INTERNAL_SERVER_ERROR' } }] }),
+        );
         return;
       case 'garbage':
         res.writeHead(200, { 'content-type': 'application/json' });
@@ -183,7 +185,10 @@ export async function startFakeServer(handler: FakeHandler): Promise<FakeServer>
     };
 
     try {
-      await handler({ method: record.method, path: record.path, query: record.query, headers: req.headers, body: record.body }, res, { frames, record });
+      await handler({ method: record.method, path: record.path, query: record.query, headers: req.headers, body: record.body }, res, {
+        frames,
+        record,
+      });
     } catch (err) {
       if (!res.headersSent) {
         res.writeHead(500, { 'content-type': 'application/json' });
@@ -225,7 +230,10 @@ export async function startFakeServer(handler: FakeHandler): Promise<FakeServer>
 /** Send a JSON body. */
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': String(Buffer.byteLength(text)), ...headers });
+  res.writeHead(status, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': String(Buffer.byteLength(text)),
+    ...headers,
+  });
   res.end(text);
 }
-

@@ -67,18 +67,52 @@ interface AskBody {
 }
 
 const COLLECTIONS = [
-  { id: 'museum-essays', name: 'Museum essays', description: 'Curatorial essays on the rooms and their architects', document_count: 4, entity_count: 31 },
+  {
+    id: 'museum-essays',
+    name: 'Museum essays',
+    description: 'Curatorial essays on the rooms and their architects',
+    document_count: 4,
+    entity_count: 31,
+  },
   { id: 'artist-notes', name: 'Artist notes', description: null, document_count: 3, entity_count: 12 },
 ];
 
 const DOCUMENTS: LibraryDocument[] = [
-  { document_id: 'doc-1', content: 'The Atrium was drawn by Mara Okafor as a hall of light, its slots facing the courtyard.', metadata: { filename: 'atrium.md', collection_id: 'museum-essays' } },
-  { document_id: 'doc-2', content: 'Sculpture rooms carry no authored slots; anchors are generated from the onchain slot count.', metadata: { filename: 'sculpture-rooms.md', collection_id: 'museum-essays' } },
-  { document_id: 'doc-3', content: 'Glass Steppe artists favour surreal palettes and long shadows at dusk.', metadata: { filename: 'glass-steppe.md', collection_id: 'artist-notes' } },
-  { document_id: 'doc-4', content: 'The Long Gallery hangs its works on both sides of a zero-thickness partition.', metadata: { filename: 'long-gallery.md', collection_id: 'museum-essays' } },
-  { document_id: 'doc-5', content: 'Lantern Guild painters sign their works with a small ember in the corner.', metadata: { filename: 'lantern-guild.md', collection_id: 'artist-notes' } },
-  { document_id: 'doc-6', content: 'Every room model keeps its original file; the optimized copy is draco-compressed.', metadata: { filename: 'models.md', collection_id: 'museum-essays' } },
-  { document_id: 'doc-7', content: 'Iron Choir sculptors work in brutalist forms of bone and salt.', metadata: { filename: 'iron-choir.md', collection_id: 'artist-notes' } },
+  {
+    document_id: 'doc-1',
+    content: 'The Atrium was drawn by Mara Okafor as a hall of light, its slots facing the courtyard.',
+    metadata: { filename: 'atrium.md', collection_id: 'museum-essays' },
+  },
+  {
+    document_id: 'doc-2',
+    content: 'Sculpture rooms carry no authored slots; anchors are generated from the onchain slot count.',
+    metadata: { filename: 'sculpture-rooms.md', collection_id: 'museum-essays' },
+  },
+  {
+    document_id: 'doc-3',
+    content: 'Glass Steppe artists favour surreal palettes and long shadows at dusk.',
+    metadata: { filename: 'glass-steppe.md', collection_id: 'artist-notes' },
+  },
+  {
+    document_id: 'doc-4',
+    content: 'The Long Gallery hangs its works on both sides of a zero-thickness partition.',
+    metadata: { filename: 'long-gallery.md', collection_id: 'museum-essays' },
+  },
+  {
+    document_id: 'doc-5',
+    content: 'Lantern Guild painters sign their works with a small ember in the corner.',
+    metadata: { filename: 'lantern-guild.md', collection_id: 'artist-notes' },
+  },
+  {
+    document_id: 'doc-6',
+    content: 'Every room model keeps its original file; the optimized copy is draco-compressed.',
+    metadata: { filename: 'models.md', collection_id: 'museum-essays' },
+  },
+  {
+    document_id: 'doc-7',
+    content: 'Iron Choir sculptors work in brutalist forms of bone and salt.',
+    metadata: { filename: 'iron-choir.md', collection_id: 'artist-notes' },
+  },
 ];
 
 const words = (s: string) => s.toLowerCase().match(/[a-z0-9]+/g) ?? [];
@@ -202,12 +236,19 @@ async function send(res: ServerResponse, out: FrameWriter, text: string): Promis
   if (!out.frame(text)) return false;
   if (res.writableNeedDrain) {
     const settled = new AbortController();
-    await Promise.race([once(res, 'drain', { signal: settled.signal }), once(res, 'close', { signal: settled.signal })]).finally(() => settled.abort());
+    await Promise.race([once(res, 'drain', { signal: settled.signal }), once(res, 'close', { signal: settled.signal })]).finally(() =>
+      settled.abort(),
+    );
   }
   return !res.destroyed;
 }
 
-async function hostileStream(res: ServerResponse, out: FrameWriter, b: Extract<StreamBehaviour, { kind: 'flood' | 'unterminated' }>, ordinary: string[]): Promise<void> {
+async function hostileStream(
+  res: ServerResponse,
+  out: FrameWriter,
+  b: Extract<StreamBehaviour, { kind: 'flood' | 'unterminated' }>,
+  ordinary: string[],
+): Promise<void> {
   if (b.kind === 'flood') {
     const frame = `data: ${JSON.stringify({ content: 'x'.repeat(b.frameChars) })}\n\n`;
     for (let i = 0; i < (b.frames ?? Infinity); i++) if (!(await send(res, out, frame))) return;

@@ -39,7 +39,10 @@ export function defaultReply(request: ChatRequest): string {
   const last = [...request.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
   if (/starter questions/i.test(system)) {
     const names = [...new Set([...last.matchAll(/"([^"]+)"/g)].map((m) => m[1]!))];
-    return names.slice(0, 6).map((n, i) => `${i + 1}. What makes "${n}" worth a closer look?`).join('\n');
+    return names
+      .slice(0, 6)
+      .map((n, i) => `${i + 1}. What makes "${n}" worth a closer look?`)
+      .join('\n');
   }
   const persona = /You are ([^,.\n]+)/.exec(system)?.[1] ?? 'the assistant';
   return `${persona} says: you asked "${last.slice(0, 200)}". Here is a thoughtful answer.`;
@@ -58,7 +61,8 @@ function parseChat(text: string): ChatRequest | string {
   if (typeof b !== 'object' || b === null || typeof b.model !== 'string' || !b.model) return "you must provide a 'model' parameter";
   if (!Array.isArray(b.messages) || b.messages.length === 0) return "'messages' must be a non-empty array";
   for (const m of b.messages) {
-    if (!m || !['system', 'user', 'assistant'].includes(m.role) || typeof m.content !== 'string') return "each message needs a 'role' and a string 'content'";
+    if (!m || !['system', 'user', 'assistant'].includes(m.role) || typeof m.content !== 'string')
+      return "each message needs a 'role' and a string 'content'";
   }
   if (b.stream === true) return 'this fake serves non-streaming completions only';
   return b as ChatRequest;
@@ -70,10 +74,14 @@ export async function startFakeLlm(options: LlmFakeOptions = {}): Promise<LlmFak
   const chats: ChatRequest[] = [];
   const fake = await startFakeServer((req, res) => {
     if (req.method !== 'POST' || !['/chat/completions', '/v1/chat/completions'].includes(req.path)) {
-      return sendJson(res, 404, { error: { message: `Unknown request URL: ${req.method} ${req.path}`, type: 'invalid_request_error', code: 'unknown_url' } });
+      return sendJson(res, 404, {
+        error: { message: `Unknown request URL: ${req.method} ${req.path}`, type: 'invalid_request_error', code: 'unknown_url' },
+      });
     }
     if (options.key !== undefined && req.headers.authorization !== `Bearer ${options.key}`) {
-      return sendJson(res, 401, { error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', code: 'invalid_api_key' } });
+      return sendJson(res, 401, {
+        error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', code: 'invalid_api_key' },
+      });
     }
     const chat = parseChat(req.body);
     if (typeof chat === 'string') return sendJson(res, 400, invalid(chat));

@@ -89,7 +89,17 @@ export async function startFakeSouls(options: SoulsFakeOptions = {}): Promise<So
   const souls = new Map<string, SoulRecord>();
   for (let t = 1; t <= (options.tokens ?? 30); t++) {
     const tokenId = String(t);
-    souls.set(tokenId, await signSoul(privateKey, { chainId, contract, tokenId, content: soulContent(tokenId), version, ownerAddress: `0x${tokenId.padStart(40, '0')}` }));
+    souls.set(
+      tokenId,
+      await signSoul(privateKey, {
+        chainId,
+        contract,
+        tokenId,
+        content: soulContent(tokenId),
+        version,
+        ownerAddress: `0x${tokenId.padStart(40, '0')}`,
+      }),
+    );
   }
 
   const fake = await startFakeServer((req, res) => {
@@ -104,7 +114,9 @@ export async function startFakeSouls(options: SoulsFakeOptions = {}): Promise<So
     const page = Math.max(1, Number(req.query.get('page') ?? 1) || 1);
     const limit = Math.min(100, Math.max(1, Number(req.query.get('limit') ?? 50) || 50));
     const all = [...souls.values()].sort((a, b) => Number(a.tokenId) - Number(b.tokenId));
-    sendJson(res, 200, { data: { souls: all.slice((page - 1) * limit, page * limit), page, limit, total: all.length, agentRegistryAddress } });
+    sendJson(res, 200, {
+      data: { souls: all.slice((page - 1) * limit, page * limit), page, limit, total: all.length, agentRegistryAddress },
+    });
   });
   return Object.assign(fake, { chainId, contract, signerAddress: privateKeyToAccount(privateKey).address, agentRegistryAddress, souls });
 }

@@ -47,7 +47,9 @@ export async function startFakeTts(options: { key?: string } = {}): Promise<TtsF
       return sendJson(res, 404, { error: { message: `Unknown request URL: ${req.method} ${req.path}`, type: 'invalid_request_error' } });
     }
     if (options.key !== undefined && req.headers.authorization !== `Bearer ${options.key}`) {
-      return sendJson(res, 401, { error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', code: 'invalid_api_key' } });
+      return sendJson(res, 401, {
+        error: { message: 'Incorrect API key provided.', type: 'invalid_request_error', code: 'invalid_api_key' },
+      });
     }
     let body: Partial<SpeechRequest>;
     try {
@@ -55,8 +57,16 @@ export async function startFakeTts(options: { key?: string } = {}): Promise<TtsF
     } catch {
       return sendJson(res, 400, { error: { message: 'We could not parse the JSON body of your request.', type: 'invalid_request_error' } });
     }
-    if (typeof body.model !== 'string' || typeof body.voice !== 'string' || typeof body.input !== 'string' || !body.input || body.input.length > 4096) {
-      return sendJson(res, 400, { error: { message: "'model', 'voice' and 'input' (1 to 4096 characters) are required", type: 'invalid_request_error' } });
+    if (
+      typeof body.model !== 'string' ||
+      typeof body.voice !== 'string' ||
+      typeof body.input !== 'string' ||
+      !body.input ||
+      body.input.length > 4096
+    ) {
+      return sendJson(res, 400, {
+        error: { message: "'model', 'voice' and 'input' (1 to 4096 characters) are required", type: 'invalid_request_error' },
+      });
     }
     if (body.response_format !== undefined && body.response_format !== 'mp3') {
       return sendJson(res, 400, { error: { message: 'this fake speaks mp3 only', type: 'invalid_request_error' } });

@@ -203,23 +203,71 @@ const summaryOf = (slots: RoomSlot[], expected: number): SlotSummary => ({
 function storedCollections(tag: string): ContentCollection[] {
   const t = tag ? ` [${tag}]` : '';
   return [
-    { id: 1, name: 'Genesis', title: `Genesis${t}`, description: 'The first works of the museum.', slug: 'genesis', status: 'published', parent: null },
-    { id: 2, name: 'Genesis Portraits', title: `Portraits${t}`, description: 'Faces from the first season.', slug: 'genesis-portraits', status: 'published', parent: 1 },
-    { id: 3, name: 'Genesis Sketches', title: `Sketches${t}`, description: 'Work in progress.', slug: 'genesis-sketches', status: 'draft', parent: 1 },
-    { id: 4, name: 'Museum Rooms', title: `Rooms${t}`, description: 'Posters of the rooms.', slug: 'rooms', status: 'published', parent: null },
+    {
+      id: 1,
+      name: 'Genesis',
+      title: `Genesis${t}`,
+      description: 'The first works of the museum.',
+      slug: 'genesis',
+      status: 'published',
+      parent: null,
+    },
+    {
+      id: 2,
+      name: 'Genesis Portraits',
+      title: `Portraits${t}`,
+      description: 'Faces from the first season.',
+      slug: 'genesis-portraits',
+      status: 'published',
+      parent: 1,
+    },
+    {
+      id: 3,
+      name: 'Genesis Sketches',
+      title: `Sketches${t}`,
+      description: 'Work in progress.',
+      slug: 'genesis-sketches',
+      status: 'draft',
+      parent: 1,
+    },
+    {
+      id: 4,
+      name: 'Museum Rooms',
+      title: `Rooms${t}`,
+      description: 'Posters of the rooms.',
+      slug: 'rooms',
+      status: 'published',
+      parent: null,
+    },
     { id: 5, name: 'Archive', title: `Archive${t}`, description: 'Not yet public.', slug: 'archive', status: 'draft', parent: null },
-    { id: 6, name: 'Portrait Close-ups', title: `Close-ups${t}`, description: 'Details.', slug: 'portrait-close-ups', status: 'published', parent: 2 },
+    {
+      id: 6,
+      name: 'Portrait Close-ups',
+      title: `Close-ups${t}`,
+      description: 'Details.',
+      slug: 'portrait-close-ups',
+      status: 'published',
+      parent: 2,
+    },
   ].map((c) => ContentCollection.parse(c));
 }
 
 type Blob = { url: string; type?: string; content_type?: string; width?: number; height?: number };
-const blob = (url: string, fields: Omit<Blob, 'url'> = {}): Blob => ({ url, type: fields.content_type?.startsWith('video/') ? 'video' : 'image', ...fields });
+const blob = (url: string, fields: Omit<Blob, 'url'> = {}): Blob => ({
+  url,
+  type: fields.content_type?.startsWith('video/') ? 'video' : 'image',
+  ...fields,
+});
 
 /** Artworks as the content store holds them: media blobs, the marketplace record, both collections. */
 function storedArtworks(tag: string, extra: number): ContentArtwork[] {
   const t = tag ? ` [${tag}]` : '';
   const record = (fields: Record<string, unknown>) =>
-    ContentArtwork.parse({ marketplace_url: `https://market.example.org/assets/${String(fields.id)}`, collection: 'genesis-drop', ...fields });
+    ContentArtwork.parse({
+      marketplace_url: `https://market.example.org/assets/${String(fields.id)}`,
+      collection: 'genesis-drop',
+      ...fields,
+    });
   const works = [
     record({
       id: 101,
@@ -227,7 +275,10 @@ function storedArtworks(tag: string, extra: number): ContentArtwork[] {
       artist_name: 'Ada Palette',
       museum_collection: 'genesis',
       media_info: blob('https://openseauserdata.com/files/101-study.png', { width: 1200, height: 800, content_type: 'image/png' }),
-      marketplace: { image_url: 'https://openseauserdata.com/files/101-study.png', display_image_url: 'https://i.seadn.io/gcs/files/101-display.png' },
+      marketplace: {
+        image_url: 'https://openseauserdata.com/files/101-study.png',
+        display_image_url: 'https://i.seadn.io/gcs/files/101-display.png',
+      },
     }),
     record({
       id: 102,
@@ -268,7 +319,9 @@ function storedArtworks(tag: string, extra: number): ContentArtwork[] {
       collection: 'room-posters',
       museum_collection: 'rooms',
       media_info: blob('ipfs://ipfs/bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/106.gif'),
-      display_animation_info: blob('ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/106.mp4', { content_type: 'video/mp4' }),
+      display_animation_info: blob('ipfs://bafybeigdyrzt5sfp7udm7hu76uh7y26nf3efuylqabf3oclgtqy55fbzdi/106.mp4', {
+        content_type: 'video/mp4',
+      }),
     }),
     record({
       id: 107,
@@ -302,7 +355,11 @@ function storedArtworks(tag: string, extra: number): ContentArtwork[] {
         artist_name: `Artist ${i % 17}`,
         collection: `drop-${i % 3}`,
         museum_collection: slugs[i % slugs.length],
-        media_info: blob(`https://cdn.example.org/generated/${i}.png`, { width: 800 + (i % 5) * 100, height: 600 + (i % 3) * 100, content_type: 'image/png' }),
+        media_info: blob(`https://cdn.example.org/generated/${i}.png`, {
+          width: 800 + (i % 5) * 100,
+          height: 600 + (i % 3) * 100,
+          content_type: 'image/png',
+        }),
       }),
     );
   }
@@ -408,7 +465,13 @@ export async function publishFixtureBake(dataDir: string, options: FixtureOption
       slot_summary: summaryOf(gardenSlots, 4),
       bake: bake(sha('b2')),
     },
-    unbakedRoom(3, vaultModel, { title: `The Vault${t}`, architect: 'Studio Lovelace', description: 'Not baked yet.', series: 'Genesis', slots: 2 }),
+    unbakedRoom(3, vaultModel, {
+      title: `The Vault${t}`,
+      architect: 'Studio Lovelace',
+      description: 'Not baked yet.',
+      series: 'Genesis',
+      slots: 2,
+    }),
   ];
 
   const content = { collections: storedCollections(tag), artworks: storedArtworks(tag, options.extraArtworks ?? 0) };

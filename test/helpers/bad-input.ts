@@ -107,10 +107,26 @@ const HOSTILE: string[] = [
   'museum_' + 'z'.repeat(48),
 ];
 
-const BAD_JSON: string[] = ['{', '{"a":', 'nul', '{"a":1,}', "{'a':1}", '[1,2', '"unterminated', '\u0000', '{"a":NaN}', '{"a":1e999999}', '[]', 'null', '42', '"text"', '{}', '[' .repeat(20_000) + ']'.repeat(20_000)];
+const BAD_JSON: string[] = [
+  '{',
+  '{"a":',
+  'nul',
+  '{"a":1,}',
+  "{'a':1}",
+  '[1,2',
+  '"unterminated',
+  '\u0000',
+  '{"a":NaN}',
+  '{"a":1e999999}',
+  '[]',
+  'null',
+  '42',
+  '"text"',
+  '{}',
+  '['.repeat(20_000) + ']'.repeat(20_000),
+];
 
 const METHODS_WRONG = ['PUT', 'DELETE', 'PATCH', 'OPTIONS', 'PROPFIND', 'TRACE', 'PURGE', 'LINK', 'SEARCH', 'MKCOL'];
-
 
 interface Target {
   method: string;
@@ -133,7 +149,8 @@ function sample(schema: unknown, doc: OpenApiDoc, depth = 0): unknown {
   if (depth > 6 || !s || typeof s !== 'object') return null;
   if ('const' in s) return s.const;
   if (Array.isArray(s.enum)) return s.enum[0];
-  for (const key of ['anyOf', 'oneOf', 'allOf'] as const) if (Array.isArray(s[key])) return sample((s[key] as unknown[])[0], doc, depth + 1);
+  for (const key of ['anyOf', 'oneOf', 'allOf'] as const)
+    if (Array.isArray(s[key])) return sample((s[key] as unknown[])[0], doc, depth + 1);
   const type = Array.isArray(s.type) ? s.type.find((t) => t !== 'null') : s.type;
   switch (type) {
     case 'object': {
@@ -191,7 +208,11 @@ function mutateBody(valid: unknown, pick: <T>(list: T[]) => T): unknown {
   return obj;
 }
 
-function plan(doc: OpenApiDoc, targets: Target[], options: Required<Pick<BadInputOptions, 'count' | 'seed' | 'keys'>> & BadInputOptions): PlannedRequest[] {
+function plan(
+  doc: OpenApiDoc,
+  targets: Target[],
+  options: Required<Pick<BadInputOptions, 'count' | 'seed' | 'keys'>> & BadInputOptions,
+): PlannedRequest[] {
   const random = rng(options.seed);
   const pick = <T>(list: T[]): T => list[Math.floor(random() * list.length)]!;
   let keyIndex = 0;
@@ -222,19 +243,32 @@ function plan(doc: OpenApiDoc, targets: Target[], options: Required<Pick<BadInpu
         const verbatim = random() < 0.3 && /^[\x21-\x7e]*$/.test(value) && !value.includes('?') && !value.includes('#');
         path = fill(target.template, [pick(pathParams), verbatim ? value : encodeURIComponent(value)]);
       } else if (kind === 'query' || (kind === 'path' && !pathParams.length)) {
-        const names = [...queryParams, pick(['page', 'limit', 'q', 'width', 'format', 'include', 'fields', 'search', 'collection', 'seed', '__proto__', 'a[b]', 'x[]'])];
+        const names = [
+          ...queryParams,
+          pick(['page', 'limit', 'q', 'width', 'format', 'include', 'fields', 'search', 'collection', 'seed', '__proto__', 'a[b]', 'x[]']),
+        ];
         const parts: string[] = [];
         const n = 1 + Math.floor(random() * 4);
         for (let j = 0; j < n; j++) {
           const name = pick(names);
           const repeat = random() < 0.3 ? 2 + Math.floor(random() * 3) : 1;
-          for (let r = 0; r < repeat; r++) parts.push(`${encodeURIComponent(name)}=${random() < 0.8 ? encodeURIComponent(pick(HOSTILE)) : pick(['%', '%zz', '%E0%A4%A', '%00', '&&&', '=='])}`);
+          for (let r = 0; r < repeat; r++)
+            parts.push(
+              `${encodeURIComponent(name)}=${random() < 0.8 ? encodeURIComponent(pick(HOSTILE)) : pick(['%', '%zz', '%E0%A4%A', '%00', '&&&', '=='])}`,
+            );
         }
         if (random() < 0.2) parts.push(pick(['&', '=', 'noval', '=novar', '&&=&']));
         path += `?${parts.join('&')}`;
       } else if (kind === 'segments') {
         const segment = encodeURIComponent(pick(HOSTILE));
-        path = pick([`${path}/${segment}`, `${path}/${segment}/..`, `${path}//`, `${path}/.`, path.replace(/\/[^/]+$/, `/${segment}`), `${path}%2F..%2F..`]);
+        path = pick([
+          `${path}/${segment}`,
+          `${path}/${segment}/..`,
+          `${path}//`,
+          `${path}/.`,
+          path.replace(/\/[^/]+$/, `/${segment}`),
+          `${path}%2F..%2F..`,
+        ]);
       } else if (kind === 'headers') {
         const value = pick(HOSTILE).replace(/[^\x20-\x7e]/g, '?');
         const [name, headerValue] = pick<[string, string | string[]]>([
@@ -267,10 +301,17 @@ function plan(doc: OpenApiDoc, targets: Target[], options: Required<Pick<BadInpu
         headers['Content-Type'] = 'application/json';
         if (variant === 'invalid') body = pick(BAD_JSON);
         else if (variant === 'mutated') body = JSON.stringify(mutateBody(validBody ?? {}, pick));
-        else if (variant === 'proto') body = `{"__proto__":{"polluted":true},${JSON.stringify(validBody ?? {}).slice(1)}`.replace(',}', '}');
+        else if (variant === 'proto')
+          body = `{"__proto__":{"polluted":true},${JSON.stringify(validBody ?? {}).slice(1)}`.replace(',}', '}');
         else if (variant === 'type') {
           body = JSON.stringify(validBody ?? {});
-          headers['Content-Type'] = pick(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/json; charset=latin1', '']);
+          headers['Content-Type'] = pick([
+            'text/plain',
+            'application/x-www-form-urlencoded',
+            'multipart/form-data; boundary=x',
+            'application/json; charset=latin1',
+            '',
+          ]);
         } else if (variant === 'oversized') body = `{"question":"${'x'.repeat(1024 * 1024 + 100)}"}`;
         else body = '';
       } else {
@@ -322,7 +363,8 @@ function check(request: PlannedRequest, res: RawResponse, allowUnconfigured: boo
   const allowed = CODE_FOR_STATUS[res.status];
   if (!allowed) return `${where}: unexpected status ${res.status} (${error.extensions.code})`;
   if (!allowed.includes(error.extensions.code)) return `${where}: ${res.status} with code ${error.extensions.code}`;
-  if (/\n\s+at |Error: |node_modules|\.ts:\d+/.test(error.message)) return `${where}: error message leaks internals: ${error.message.slice(0, 120)}`;
+  if (/\n\s+at |Error: |node_modules|\.ts:\d+/.test(error.message))
+    return `${where}: error message leaks internals: ${error.message.slice(0, 120)}`;
   return null;
 }
 
@@ -343,7 +385,10 @@ export async function fireBadInput(port: number, doc: OpenApiDoc, options: BadIn
       const request = requests[next++]!;
       let res: RawResponse;
       try {
-        res = request.raw !== undefined ? await rawRequest(port, request.raw) : await nodeRequest(port, { ...request.node!, timeoutMs: 15_000 }, agent);
+        res =
+          request.raw !== undefined
+            ? await rawRequest(port, request.raw)
+            : await nodeRequest(port, { ...request.node!, timeoutMs: 15_000 }, agent);
       } catch (err) {
         // The server may close a connection on a request it cannot parse; that is an answer too if a response came.
         res = { status: 0, headers: {}, body: Buffer.from(String(err)) };

@@ -18,7 +18,9 @@ function withText(png: Buffer, text: string): Buffer {
 
 export async function manyTexturesGlb(count: number, size: number): Promise<Uint8Array> {
   // Encoded once; each texture differs by its bytes, so none is deduplicated.
-  const png = await sharp({ create: { width: size, height: size, channels: 3, background: '#8a6d4f' } }).png({ compressionLevel: 1 }).toBuffer();
+  const png = await sharp({ create: { width: size, height: size, channels: 3, background: '#8a6d4f' } })
+    .png({ compressionLevel: 1 })
+    .toBuffer();
   const b = new RoomBuilder('Textured');
   b.floorAndCeiling('Textured', [-3, -3], [3, 3], 3, b.material('Floor'), b.material('Ceiling'));
   for (let i = 0; i < count; i++) {

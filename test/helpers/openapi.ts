@@ -58,7 +58,8 @@ export function openApiProblems(doc: OpenApiDoc, method: string, path: string, s
   if (!operation) return [`${method} ${template} is not documented`];
   const documented = operation.responses[String(status)] ?? operation.responses.default;
   const response = documented && resolveResponse(doc, documented);
-  if (!response) return [`${method} ${template}: status ${status} is not documented (documented: ${Object.keys(operation.responses).join(', ')})`];
+  if (!response)
+    return [`${method} ${template}: status ${status} is not documented (documented: ${Object.keys(operation.responses).join(', ')})`];
   const json = response.content?.['application/json'];
   if (!response.content) {
     const empty = body === undefined || body === null || body === '' || (body instanceof Uint8Array && body.length === 0);
@@ -78,7 +79,9 @@ export function openApiProblems(doc: OpenApiDoc, method: string, path: string, s
     state.compiled.set(key, validate);
   }
   if (validate(body)) return [];
-  return (validate.errors ?? []).slice(0, 10).map((e) => `${key}: ${e.instancePath || '(body)'} ${e.message ?? ''} ${JSON.stringify(e.params)}`);
+  return (validate.errors ?? [])
+    .slice(0, 10)
+    .map((e) => `${key}: ${e.instancePath || '(body)'} ${e.message ?? ''} ${JSON.stringify(e.params)}`);
 }
 
 /** Throw when a response does not conform to the document. */

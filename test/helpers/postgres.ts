@@ -19,7 +19,11 @@ export type TestPostgres = TestService;
 /** Debian installs the server binaries under /usr/lib/postgresql/<major>/bin, off PATH. */
 function binDir(): string {
   const root = '/usr/lib/postgresql';
-  const majors = existsSync(root) ? readdirSync(root).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a)) : [];
+  const majors = existsSync(root)
+    ? readdirSync(root)
+        .filter((v) => /^\d+$/.test(v))
+        .sort((a, b) => Number(b) - Number(a))
+    : [];
   for (const major of majors) if (existsSync(join(root, major, 'bin', 'initdb'))) return join(root, major, 'bin');
   throw new Error('PostgreSQL server binaries not found under /usr/lib/postgresql; run scripts/system-deps.sh');
 }
@@ -45,17 +49,61 @@ export async function startPostgres(): Promise<TestPostgres> {
   const dir = mkdtempSync(join(tmpdir(), 'museum-pg-'));
   if (user) chownSync(dir, user.uid, user.gid);
   const data = join(dir, 'data');
-  const [initCmd, initArgs] = command(user, join(bin, 'initdb'), ['-D', data, '-U', 'museum', '-A', 'trust', '-E', 'UTF8', '--no-sync', '--locale=C']);
+  const [initCmd, initArgs] = command(user, join(bin, 'initdb'), [
+    '-D',
+    data,
+    '-U',
+    'museum',
+    '-A',
+    'trust',
+    '-E',
+    'UTF8',
+    '--no-sync',
+    '--locale=C',
+  ]);
   execFileSync(initCmd, initArgs, { stdio: 'ignore' });
 
-  const psql = command(user, join(bin, 'psql'), ['-h', '127.0.0.1', '-p', String(port), '-U', 'museum', '-d', 'postgres', '-tAc', 'SELECT 1']);
-  const args = ['-D', data, '-p', String(port), '-h', '127.0.0.1', '-k', dir, '-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=100'];
+  const psql = command(user, join(bin, 'psql'), [
+    '-h',
+    '127.0.0.1',
+    '-p',
+    String(port),
+    '-U',
+    'museum',
+    '-d',
+    'postgres',
+    '-tAc',
+    'SELECT 1',
+  ]);
+  const args = [
+    '-D',
+    data,
+    '-p',
+    String(port),
+    '-h',
+    '127.0.0.1',
+    '-k',
+    dir,
+    '-c',
+    'fsync=off',
+    '-c',
+    'synchronous_commit=off',
+    '-c',
+    'full_page_writes=off',
+    '-c',
+    'max_connections=100',
+  ];
   const service = superviseService({
     name: 'postgres',
     port,
     spawn: () => spawn(...command(user, join(bin, 'postgres'), args), { stdio: 'ignore' }),
     // Accepting TCP is not yet accepting logins: ready once a query goes through.
-    ready: async () => (await answersTcp(port)) && (await execFileP(...psql).then(() => true, () => false)),
+    ready: async () =>
+      (await answersTcp(port)) &&
+      (await execFileP(...psql).then(
+        () => true,
+        () => false,
+      )),
     startTimeoutMs: 20_000,
     // Fast shutdown: sessions are terminated, as when a database server goes away.
     stopSignal: 'SIGINT',

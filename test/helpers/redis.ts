@@ -23,7 +23,10 @@ export async function startRedis(): Promise<TestRedis> {
   const service = superviseService({
     name: 'redis-server',
     port,
-    spawn: () => spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' }),
+    spawn: () =>
+      spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {
+        stdio: 'ignore',
+      }),
     ready: () => answers(port),
     startTimeoutMs: 10_000,
     stopSignal: 'SIGKILL',

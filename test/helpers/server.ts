@@ -25,10 +25,13 @@ export async function startTestServer(
   const dataDir = options.dataDir ?? join(tmp, 'data');
   const stateDb = options.stateDb ?? join(tmp, 'state.db');
   const config = loadConfig({ PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, STATE_DB: stateDb, LOG_LEVEL: 'silent', ...options.env });
-  const server = await startServer({ ...config, publicUrl: options.env?.PUBLIC_URL ?? 'http://museum.test' }, {
-    log: options.log ?? pino({ level: 'silent' }),
-    limiter: options.limiter,
-  });
+  const server = await startServer(
+    { ...config, publicUrl: options.env?.PUBLIC_URL ?? 'http://museum.test' },
+    {
+      log: options.log ?? pino({ level: 'silent' }),
+      limiter: options.limiter,
+    },
+  );
   // Instances sharing one STATE_DB need distinct key names.
   const { key } = await server.services.keys.create(options.keyName ?? 'test');
   const withKey = (init: RequestInit & { key?: string | null } = {}): RequestInit => {

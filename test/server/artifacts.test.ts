@@ -174,7 +174,11 @@ describe('files', () => {
   });
 
   it('answers 404 for names that are well formed but absent or of an unknown type', async () => {
-    for (const name of [`${'0'.repeat(64)}.png`, `${fx.files['room1.image']!.ref.sha256}.exe`, `${fx.files['room1.image']!.ref.sha256}.jpg`]) {
+    for (const name of [
+      `${'0'.repeat(64)}.png`,
+      `${fx.files['room1.image']!.ref.sha256}.exe`,
+      `${fx.files['room1.image']!.ref.sha256}.jpg`,
+    ]) {
       expect(await errorOf(await server.get(`/files/${name}`, { key: null })), name).toMatchObject({ status: 404, code: 'NOT_FOUND' });
     }
   });
@@ -296,7 +300,10 @@ describe('nothing outside DATA_DIR/files is reachable', () => {
       '/cache/variants',
     ];
     for (const path of attempts) {
-      for (const res of [await rawRequest(server.port, `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`), await nodeRequest(server.port, { path })]) {
+      for (const res of [
+        await rawRequest(server.port, `GET ${path} HTTP/1.1\r\nHost: x\r\n\r\n`),
+        await nodeRequest(server.port, { path }),
+      ]) {
         expect([400, 404], path).toContain(res.status);
         const body = JSON.parse(res.body.toString()) as { errors: Array<{ extensions: { code: string } }> };
         expect(body.errors[0]!.extensions.code, path).toBe(res.status === 404 ? 'NOT_FOUND' : 'BAD_REQUEST');

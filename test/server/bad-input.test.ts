@@ -24,9 +24,7 @@ const UPSTREAM_VARIABLES = [
   'TTS_API_KEY',
   'TTS_ENGINE',
 ];
-const upstreamEnv = Object.fromEntries(
-  UPSTREAM_VARIABLES.filter((name) => process.env[name]).map((name) => [name, process.env[name]!]),
-);
+const upstreamEnv = Object.fromEntries(UPSTREAM_VARIABLES.filter((name) => process.env[name]).map((name) => [name, process.env[name]!]));
 
 let server: TestServer;
 let imageName: string;

@@ -63,9 +63,12 @@ describe('collections', () => {
     expect((await json<{ data: Collection }>('/v1/collections/genesis')).data.id).toBe(1);
   });
 
-  it('answers 404 for drafts, drafts\' descendants and unknown slugs', async () => {
+  it("answers 404 for drafts, drafts' descendants and unknown slugs", async () => {
     for (const slug of ['genesis-sketches', 'archive', 'nope', 'GENESIS', '%20genesis']) {
-      expect(await errorOf(await server.get(`/v1/collections/${slug}`, { key: (await freshKey()) }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect(await errorOf(await server.get(`/v1/collections/${slug}`, { key: await freshKey() }))).toMatchObject({
+        status: 404,
+        code: 'NOT_FOUND',
+      });
     }
   });
 });
@@ -73,7 +76,9 @@ describe('collections', () => {
 describe('artworks: fields and media normalization', () => {
   it('returns every field of an artwork by id', async () => {
     const { data } = await json<{ data: Artwork }>(`/v1/artworks/${fx.artworks.trustworthy}`);
-    expect(Object.keys(data).sort()).toEqual(['animation', 'artist_name', 'collection', 'id', 'marketplace_url', 'media', 'name', 'ratio'].sort());
+    expect(Object.keys(data).sort()).toEqual(
+      ['animation', 'artist_name', 'collection', 'id', 'marketplace_url', 'media', 'name', 'ratio'].sort(),
+    );
     const stored = record(fx.artworks.trustworthy);
     expect(data).toEqual({
       id: stored.id,
@@ -110,7 +115,13 @@ describe('artworks: fields and media normalization', () => {
     // The "original" is a video, so the crop URL stays — without its square dimensions…
     expect(data.media).toMatchObject({ url: stored.media_info!.url, width: null, height: null });
     // …and the ratio comes from the animation's real dimensions.
-    expect(data.animation).toMatchObject({ url: stored.display_animation_info!.url, type: 'video', content_type: 'video/mp4', width: 1280, height: 720 });
+    expect(data.animation).toMatchObject({
+      url: stored.display_animation_info!.url,
+      type: 'video',
+      content_type: 'video/mp4',
+      width: 1280,
+      height: 720,
+    });
     expect(data.ratio).toBeCloseTo(16 / 9, 10);
     const portrait = (await json<{ data: Artwork }>(`/v1/artworks/${fx.artworks.inGrandchild}`)).data;
     expect(portrait.ratio).toBeCloseTo(600 / 900, 10);
@@ -129,7 +140,10 @@ describe('artworks: fields and media normalization', () => {
 
   it('answers 404 for unknown ids, unpublished artworks and ids that are not positive integers', async () => {
     for (const id of ['999999', String(fx.artworks.inDraftCollection), '0', '-1', '1.5', 'abc', '1e3', '00101', '99999999999999999999']) {
-      expect(await errorOf(await server.get(`/v1/artworks/${id}`, { key: (await freshKey()) })), id).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+      expect(await errorOf(await server.get(`/v1/artworks/${id}`, { key: await freshKey() })), id).toMatchObject({
+        status: 404,
+        code: 'NOT_FOUND',
+      });
     }
   });
 });
@@ -138,7 +152,11 @@ describe('artworks: paging', () => {
   it('defaults to 25 per page, in id order, with meta {total, page, limit}', async () => {
     const page = await artworksPage('');
     expect(page.meta).toEqual({ total: published().length, page: 1, limit: 25 });
-    expect(page.data.map((a) => a.id)).toEqual(published().slice(0, 25).map((a) => a.id));
+    expect(page.data.map((a) => a.id)).toEqual(
+      published()
+        .slice(0, 25)
+        .map((a) => a.id),
+    );
     const ids = page.data.map((a) => a.id);
     expect([...ids].sort((a, b) => a - b)).toEqual(ids);
   });
@@ -190,7 +208,9 @@ describe('artworks: search and collection filter', () => {
     const upper = await artworksPage(`?search=${encodeURIComponent('ÉMILE')}`);
     expect(upper.data.map((a) => a.id)).toEqual(byArtist.data.map((a) => a.id));
     const generated = await artworksPage('?search=artist%203&limit=100');
-    const expected = published().filter((a) => a.artist_name.toLowerCase().includes('artist 3') || a.name.toLowerCase().includes('artist 3'));
+    const expected = published().filter(
+      (a) => a.artist_name.toLowerCase().includes('artist 3') || a.name.toLowerCase().includes('artist 3'),
+    );
     expect(generated.meta.total).toBe(expected.length);
     expect(generated.data.map((a) => a.id)).toEqual(expected.map((a) => a.id));
     expect((await artworksPage('?search=no%20such%20thing')).meta.total).toBe(0);
@@ -200,8 +220,11 @@ describe('artworks: search and collection filter', () => {
     expect((await artworksPage('?search=%20%20')).meta.total).toBe(published().length);
   });
 
-  it('filters by comma-separated slugs; a parent slug also matches its descendants\' artworks', async () => {
-    const ofCollections = (slugs: string[]) => published().filter((a) => slugs.includes(a.museum_collection!)).map((a) => a.id);
+  it("filters by comma-separated slugs; a parent slug also matches its descendants' artworks", async () => {
+    const ofCollections = (slugs: string[]) =>
+      published()
+        .filter((a) => slugs.includes(a.museum_collection!))
+        .map((a) => a.id);
     const genesis = await artworksPage('?collection=genesis&limit=100');
     expect(genesis.data.map((a) => a.id)).toEqual(ofCollections(['genesis', 'genesis-portraits', 'portrait-close-ups']));
     expect(genesis.data.map((a) => a.id)).toContain(fx.artworks.inGrandchild);
@@ -239,7 +262,21 @@ describe('rooms', () => {
     expect(data.map((r) => r.id)).toEqual([1, 2, 3]);
     for (const room of data) {
       expect(Object.keys(room).sort()).toEqual(
-        ['architect', 'description', 'id', 'image_url', 'model_optimized_url', 'model_url', 'series', 'slot_data_url', 'slots', 'thumbnail_url', 'title', 'token_id', 'model_variants'].sort(),
+        [
+          'architect',
+          'description',
+          'id',
+          'image_url',
+          'model_optimized_url',
+          'model_url',
+          'series',
+          'slot_data_url',
+          'slots',
+          'thumbnail_url',
+          'title',
+          'token_id',
+          'model_variants',
+        ].sort(),
       );
     }
     const file = (role: string) => `http://museum.test/files/${fx.files[role]!.ref.sha256}.${fx.files[role]!.ref.ext}`;
@@ -259,8 +296,21 @@ describe('rooms', () => {
       // The fixture bake predates model variants (test/server/files-encoding.test.ts has baked ones).
       model_variants: [],
     });
-    expect(data[1]).toMatchObject({ id: 2, token_id: '2', model_optimized_url: null, slot_data_url: 'http://museum.test/v1/rooms/2/slots' });
-    expect(data[2]).toMatchObject({ id: 3, token_id: null, image_url: null, thumbnail_url: null, model_optimized_url: null, slot_data_url: null, model_url: file('room3.model') });
+    expect(data[1]).toMatchObject({
+      id: 2,
+      token_id: '2',
+      model_optimized_url: null,
+      slot_data_url: 'http://museum.test/v1/rooms/2/slots',
+    });
+    expect(data[2]).toMatchObject({
+      id: 3,
+      token_id: null,
+      image_url: null,
+      thumbnail_url: null,
+      model_optimized_url: null,
+      slot_data_url: null,
+      model_url: file('room3.model'),
+    });
   });
 
   it('hands out URLs that serve exactly the baked bytes', async () => {

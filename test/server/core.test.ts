@@ -68,7 +68,11 @@ describe('CORS', () => {
   });
 
   it('puts Access-Control-Allow-Origin and the exposed headers on answers and errors', async () => {
-    for (const res of [await server.get('/v1/rooms'), await server.get('/v1/rooms', { key: null }), await server.get('/v1/rooms/1/slots')]) {
+    for (const res of [
+      await server.get('/v1/rooms'),
+      await server.get('/v1/rooms', { key: null }),
+      await server.get('/v1/rooms/1/slots'),
+    ]) {
       expect(res.headers.get('access-control-allow-origin')).toBe('*');
       expect(res.headers.get('access-control-expose-headers')).toBe('*');
     }
@@ -123,10 +127,20 @@ describe('unknown routes and methods', () => {
 
 describe('index', () => {
   it('lists the content routes and points at the OpenAPI document', async () => {
-    const body = (await (await server.get('/v1', { key: null })).json()) as { data: { endpoints: string[]; documentation: string; version: string } };
+    const body = (await (await server.get('/v1', { key: null })).json()) as {
+      data: { endpoints: string[]; documentation: string; version: string };
+    };
     expect(body.data.version).toBe('1.0.0');
     expect(body.data.documentation).toBe('http://museum.test/v1/openapi.json');
-    for (const route of ['GET /v1/collections', 'GET /v1/collections/{slug}', 'GET /v1/artworks', 'GET /v1/artworks/{id}', 'GET /v1/rooms', 'GET /v1/rooms/{id}/slots', 'GET /files/{name}']) {
+    for (const route of [
+      'GET /v1/collections',
+      'GET /v1/collections/{slug}',
+      'GET /v1/artworks',
+      'GET /v1/artworks/{id}',
+      'GET /v1/rooms',
+      'GET /v1/rooms/{id}/slots',
+      'GET /files/{name}',
+    ]) {
       expect(body.data.endpoints).toContain(route);
     }
   });

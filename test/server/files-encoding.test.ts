@@ -156,7 +156,10 @@ describe('Room.model_variants, baked and served', () => {
     b.innerWalls(8, 8, 4, b.material('Wall'));
     await (await import('node:fs/promises')).mkdir(content, { recursive: true });
     await writeFile(join(content, 'hall.glb'), await writeGlb(b.document));
-    await writeFile(join(content, 'rooms.json'), JSON.stringify([{ id: 1, title: 'Hall', slots: 3, token_id: 1, model: 'hall.glb', image: null }]));
+    await writeFile(
+      join(content, 'rooms.json'),
+      JSON.stringify([{ id: 1, title: 'Hall', slots: 3, token_id: 1, model: 'hall.glb', image: null }]),
+    );
     expect((await bakeRooms({ contentDir: content, dataDir: server.dataDir, concurrency: 1 })).failed).toBe(0);
     await server.services.content.reload();
 
@@ -168,7 +171,9 @@ describe('Room.model_variants, baked and served', () => {
       const path = new URL(variant.url).pathname;
       const identity = await nodeRequest(server.port, { path });
       expect(identity.body.length, variant.name).toBe(variant.bytes);
-      const json = JSON.parse(identity.body.subarray(20, 20 + identity.body.readUInt32LE(12)).toString('utf8')) as { extensionsRequired?: string[] };
+      const json = JSON.parse(identity.body.subarray(20, 20 + identity.body.readUInt32LE(12)).toString('utf8')) as {
+        extensionsRequired?: string[];
+      };
       expect(variant.extensions_required, variant.name).toEqual(json.extensionsRequired ?? []);
       expect(variant.max_texture_size, variant.name).toBeNull(); // untextured hall
       // On the wire: brotli, decoding to the same bytes.

@@ -53,7 +53,9 @@ async function client(until: Tag, keyPrefix: string): Promise<Record<string, Arr
     sent += 3;
     const [rooms, slots, artworks, collections] = await Promise.all([
       server.get('/v1/rooms', { key }).then((r) => r.json() as Promise<{ data: Room[] }>),
-      server.get('/v1/rooms/1/slots', { key: null }).then(async (r) => ({ etag: r.headers.get('etag')!, body: (await r.json()) as { data: RoomSlotData } })),
+      server
+        .get('/v1/rooms/1/slots', { key: null })
+        .then(async (r) => ({ etag: r.headers.get('etag')!, body: (await r.json()) as { data: RoomSlotData } })),
       server.get('/v1/artworks?limit=100', { key }).then((r) => r.json() as Promise<{ data: Artwork[] }>),
       server.get('/v1/collections', { key }).then((r) => r.json() as Promise<{ data: Collection[] }>),
     ]);
@@ -79,7 +81,10 @@ describe('hot reload', () => {
         expect(tags.at(-1), route).toBe('B');
         // Sequential requests of one client: A…A B…B, never back to A.
         const firstB = tags.indexOf('B');
-        expect(tags.slice(firstB).every((t) => t === 'B'), route).toBe(true);
+        expect(
+          tags.slice(firstB).every((t) => t === 'B'),
+          route,
+        ).toBe(true);
       }
     }
     // The old bake was really observed before the switch, so the test saw a transition.

@@ -25,10 +25,16 @@ beforeAll(async () => {
 afterAll(() => server.close());
 
 const operations = () =>
-  Object.entries(doc.paths).flatMap(([template, ops]) => Object.entries(ops).map(([method, operation]) => ({ template, method: method.toUpperCase(), operation })));
+  Object.entries(doc.paths).flatMap(([template, ops]) =>
+    Object.entries(ops).map(([method, operation]) => ({ template, method: method.toUpperCase(), operation })),
+  );
 
 /** Send a request and validate whatever comes back against the document; returns the response. */
-async function exchange(method: string, path: string, init: { key?: string | null; headers?: Record<string, string>; body?: unknown } = {}): Promise<RawResponse> {
+async function exchange(
+  method: string,
+  path: string,
+  init: { key?: string | null; headers?: Record<string, string>; body?: unknown } = {},
+): Promise<RawResponse> {
   const headers: Record<string, string> = { ...init.headers };
   if (init.key) headers['X-API-Key'] = init.key;
   let body: string | undefined;
@@ -49,9 +55,21 @@ describe('the document', () => {
     expect(doc).toMatchObject({
       info: { title: expect.any(String), version: '1.0.0' },
       servers: [{ url: '/' }, { url: 'http://museum.test' }],
-      components: { securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' }, bearer: { type: 'http', scheme: 'bearer' } } },
+      components: {
+        securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' }, bearer: { type: 'http', scheme: 'bearer' } },
+      },
     });
-    for (const path of ['/v1', '/v1/openapi.json', '/v1/collections', '/v1/collections/{slug}', '/v1/artworks', '/v1/artworks/{id}', '/v1/rooms', '/v1/rooms/{id}/slots', '/files/{name}']) {
+    for (const path of [
+      '/v1',
+      '/v1/openapi.json',
+      '/v1/collections',
+      '/v1/collections/{slug}',
+      '/v1/artworks',
+      '/v1/artworks/{id}',
+      '/v1/rooms',
+      '/v1/rooms/{id}/slots',
+      '/files/{name}',
+    ]) {
       expect(doc.paths[path]?.get, path).toBeDefined();
     }
     expect(doc.components!.schemas).toHaveProperty('RoomSlotData');
@@ -59,7 +77,7 @@ describe('the document', () => {
     expect(doc.components!.schemas).toHaveProperty('ErrorEnvelope');
   });
 
-  it('documents the collection filter (a parent slug matches its children\'s artworks)', () => {
+  it("documents the collection filter (a parent slug matches its children's artworks)", () => {
     const collection = doc.paths['/v1/artworks']!.get!.parameters!.find((p) => p.name === 'collection') as { description?: string };
     expect(collection.description).toMatch(/comma-separated/);
     expect(collection.description).toMatch(/child collections/);
@@ -68,14 +86,26 @@ describe('the document', () => {
 
   it('keeps the Artwork of the spec: the museum collection the filter matches is not a response field', () => {
     const artwork = doc.components!.schemas!.Artwork as { properties: Record<string, unknown> };
-    expect(Object.keys(artwork.properties).sort()).toEqual(['animation', 'artist_name', 'collection', 'id', 'marketplace_url', 'media', 'name', 'ratio']);
+    expect(Object.keys(artwork.properties).sort()).toEqual([
+      'animation',
+      'artist_name',
+      'collection',
+      'id',
+      'marketplace_url',
+      'media',
+      'name',
+      'ratio',
+    ]);
   });
 
   it('is internally consistent: unique operation ids, declared path parameters, resolvable $refs, compilable schemas', () => {
     const ids = operations().map((o) => o.operation.operationId);
     expect(new Set(ids).size).toBe(ids.length);
     for (const { template, method, operation } of operations()) {
-      const declared = (operation.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name).sort();
+      const declared = (operation.parameters ?? [])
+        .filter((p) => p.in === 'path')
+        .map((p) => p.name)
+        .sort();
       const inTemplate = [...template.matchAll(/\{(\w+)\}/g)].map((m) => m[1]).sort();
       expect(declared, `${method} ${template}`).toEqual(inTemplate);
       expect(Object.keys(operation.responses).length, `${method} ${template}`).toBeGreaterThan(0);
@@ -99,7 +129,11 @@ describe('the document', () => {
 
   it('lists exactly the routes the index lists', async () => {
     const index = (await (await server.get('/v1', { key: null })).json()) as { data: { endpoints: string[] } };
-    expect(operations().map((o) => `${o.method} ${o.template}`).sort()).toEqual([...index.data.endpoints].sort());
+    expect(
+      operations()
+        .map((o) => `${o.method} ${o.template}`)
+        .sort(),
+    ).toEqual([...index.data.endpoints].sort());
   });
 
   it('catches a response that does not match (the validator is not vacuous)', () => {
@@ -186,7 +220,15 @@ describe('fit for code generators (decisions.md "Clients of the HTTP API")', () 
       }
     }
     expect(problems).toEqual([]);
-    const snapshotPaths = ['/v1', '/v1/openapi.json', '/v1/collections', '/v1/artworks', '/v1/artworks/{id}', '/v1/rooms', '/v1/rooms/{id}'];
+    const snapshotPaths = [
+      '/v1',
+      '/v1/openapi.json',
+      '/v1/collections',
+      '/v1/artworks',
+      '/v1/artworks/{id}',
+      '/v1/rooms',
+      '/v1/rooms/{id}',
+    ];
     for (const path of [...snapshotPaths, '/v1/rooms/{id}/slots']) {
       expect(doc.paths[path]!.get!.responses, path).toHaveProperty('304');
     }
@@ -266,7 +308,7 @@ describe('real responses of the content routes validate', () => {
       `/files/${image.sha256}.png`,
       `/files/${image.sha256}.png?width=50&format=webp`,
     ]) {
-      const res = await exchange('GET', path, { key: (await freshKey()) });
+      const res = await exchange('GET', path, { key: await freshKey() });
       expect(res.status, path).toBe(200);
     }
     expect((await exchange('GET', `/files/${image.sha256}.png`, { headers: { Range: 'bytes=0-99' } })).status).toBe(206);
@@ -279,9 +321,9 @@ describe('real responses of the content routes validate', () => {
     const image = fx.files['room1.image']!.ref;
     const cases: Array<[string, number, string | null, Record<string, string>?]> = [
       ['/v1/collections', 401, null],
-      ['/v1/collections/nope', 404, (await freshKey())],
+      ['/v1/collections/nope', 404, await freshKey()],
       ['/v1/artworks', 401, 'museum_' + '0'.repeat(48)],
-      ['/v1/artworks/424242', 404, (await freshKey())],
+      ['/v1/artworks/424242', 404, await freshKey()],
       ['/v1/rooms', 401, null],
       ['/v1/rooms/3/slots', 404, null],
       [`/files/${'0'.repeat(64)}.png`, 404, null],
@@ -298,7 +340,13 @@ describe('real responses of the content routes validate', () => {
 });
 
 describe('real responses of every registered route validate', () => {
-  const examples: Record<string, string> = { id: '1', slug: 'genesis', chainId: '1', contractAddress: `0x${'ab'.repeat(20)}`, tokenId: '1' };
+  const examples: Record<string, string> = {
+    id: '1',
+    slug: 'genesis',
+    chainId: '1',
+    contractAddress: `0x${'ab'.repeat(20)}`,
+    tokenId: '1',
+  };
 
   /** A body that satisfies a simple JSON schema (for POST routes of any group). */
   function sample(schema: unknown, depth = 0): unknown {
@@ -324,17 +372,20 @@ describe('real responses of every registered route validate', () => {
   it('for each operation: a keyed/valid request, an unknown id or missing key, and an empty body', async () => {
     const image = fx.files['room1.image']!.ref;
     const fill = (template: string, override: Record<string, string> = {}) =>
-      template.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(override[name] ?? (name === 'name' ? `${image.sha256}.png` : (examples[name] ?? '1'))));
+      template.replace(/\{(\w+)\}/g, (_, name: string) =>
+        encodeURIComponent(override[name] ?? (name === 'name' ? `${image.sha256}.png` : (examples[name] ?? '1'))),
+      );
     const problems: string[] = [];
     for (const { template, method, operation } of operations()) {
       const keyed = (operation.security ?? []).length > 0;
       const bodySchema = operation.requestBody?.content['application/json']?.schema;
       const attempts: Array<{ path: string; key: string | null; body?: unknown }> = [
-        { path: fill(template), key: (await freshKey()), body: bodySchema ? sample(bodySchema) : undefined },
+        { path: fill(template), key: await freshKey(), body: bodySchema ? sample(bodySchema) : undefined },
       ];
       if (keyed) attempts.push({ path: fill(template), key: null, body: bodySchema ? {} : undefined });
-      if (template.includes('{')) attempts.push({ path: fill(template, { id: '999999', slug: 'no-such-slug', tokenId: '999999' }), key: (await freshKey()) });
-      if (bodySchema) attempts.push({ path: fill(template), key: (await freshKey()), body: {} });
+      if (template.includes('{'))
+        attempts.push({ path: fill(template, { id: '999999', slug: 'no-such-slug', tokenId: '999999' }), key: await freshKey() });
+      if (bodySchema) attempts.push({ path: fill(template), key: await freshKey(), body: {} });
       for (const attempt of attempts) {
         try {
           await exchange(method, attempt.path, { key: attempt.key, body: attempt.body });

@@ -39,7 +39,7 @@ describe('health and readiness', () => {
     expect(logs.lines.filter((l) => l.msg === 'request').length).toBe(before);
   });
 
-  it('probes answer like every other route: the caller\'s request id echoed, the same CORS headers', async () => {
+  it("probes answer like every other route: the caller's request id echoed, the same CORS headers", async () => {
     const { s } = await server();
     const api = await fetch(`${s.url}/v1/does-not-exist`);
     for (const path of ['/healthz', '/readyz', '/v1/does-not-exist']) {
@@ -116,7 +116,13 @@ describe('metrics', () => {
     expect(text).toMatch(/museum_http_request_duration_seconds_bucket\{le="0.005",route="[^"]+",method="GET"\}/);
     expect(text).toMatch(/museum_rate_limit_refusals_total\{route="\/v1\/rooms"\} [1-9]/);
     expect(text).toContain(`museum_bake_info{bake_id="${bake.manifest.bake_id}"} 1`);
-    for (const name of ['museum_presence_listeners', 'museum_sse_streams_open', 'museum_http_requests_in_flight', 'museum_upstream_calls_total', 'museum_upstream_failures_total']) {
+    for (const name of [
+      'museum_presence_listeners',
+      'museum_sse_streams_open',
+      'museum_http_requests_in_flight',
+      'museum_upstream_calls_total',
+      'museum_upstream_failures_total',
+    ]) {
       expect(text).toContain(`# TYPE ${name}`);
     }
   });

@@ -47,7 +47,8 @@ function serve(name: string, extra: string[] = []): Promise<{ url: string; stder
   });
 }
 
-const museum = async (...args: string[]) => (await run(process.execPath, [join(REPO, 'bin/museum.js'), ...args], { cwd: REPO, env })).stdout.trim();
+const museum = async (...args: string[]) =>
+  (await run(process.execPath, [join(REPO, 'bin/museum.js'), ...args], { cwd: REPO, env })).stdout.trim();
 const get = (url: string, path: string, key?: string) => fetch(url + path, { headers: key ? { 'x-api-key': key } : {} });
 
 async function within(ms: number, check: () => Promise<boolean>): Promise<void> {

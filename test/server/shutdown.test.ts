@@ -35,7 +35,15 @@ afterAll(async () => {
 function serve(): Promise<{ url: string; key: string; stderr: () => string }> {
   child = spawn(join(REPO, 'bin/museum'), ['serve', '--dev-key'], {
     cwd: REPO,
-    env: { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: join(tmp, 'data'), STATE_DB: join(tmp, 'state.db'), LIBRARY_UPSTREAM_URL: library.url, LOG_LEVEL: 'info' },
+    env: {
+      ...process.env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      DATA_DIR: join(tmp, 'data'),
+      STATE_DB: join(tmp, 'state.db'),
+      LIBRARY_UPSTREAM_URL: library.url,
+      LOG_LEVEL: 'info',
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   let stderr = '';

@@ -60,16 +60,24 @@ function parse(text: string) {
   const headers: Record<string, string> = {};
   for (const line of lines) headers[line.slice(0, line.indexOf(':')).toLowerCase()] = line.slice(line.indexOf(':') + 1).trim();
   const body = text.slice(split + 4, split + 4 + Number(headers['content-length'] ?? 0));
-  return { status: Number(statusLine.split(' ')[1]), headers, json: body ? (JSON.parse(body) as { errors: Array<{ extensions: { code: string } }> }) : null };
+  return {
+    status: Number(statusLine.split(' ')[1]),
+    headers,
+    json: body ? (JSON.parse(body) as { errors: Array<{ extensions: { code: string } }> }) : null,
+  };
 }
 
-const slowPost = (path: string, headers = '') => `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n${headers}\r\n{`;
+const slowPost = (path: string, headers = '') =>
+  `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n${headers}\r\n{`;
 
 describe('time to receive a request', () => {
   let server: TestServer;
   const logs = capturedLogger('info');
   beforeAll(async () => {
-    server = await startTestServer({ env: { REQUEST_TIMEOUT_MS: '800', HEADERS_TIMEOUT_MS: '500', PRESENCE_KEEPALIVE_MS: '200' }, log: logs.log });
+    server = await startTestServer({
+      env: { REQUEST_TIMEOUT_MS: '800', HEADERS_TIMEOUT_MS: '500', PRESENCE_KEEPALIVE_MS: '200' },
+      log: logs.log,
+    });
   });
   afterAll(() => server?.close());
 
@@ -113,9 +121,13 @@ describe('time to receive a request', () => {
     const client = await connect(server.port, slowPost('/v1/guide/exhibitions'));
     await sleep(100);
     client.socket.destroy();
-    await expect.poll(() => logs.lines.some((l) => l.msg === 'client left before sending its whole request'), { timeout: 5_000 }).toBe(true);
+    await expect
+      .poll(() => logs.lines.some((l) => l.msg === 'client left before sending its whole request'), { timeout: 5_000 })
+      .toBe(true);
     expect(logs.lines.filter((l) => l.msg === 'unhandled error' || l.level === 50)).toEqual([]);
-    await expect.poll(() => logs.lines.some((l) => l.msg === 'request' && l.path === '/v1/guide/exhibitions' && l.status === 499)).toBe(true);
+    await expect
+      .poll(() => logs.lines.some((l) => l.msg === 'request' && l.path === '/v1/guide/exhibitions' && l.status === 499))
+      .toBe(true);
   });
 });
 
@@ -123,7 +135,9 @@ describe('refused requests are answered without reading their body', () => {
   let server: TestServer;
   beforeAll(async () => {
     // A long request timeout: what closes these connections must be the refusal.
-    server = await startTestServer({ env: { REQUEST_TIMEOUT_MS: '60000', HEADERS_TIMEOUT_MS: '60000', LIBRARY_UPSTREAM_URL: 'http://127.0.0.1:9' } });
+    server = await startTestServer({
+      env: { REQUEST_TIMEOUT_MS: '60000', HEADERS_TIMEOUT_MS: '60000', LIBRARY_UPSTREAM_URL: 'http://127.0.0.1:9' },
+    });
   });
   afterAll(() => server?.close());
 
@@ -142,7 +156,10 @@ describe('refused requests are answered without reading their body', () => {
     expect(refused.received()).toMatch(/^HTTP\/1\.1 401 /);
     expect(refused.received()).not.toContain('100 Continue');
 
-    const accepted = await connect(server.port, 'POST /v1/presence/ping HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n');
+    const accepted = await connect(
+      server.port,
+      'POST /v1/presence/ping HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n',
+    );
     await expect.poll(() => accepted.received()).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\n$/);
     accepted.socket.write('{}');
     await accepted.closed(5_000);
@@ -200,7 +217,12 @@ describe('requests node refuses before Koa', () => {
 
   it.each([
     ['no Host header', 'GET /v1 HTTP/1.1\r\n\r\n', 400, 'BAD_REQUEST'],
-    ['an unknown Expect', 'POST /v1/presence/ping HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 2\r\n\r\n{}', 417, 'BAD_REQUEST'],
+    [
+      'an unknown Expect',
+      'POST /v1/presence/ping HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Length: 2\r\n\r\n{}',
+      417,
+      'BAD_REQUEST',
+    ],
   ])('answers %s with the envelope and a request id', async (_name, request, status, code) => {
     const res = await rawRequest(server.port, request);
     expect(res.status).toBe(status);

@@ -60,7 +60,12 @@ describe('transforms', () => {
   });
 
   it('re-encodes to ?format= webp, jpeg, png and avif, alone or with a width', async () => {
-    const expected = { webp: ['image/webp', 'webp'], jpeg: ['image/jpeg', 'jpeg'], png: ['image/png', 'png'], avif: ['image/avif', 'heif'] } as const;
+    const expected = {
+      webp: ['image/webp', 'webp'],
+      jpeg: ['image/jpeg', 'jpeg'],
+      png: ['image/png', 'png'],
+      avif: ['image/avif', 'heif'],
+    } as const;
     for (const [format, [type, decoded]] of Object.entries(expected)) {
       const { res, meta } = await fetchImage(`${jpg()}?format=${format}&width=200`);
       expect(res.status, format).toBe(200);
@@ -83,15 +88,35 @@ describe('transforms', () => {
   });
 
   it('answers 400 in the envelope for invalid widths and formats, and for non-raster files', async () => {
-    const bad = ['?width=15', '?width=4097', '?width=0', '?width=-20', '?width=abc', '?width=20.5', '?width=1e3', '?width=', '?width=%20100', '?format=gif', '?format=WEBP', '?format=', '?width=100&format=tiff'];
+    const bad = [
+      '?width=15',
+      '?width=4097',
+      '?width=0',
+      '?width=-20',
+      '?width=abc',
+      '?width=20.5',
+      '?width=1e3',
+      '?width=',
+      '?width=%20100',
+      '?format=gif',
+      '?format=WEBP',
+      '?format=',
+      '?width=100&format=tiff',
+    ];
     for (const query of bad) {
       expect(await errorOf(await server.get(`${png()}${query}`, { key: null })), query).toMatchObject({ status: 400, code: 'BAD_REQUEST' });
     }
     for (const role of ['room1.model', 'room1.slot_data']) {
       const ref = fx.files[role]!.ref;
-      expect(await errorOf(await server.get(`/files/${ref.sha256}.${ref.ext}?width=100`, { key: null })), role).toMatchObject({ status: 400, code: 'BAD_REQUEST' });
+      expect(await errorOf(await server.get(`/files/${ref.sha256}.${ref.ext}?width=100`, { key: null })), role).toMatchObject({
+        status: 400,
+        code: 'BAD_REQUEST',
+      });
     }
-    expect(await errorOf(await server.get(`/files/${'0'.repeat(64)}.png?width=100`, { key: null }))).toMatchObject({ status: 404, code: 'NOT_FOUND' });
+    expect(await errorOf(await server.get(`/files/${'0'.repeat(64)}.png?width=100`, { key: null }))).toMatchObject({
+      status: 404,
+      code: 'NOT_FOUND',
+    });
     // Unrelated query parameters do not make a transform.
     const plain = await fetchImage(`${png()}?v=3`);
     expect(plain.bytes.equals(fx.files['room1.image']!.bytes)).toBe(true);
@@ -142,7 +167,10 @@ describe('ImageVariants limits', () => {
   it('keeps the cache under its byte bound, evicting the least recently used variants', async () => {
     const dataDir = join(server.dataDir, '..', 'bounded');
     await fs.mkdir(artifactPaths(dataDir).files, { recursive: true });
-    await fs.copyFile(join(artifactPaths(server.dataDir).files, `${fx.files['room1.image']!.ref.sha256}.png`), join(artifactPaths(dataDir).files, `${fx.files['room1.image']!.ref.sha256}.png`));
+    await fs.copyFile(
+      join(artifactPaths(server.dataDir).files, `${fx.files['room1.image']!.ref.sha256}.png`),
+      join(artifactPaths(dataDir).files, `${fx.files['room1.image']!.ref.sha256}.png`),
+    );
     const files = new ArtifactFiles(artifactPaths(dataDir).files);
     const variants = new ImageVariants(dataDir, files, pino({ level: 'silent' }), { maxBytes: 25_000 });
     const { name, file } = await source(files);
@@ -170,7 +198,9 @@ describe('ImageVariants limits', () => {
     const side = 2048;
     const raw = Buffer.alloc(side * side * 3);
     for (let i = 0; i < raw.length; i++) raw[i] = (i * 2654435761) >>> 24;
-    const bytes = await sharp(raw, { raw: { width: side, height: side, channels: 3 } }).png({ compressionLevel: 1 }).toBuffer();
+    const bytes = await sharp(raw, { raw: { width: side, height: side, channels: 3 } })
+      .png({ compressionLevel: 1 })
+      .toBuffer();
     const name = `${createHash('sha256').update(bytes).digest('hex')}.png`;
     await fs.writeFile(join(artifactPaths(dataDir).files, name), bytes);
     const files = new ArtifactFiles(artifactPaths(dataDir).files);

@@ -102,15 +102,25 @@ describe('the sample museum', () => {
         return { hang, colours };
       };
       const far = (c: number[], from: number[]) => c.some((v, i) => Math.abs(v - from[i]!) > 24);
-      for (const [placement, count] of [[0, 10], [1, 8], [2, 6]] as const) {
+      for (const [placement, count] of [
+        [0, 10],
+        [1, 8],
+        [2, 6],
+      ] as const) {
         if (placement > 0) {
           await page.click('#next');
           await pageUntil(page, `window.museumViewer.ready && window.museumViewer.placement === ${placement}`);
         }
         const { hang, colours } = await shown();
         expect(hang.hung.length).toBe(count);
-        expect(hang.hung.every((h) => !h.placeholder), JSON.stringify(hang.hung)).toBe(true);
-        expect(colours.every((c) => far(c, CARD)), JSON.stringify(colours)).toBe(true);
+        expect(
+          hang.hung.every((h) => !h.placeholder),
+          JSON.stringify(hang.hung),
+        ).toBe(true);
+        expect(
+          colours.every((c) => far(c, CARD)),
+          JSON.stringify(colours),
+        ).toBe(true);
         // Different works, different pictures.
         expect(new Set(colours.map((c) => c.join())).size).toBeGreaterThan(count / 2);
       }

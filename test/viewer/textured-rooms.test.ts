@@ -58,7 +58,17 @@ describe.skipIf(!HAS_CHROMIUM)('textured rooms in Chromium', () => {
     await writeSampleContent(content);
     const rooms = JSON.parse(readFileSync(join(content, 'rooms.json'), 'utf8')) as Array<{ id: number; image: string | null }>;
     const atelier = rooms.find((r) => r.id === 3)!;
-    const cube = { id: 8, title: 'Cube Room', architect: 'Naomi Chen', description: 'CC-BY 3.0', series: 'Real rooms', slots: 6, token_id: '8', model: CUBE_ROOM, image: null };
+    const cube = {
+      id: 8,
+      title: 'Cube Room',
+      architect: 'Naomi Chen',
+      description: 'CC-BY 3.0',
+      series: 'Real rooms',
+      slots: 6,
+      token_id: '8',
+      model: CUBE_ROOM,
+      image: null,
+    };
     writeFileSync(join(content, 'rooms.json'), JSON.stringify([atelier, cube]));
     const dataDir = join(root, 'data');
     const summary = await bakeRooms({ contentDir: content, dataDir, concurrency: 2 });

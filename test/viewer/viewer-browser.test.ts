@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Artwork } from '../../artifacts/format.ts';
+import type { Artwork } from '../../artifacts/format.ts';
 import { publishManifest, readManifest } from '../../artifacts/store.ts';
 import { bakeRooms } from '../../bake/pipeline.ts';
 import { writeSampleContent } from '../../bake/sample/generate.ts';
@@ -42,7 +42,9 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     expect(summary.failed).toBe(0);
 
     // Two artworks whose images live on a local media host: one a solid colour, one broken.
-    const red = await sharp({ create: { width: 400, height: 300, channels: 3, background: { r: RED[0], g: RED[1], b: RED[2] } } }).png().toBuffer();
+    const red = await sharp({ create: { width: 400, height: 300, channels: 3, background: { r: RED[0], g: RED[1], b: RED[2] } } })
+      .png()
+      .toBuffer();
     media = await startModelServer({ '/red.png': { body: red }, '/broken.png': { body: Buffer.from('not an image at all') } });
     const manifest = (await readManifest(dataDir))!;
     const image = (url: string, width: number, height: number): Partial<Artwork> => ({
@@ -60,19 +62,31 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     // The Annex (room 7) has five slots: seven artworks, so two are not hung. The Hexagon
     // Pavilion (room 6) has five: two artworks, three empty frames.
     const [a1, a2] = manifest.artworks;
-    const res = await server.post('/v1/guide/exhibitions', {
-      format: 'museum-exhibition@1',
-      id: exhibitionId,
-      name: 'Red & Grey',
-      placements: [
-        {
-          uid: 'annex',
-          room: { id: 7, title: 'Annex' },
-          artworks: [{ id: a1!.id }, { id: a2!.id }, ...[1, 2, 3, 4, 5].map((n) => ({ id: 900_000 + n, name: `Guest work ${n}`, artist: 'Visiting Artist' }))],
-        },
-        { uid: 'pavilion', room: { id: 6, title: 'Pavilion' }, artworks: [{ id: a1!.id }, { id: 900_010, name: 'Loan', artist: 'Lender' }] },
-      ],
-    }, { key: null });
+    const res = await server.post(
+      '/v1/guide/exhibitions',
+      {
+        format: 'museum-exhibition@1',
+        id: exhibitionId,
+        name: 'Red & Grey',
+        placements: [
+          {
+            uid: 'annex',
+            room: { id: 7, title: 'Annex' },
+            artworks: [
+              { id: a1!.id },
+              { id: a2!.id },
+              ...[1, 2, 3, 4, 5].map((n) => ({ id: 900_000 + n, name: `Guest work ${n}`, artist: 'Visiting Artist' })),
+            ],
+          },
+          {
+            uid: 'pavilion',
+            room: { id: 6, title: 'Pavilion' },
+            artworks: [{ id: a1!.id }, { id: 900_010, name: 'Loan', artist: 'Lender' }],
+          },
+        ],
+      },
+      { key: null },
+    );
     expect(res.status).toBe(200);
     browser = await launchChromium();
   }, 180_000);
@@ -111,7 +125,9 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
 
     // A real click on the last focused frame shows its record.
     const last = state.slots[state.slots.length - 1]!;
-    const at = (await page.evaluate(`(() => { const v = window.museumViewer; const p = v.focusSlot(${JSON.stringify(last.id)}); const r = v.canvasRect(); return { x: r.left + p.x, y: r.top + p.y }; })()`)) as { x: number; y: number };
+    const at = (await page.evaluate(
+      `(() => { const v = window.museumViewer; const p = v.focusSlot(${JSON.stringify(last.id)}); const r = v.canvasRect(); return { x: r.left + p.x, y: r.top + p.y }; })()`,
+    )) as { x: number; y: number };
     await page.mouse.click(at.x, at.y);
     const record = await page.locator('#record').innerText();
     expect(record).toContain(last.id);
@@ -121,7 +137,9 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     await page.check('#facing');
     expect(await page.evaluate('window.museumViewer.room.frames.frames.every((f) => f.arrow.visible)')).toBe(true);
     await page.check('#walk');
-    const before = (await page.evaluate('(() => { const s = window.museumViewer.stage; return { p: s.camera.position.toArray(), floor: s.bounds.min.y }; })()')) as { p: number[]; floor: number };
+    const before = (await page.evaluate(
+      '(() => { const s = window.museumViewer.stage; return { p: s.camera.position.toArray(), floor: s.bounds.min.y }; })()',
+    )) as { p: number[]; floor: number };
     await page.keyboard.down('KeyW');
     const [x0, y0, z0] = before.p as [number, number, number];
     const after = await pageUntil<number[]>(
@@ -176,7 +194,9 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     expect(near(colours[1]!, [0x3a, 0x3f, 0x47], 16), `slot 2 shows ${colours[1]}`).toBe(true);
 
     // Title and artist on click.
-    const work = (await page.evaluate(`(() => { const v = window.museumViewer; const p = v.focusSlot(v.hang.hung[2].slot); const r = v.canvasRect(); return { x: r.left + p.x, y: r.top + p.y }; })()`)) as { x: number; y: number };
+    const work = (await page.evaluate(
+      `(() => { const v = window.museumViewer; const p = v.focusSlot(v.hang.hung[2].slot); const r = v.canvasRect(); return { x: r.left + p.x, y: r.top + p.y }; })()`,
+    )) as { x: number; y: number };
     await page.mouse.click(work.x, work.y);
     const record = await page.locator('#record').innerText();
     expect(record).toContain('Guest work 1');
@@ -189,7 +209,7 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     await page.click('#next');
     await pageUntil(page, 'window.museumViewer.ready && window.museumViewer.placement === 1');
     expect(await page.locator('#counts').innerText()).toBe('2 hung · 0 not hung');
-    expect(((await page.evaluate('window.museumViewer.slots().length')) as number)).toBe(5);
+    expect((await page.evaluate('window.museumViewer.slots().length')) as number).toBe(5);
 
     // Only the broken image failed (the texture route answers 502; the card stands in).
     expect(failed.filter((f) => !/^502 .*\/view\/textures\/artworks\/\d+\.webp$/.test(f))).toEqual([]);
@@ -201,7 +221,9 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
 
   it('a page on another origin reads the request id, ETag and rate-limit headers (Expose-Headers: *)', async () => {
     // A client page on another origin (another port), as the 3D client's own site would be.
-    const client = createServer((_req, res) => res.writeHead(200, { 'Content-Type': 'text/html' }).end('<!doctype html><title>client</title>'));
+    const client = createServer((_req, res) =>
+      res.writeHead(200, { 'Content-Type': 'text/html' }).end('<!doctype html><title>client</title>'),
+    );
     await new Promise<void>((done) => client.listen(0, '127.0.0.1', done));
     const { page } = await watchedPage(browser);
     await page.goto(`http://127.0.0.1:${(client.address() as AddressInfo).port}/`);
@@ -232,7 +254,9 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
 
   it('/docs renders every operation of the OpenAPI document with swagger-ui, served locally', async () => {
     const doc = (await (await server.get('/v1/openapi.json')).json()) as { paths: Record<string, Record<string, unknown>> };
-    const expected = Object.entries(doc.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`)).sort();
+    const expected = Object.entries(doc.paths)
+      .flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m.toUpperCase()} ${path}`))
+      .sort();
     expect(expected.length).toBeGreaterThan(20);
     const { page, errors, failed } = await watchedPage(browser);
     const requests: string[] = [];

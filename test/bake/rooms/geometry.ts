@@ -15,7 +15,8 @@ export interface BruteWorld {
   count: number;
 }
 
-const isSlot = (name: string, material: string | undefined) => /^(slot|auto)_\d+/i.test(name.trim()) || /^slot[ _]placeholder/i.test(material ?? '');
+const isSlot = (name: string, material: string | undefined) =>
+  /^(slot|auto)_\d+/i.test(name.trim()) || /^slot[ _]placeholder/i.test(material ?? '');
 
 /** Triangles (mode TRIANGLES) of the default scene in world space, slot placeholders excluded. */
 export function bruteWorld(document: Document): BruteWorld {
@@ -79,7 +80,11 @@ export function castRay(world: BruteWorld, origin: V3, dir: V3, far = Infinity):
 }
 
 export const dot = (a: readonly number[], b: readonly number[]) => a[0]! * b[0]! + a[1]! * b[1]! + a[2]! * b[2]!;
-export const cross = (a: readonly number[], b: readonly number[]): V3 => [a[1]! * b[2]! - a[2]! * b[1]!, a[2]! * b[0]! - a[0]! * b[2]!, a[0]! * b[1]! - a[1]! * b[0]!];
+export const cross = (a: readonly number[], b: readonly number[]): V3 => [
+  a[1]! * b[2]! - a[2]! * b[1]!,
+  a[2]! * b[0]! - a[0]! * b[2]!,
+  a[0]! * b[1]! - a[1]! * b[0]!,
+];
 export const normalize = (a: readonly number[]): V3 => {
   const l = Math.hypot(a[0]!, a[1]!, a[2]!);
   return [a[0]! / l, a[1]! / l, a[2]! / l];
@@ -117,7 +122,12 @@ export function orientationProblems(slot: RoomSlot): string[] {
 const corners = (s: RoomSlot): V3[] => {
   const x = rotate(s.quaternion, [1, 0, 0]);
   const y = rotate(s.quaternion, [0, 1, 0]);
-  return [[-1, -1], [1, -1], [1, 1], [-1, 1]].map(([a, b]) => madd(madd(s.position, x, (a! * s.width) / 2), y, (b! * s.height) / 2));
+  return [
+    [-1, -1],
+    [1, -1],
+    [1, 1],
+    [-1, 1],
+  ].map(([a, b]) => madd(madd(s.position, x, (a! * s.width) / 2), y, (b! * s.height) / 2));
 };
 
 /** Does segment p→q cross the rectangle of slot s? */
@@ -129,7 +139,9 @@ function segmentCrossesRect(p: V3, q: V3, s: RoomSlot): boolean {
   const t = dp / (dp - dq);
   const hit = madd(p, [q[0] - p[0], q[1] - p[1], q[2] - p[2]], t);
   const rel: V3 = [hit[0] - s.position[0], hit[1] - s.position[1], hit[2] - s.position[2]];
-  return Math.abs(dot(rel, rotate(s.quaternion, [1, 0, 0]))) < s.width / 2 && Math.abs(dot(rel, rotate(s.quaternion, [0, 1, 0]))) < s.height / 2;
+  return (
+    Math.abs(dot(rel, rotate(s.quaternion, [1, 0, 0]))) < s.width / 2 && Math.abs(dot(rel, rotate(s.quaternion, [0, 1, 0]))) < s.height / 2
+  );
 }
 
 /**
@@ -148,12 +160,14 @@ export function overlaps(slots: RoomSlot[], gap: number): string[] {
         const y = rotate(a.quaternion, [0, 1, 0]);
         const gx = Math.abs(dot(d, x)) - (a.width + b.width) / 2;
         const gy = Math.abs(dot(d, y)) - (a.height + b.height) / 2;
-        if (gx < gap - 1e-3 && gy < gap - 1e-3) problems.push(`${a.id} and ${b.id} overlap on one wall (gaps ${gx.toFixed(3)}, ${gy.toFixed(3)})`);
+        if (gx < gap - 1e-3 && gy < gap - 1e-3)
+          problems.push(`${a.id} and ${b.id} overlap on one wall (gaps ${gx.toFixed(3)}, ${gy.toFixed(3)})`);
         continue;
       }
       const ca = corners(a);
       const cb = corners(b);
-      const crosses = ca.some((p, k) => segmentCrossesRect(p, ca[(k + 1) % 4]!, b)) || cb.some((p, k) => segmentCrossesRect(p, cb[(k + 1) % 4]!, a));
+      const crosses =
+        ca.some((p, k) => segmentCrossesRect(p, ca[(k + 1) % 4]!, b)) || cb.some((p, k) => segmentCrossesRect(p, cb[(k + 1) % 4]!, a));
       if (crosses) problems.push(`${a.id} and ${b.id} intersect`);
     }
   }
@@ -172,20 +186,31 @@ export function anchorProblems(world: BruteWorld, slots: RoomSlot[], kind: 'room
     const f = s.facing;
     if (kind === 'room') {
       if (Math.abs(f[1]) > Math.sin((10 * Math.PI) / 180) + 1e-6) problems.push(`${s.id}: not upright (facing ${f})`);
-    } else if (Math.abs(f[1]) > Math.sin((20 * Math.PI) / 180) + 1e-6) problems.push(`${s.id}: on a floor, ceiling or underside (facing ${f})`);
+    } else if (Math.abs(f[1]) > Math.sin((20 * Math.PI) / 180) + 1e-6)
+      problems.push(`${s.id}: on a floor, ceiling or underside (facing ${f})`);
     const x = rotate(s.quaternion, [1, 0, 0]);
     const y = rotate(s.quaternion, [0, 1, 0]);
-    const points: V3[] = [[0, 0], [-0.45, -0.45], [0.45, -0.45], [0.45, 0.45], [-0.45, 0.45]].map(([a, b]) => madd(madd(s.position, x, a! * s.width), y, b! * s.height));
+    const points: V3[] = [
+      [0, 0],
+      [-0.45, -0.45],
+      [0.45, -0.45],
+      [0.45, 0.45],
+      [-0.45, 0.45],
+    ].map(([a, b]) => madd(madd(s.position, x, a! * s.width), y, b! * s.height));
     for (const p of points) {
       const back = castRay(world, madd(p, f, 0.05), [-f[0], -f[1], -f[2]], 0.2);
       if (!back || Math.abs(back.distance - 0.055) > 0.015 || Math.abs(dot(back.normal, f)) < 0.94) {
-        problems.push(`${s.id}: not resting on a surface at ${p.map((v) => v.toFixed(2))} (${back ? back.distance.toFixed(3) : 'nothing'} behind)`);
+        problems.push(
+          `${s.id}: not resting on a surface at ${p.map((v) => v.toFixed(2))} (${back ? back.distance.toFixed(3) : 'nothing'} behind)`,
+        );
         break;
       }
       const ahead = castRay(world, madd(p, f, 0.001), f);
       const size = Math.max(s.width, s.height);
-      if (ahead && ahead.distance < size - 1e-3) problems.push(`${s.id}: only ${ahead.distance.toFixed(2)} m open in front, frame ${size} m`);
-      if (kind === 'room' && p === points[0] && (!ahead || !ahead.visible)) problems.push(`${s.id}: faces out of the room (${ahead ? 'a back face' : 'nothing'} in front)`);
+      if (ahead && ahead.distance < size - 1e-3)
+        problems.push(`${s.id}: only ${ahead.distance.toFixed(2)} m open in front, frame ${size} m`);
+      if (kind === 'room' && p === points[0] && (!ahead || !ahead.visible))
+        problems.push(`${s.id}: faces out of the room (${ahead ? 'a back face' : 'nothing'} in front)`);
       if (kind === 'sculpture' && ahead && !ahead.visible) problems.push(`${s.id}: faces into the solid`);
     }
   }

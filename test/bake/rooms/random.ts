@@ -8,7 +8,6 @@ import { RoomBuilder, type Opening, type TRS, type V3 } from '../../../bake/samp
 import { axisAngle, prism } from './truth.ts';
 import { mulberry32 } from '../../../common/random.ts';
 
-
 export interface RandomModel {
   name: string;
   document: Document;
@@ -16,7 +15,15 @@ export interface RandomModel {
 }
 
 /** A single-sided wall (normal to the left of from→to, into the room) with openings. */
-function panelWall(b: RoomBuilder, name: string, from: [number, number], to: [number, number], height: number, material: Material, openings: Opening[]): void {
+function panelWall(
+  b: RoomBuilder,
+  name: string,
+  from: [number, number],
+  to: [number, number],
+  height: number,
+  material: Material,
+  openings: Opening[],
+): void {
   const dx = to[0] - from[0];
   const dz = to[1] - from[1];
   const length = Math.hypot(dx, dz);
@@ -24,7 +31,11 @@ function panelWall(b: RoomBuilder, name: string, from: [number, number], to: [nu
   const normal: V3 = [dir[2], 0, -dir[0]];
   const piece = (a: number, c: number, y0: number, y1: number, k: number) => {
     const mid = (a + c) / 2;
-    b.panel(`${name}_${k}`, { center: [from[0] + dir[0] * mid, (y0 + y1) / 2, from[1] + dir[2] * mid], normal, up: [0, 1, 0], width: c - a, height: y1 - y0 }, material);
+    b.panel(
+      `${name}_${k}`,
+      { center: [from[0] + dir[0] * mid, (y0 + y1) / 2, from[1] + dir[2] * mid], normal, up: [0, 1, 0], width: c - a, height: y1 - y0 },
+      material,
+    );
   };
   let cursor = 0;
   let k = 0;
@@ -57,7 +68,8 @@ export function randomRoom(seed: number): RandomModel {
   ];
   for (const [name, from, to] of walls) {
     const length = Math.hypot(to[0] - from[0], to[1] - from[1]);
-    const openings: Opening[] = r() < 0.4 ? [{ offset: between(0.5, length - 1.6), width: 1.0, sill: 0, height: Math.min(2.2, h - 0.3) }] : [];
+    const openings: Opening[] =
+      r() < 0.4 ? [{ offset: between(0.5, length - 1.6), width: 1.0, sill: 0, height: Math.min(2.2, h - 0.3) }] : [];
     if (style === 'panels') panelWall(b, name, from, to, h, wall, openings);
     else {
       // Thick walls sit outside the footprint so the interior stays [0,w]×[0,d].
@@ -74,16 +86,35 @@ export function randomRoom(seed: number): RandomModel {
     const side = Math.floor(r() * 4);
     const along = between(0.2, (side % 2 === 0 ? w : d) - width - 0.2);
     const [min, max]: [V3, V3] =
-      side === 0 ? [[along, 0, 0], [along + width, height, depth]]
-      : side === 1 ? [[0, 0, along], [depth, height, along + width]]
-      : side === 2 ? [[along, 0, d - depth], [along + width, height, d]]
-      : [[w - depth, 0, along], [w, height, along + width]];
+      side === 0
+        ? [
+            [along, 0, 0],
+            [along + width, height, depth],
+          ]
+        : side === 1
+          ? [
+              [0, 0, along],
+              [depth, height, along + width],
+            ]
+          : side === 2
+            ? [
+                [along, 0, d - depth],
+                [along + width, height, d],
+              ]
+            : [
+                [w - depth, 0, along],
+                [w, height, along + width],
+              ];
     b.box(`Furniture${i}`, min, max, wood);
   }
   if (r() < 0.3 && w > 7) {
     b.wall('Partition', [w * 0.35, d / 2], [w * 0.65, d / 2], Math.min(2.6, h), 0, b.material('Partition'));
   }
-  return { name: `room ${seed} (${style}, ${w.toFixed(1)}×${d.toFixed(1)}×${h.toFixed(1)}, ${furniture} furniture)`, document: b.document, kind: 'room' };
+  return {
+    name: `room ${seed} (${style}, ${w.toFixed(1)}×${d.toFixed(1)}×${h.toFixed(1)}, ${furniture} furniture)`,
+    document: b.document,
+    kind: 'room',
+  };
 }
 
 export function randomSculpture(seed: number): RandomModel {

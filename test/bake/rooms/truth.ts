@@ -27,7 +27,13 @@ export interface TruthRoom {
 const neg = (v: V3): V3 => [-v[0], -v[1], -v[2]];
 
 /** A slot whose true front is `rect.normal`; `authoredIntoWall` writes the quad facing the wall. */
-function hang(b: RoomBuilder, truths: SlotTruth[], id: string, rect: Rect, opts: { placement?: 'node' | 'vertices'; authoredIntoWall?: boolean } = {}): void {
+function hang(
+  b: RoomBuilder,
+  truths: SlotTruth[],
+  id: string,
+  rect: Rect,
+  opts: { placement?: 'node' | 'vertices'; authoredIntoWall?: boolean } = {},
+): void {
   const authored: Rect = opts.authoredIntoWall ? { ...rect, normal: neg(rect.normal) } : rect;
   b.slot(id, authored, opts.placement ?? 'node');
   truths.push({ id, position: rect.center, facing: rect.normal, width: rect.width, height: rect.height, flipped: !!opts.authoredIntoWall });
@@ -48,12 +54,42 @@ export function gallery(root: TRS = {}): TruthRoom {
   b.wall('South', [-5, 4], [5, 4], 3.5, 0.2, wall);
   b.wall('West', [-5, -4], [-5, 4], 3.5, 0.3, wall);
   hang(b, truths, 'Slot_001', { center: [-2, 1.6, -4], normal: [0, 0, 1], up: [0, 1, 0], width: 1.2, height: 0.9 });
-  hang(b, truths, 'Slot_002', { center: [2, 1.6, -4], normal: [0, 0, 1], up: [0, 1, 0], width: 1.0, height: 1.4 }, { placement: 'vertices', authoredIntoWall: true });
+  hang(
+    b,
+    truths,
+    'Slot_002',
+    { center: [2, 1.6, -4], normal: [0, 0, 1], up: [0, 1, 0], width: 1.0, height: 1.4 },
+    { placement: 'vertices', authoredIntoWall: true },
+  );
   hang(b, truths, 'Slot_003', { center: [-2, 1.5, 3.89], normal: [0, 0, -1], up: [0, 1, 0], width: 1.5, height: 1.0 });
-  hang(b, truths, 'Slot_004', { center: [2, 1.5, 3.89], normal: [0, 0, -1], up: [0, 1, 0], width: 0.8, height: 0.8 }, { authoredIntoWall: true });
-  hang(b, truths, 'Slot_005', { center: [5, 1.7, 1], normal: [-1, 0, 0], up: [0, 1, 0], width: 1.1, height: 0.7 }, { placement: 'vertices', authoredIntoWall: true });
-  hang(b, truths, 'Slot_006', { center: [-4.85, 1.6, -1.5], normal: [1, 0, 0], up: [0, 1, 0], width: 1.0, height: 0.75 }, { authoredIntoWall: true });
-  hang(b, truths, 'Slot_007', { center: [-4.845, 1.5, 1.5], normal: [1, 0, 0], up: [0, 1, 0], width: 0.6, height: 1.1 }, { placement: 'vertices' });
+  hang(
+    b,
+    truths,
+    'Slot_004',
+    { center: [2, 1.5, 3.89], normal: [0, 0, -1], up: [0, 1, 0], width: 0.8, height: 0.8 },
+    { authoredIntoWall: true },
+  );
+  hang(
+    b,
+    truths,
+    'Slot_005',
+    { center: [5, 1.7, 1], normal: [-1, 0, 0], up: [0, 1, 0], width: 1.1, height: 0.7 },
+    { placement: 'vertices', authoredIntoWall: true },
+  );
+  hang(
+    b,
+    truths,
+    'Slot_006',
+    { center: [-4.85, 1.6, -1.5], normal: [1, 0, 0], up: [0, 1, 0], width: 1.0, height: 0.75 },
+    { authoredIntoWall: true },
+  );
+  hang(
+    b,
+    truths,
+    'Slot_007',
+    { center: [-4.845, 1.5, 1.5], normal: [1, 0, 0], up: [0, 1, 0], width: 0.6, height: 1.1 },
+    { placement: 'vertices' },
+  );
   hang(b, truths, 'Slot_008', { center: [0, 0.005, 0], normal: [0, 1, 0], up: [0, 0, -1], width: 0.8, height: 0.5 });
   return { name: 'gallery', document: b.document, kind: 'room', slots: truths };
 }
@@ -73,9 +109,27 @@ export function partition(): TruthRoom {
   b.wall('West', [-6, -3], [-6, 3], 3.2, 0.2, wall);
   b.wall('Partition', [-3.5, 0], [3.5, 0], 2.6, 0, b.material('Partition', { doubleSided: false }));
   hang(b, truths, 'Slot_001', { center: [-1.5, 1.5, 0.005], normal: [0, 0, 1], up: [0, 1, 0], width: 1.2, height: 0.9 });
-  hang(b, truths, 'Slot_002', { center: [-1.5, 1.5, -0.005], normal: [0, 0, -1], up: [0, 1, 0], width: 1.2, height: 0.9 }, { placement: 'vertices' });
-  hang(b, truths, 'Slot_003', { center: [1.5, 1.5, 0.005], normal: [0, 0, 1], up: [0, 1, 0], width: 1.0, height: 1.0 }, { authoredIntoWall: true });
-  hang(b, truths, 'Slot_004', { center: [1.5, 1.5, -0.005], normal: [0, 0, -1], up: [0, 1, 0], width: 1.0, height: 1.0 }, { placement: 'vertices', authoredIntoWall: true });
+  hang(
+    b,
+    truths,
+    'Slot_002',
+    { center: [-1.5, 1.5, -0.005], normal: [0, 0, -1], up: [0, 1, 0], width: 1.2, height: 0.9 },
+    { placement: 'vertices' },
+  );
+  hang(
+    b,
+    truths,
+    'Slot_003',
+    { center: [1.5, 1.5, 0.005], normal: [0, 0, 1], up: [0, 1, 0], width: 1.0, height: 1.0 },
+    { authoredIntoWall: true },
+  );
+  hang(
+    b,
+    truths,
+    'Slot_004',
+    { center: [1.5, 1.5, -0.005], normal: [0, 0, -1], up: [0, 1, 0], width: 1.0, height: 1.0 },
+    { placement: 'vertices', authoredIntoWall: true },
+  );
   hang(b, truths, 'Slot_005', { center: [0, 1.6, 0], normal: [0, 0, 1], up: [0, 1, 0], width: 0.6, height: 0.6 });
   return { name: 'partition', document: b.document, kind: 'room', slots: truths };
 }
@@ -92,12 +146,36 @@ export function pillar(): TruthRoom {
   b.wall('West', [-5, -5], [-5, 5], 3, 0.2, wall);
   b.box('Pillar', [-0.5, 0, -0.5], [0.5, 3, 0.5], b.material('Stone'));
   hang(b, truths, 'Slot_001', { center: [0, 1.5, -0.505], normal: [0, 0, -1], up: [0, 1, 0], width: 0.8, height: 0.6 });
-  hang(b, truths, 'Slot_002', { center: [0.505, 1.5, 0], normal: [1, 0, 0], up: [0, 1, 0], width: 0.8, height: 0.6 }, { authoredIntoWall: true });
-  hang(b, truths, 'Slot_003', { center: [0, 1.5, 0.505], normal: [0, 0, 1], up: [0, 1, 0], width: 0.7, height: 0.9 }, { placement: 'vertices' });
-  hang(b, truths, 'Slot_004', { center: [-0.5, 1.5, 0], normal: [-1, 0, 0], up: [0, 1, 0], width: 0.8, height: 0.6 }, { placement: 'vertices', authoredIntoWall: true });
+  hang(
+    b,
+    truths,
+    'Slot_002',
+    { center: [0.505, 1.5, 0], normal: [1, 0, 0], up: [0, 1, 0], width: 0.8, height: 0.6 },
+    { authoredIntoWall: true },
+  );
+  hang(
+    b,
+    truths,
+    'Slot_003',
+    { center: [0, 1.5, 0.505], normal: [0, 0, 1], up: [0, 1, 0], width: 0.7, height: 0.9 },
+    { placement: 'vertices' },
+  );
+  hang(
+    b,
+    truths,
+    'Slot_004',
+    { center: [-0.5, 1.5, 0], normal: [-1, 0, 0], up: [0, 1, 0], width: 0.8, height: 0.6 },
+    { placement: 'vertices', authoredIntoWall: true },
+  );
   // Sunk 3 mm into the north wall (authoring or export offsets go both ways).
   hang(b, truths, 'Slot_005', { center: [-2, 1.6, -4.903], normal: [0, 0, 1], up: [0, 1, 0], width: 1.0, height: 0.8 });
-  hang(b, truths, 'Slot_006', { center: [2, 1.6, -4.903], normal: [0, 0, 1], up: [0, 1, 0], width: 1.0, height: 0.8 }, { authoredIntoWall: true });
+  hang(
+    b,
+    truths,
+    'Slot_006',
+    { center: [2, 1.6, -4.903], normal: [0, 0, 1], up: [0, 1, 0], width: 1.0, height: 0.8 },
+    { authoredIntoWall: true },
+  );
   return { name: 'pillar', document: b.document, kind: 'room', slots: truths };
 }
 
@@ -120,15 +198,39 @@ export function corridor(): TruthRoom {
   b.wall('SideSouth', [7.5, 5.5], [2.5, 5.5], 3, 0.2, wall);
   b.wall('SideWest', [2.5, 5.5], [2.5, 1.2], 3, 0.2, wall);
   // In the wall's plane, overhanging the doorway by 5 cm: part of its back is the opening.
-  hang(b, truths, 'Slot_001', { center: [5.45, 1.5, 1.0], normal: [0, 0, -1], up: [0, 1, 0], width: 1.0, height: 0.8 }, { authoredIntoWall: true });
+  hang(
+    b,
+    truths,
+    'Slot_001',
+    { center: [5.45, 1.5, 1.0], normal: [0, 0, -1], up: [0, 1, 0], width: 1.0, height: 0.8 },
+    { authoredIntoWall: true },
+  );
   hang(b, truths, 'Slot_002', { center: [4.5, 1.5, -0.995], normal: [0, 0, 1], up: [0, 1, 0], width: 1.2, height: 0.9 });
-  hang(b, truths, 'Slot_003', { center: [4.5, 2.6, 0.995], normal: [0, 0, -1], up: [0, 1, 0], width: 0.9, height: 0.5 }, { placement: 'vertices', authoredIntoWall: true });
-  hang(b, truths, 'Slot_004', { center: [11.2, 1.5, -0.99], normal: [0, 0, 1], up: [0, 1, 0], width: 1.0, height: 1.0 }, { authoredIntoWall: true });
+  hang(
+    b,
+    truths,
+    'Slot_003',
+    { center: [4.5, 2.6, 0.995], normal: [0, 0, -1], up: [0, 1, 0], width: 0.9, height: 0.5 },
+    { placement: 'vertices', authoredIntoWall: true },
+  );
+  hang(
+    b,
+    truths,
+    'Slot_004',
+    { center: [11.2, 1.5, -0.99], normal: [0, 0, 1], up: [0, 1, 0], width: 1.0, height: 1.0 },
+    { authoredIntoWall: true },
+  );
   return { name: 'corridor', document: b.document, kind: 'room', slots: truths };
 }
 
 /** Regular n-gon prism (outward faces, with caps) as positions + CCW indices. */
-export function prism(sides: number, radius: number, y0: number, y1: number, centre: [number, number] = [0, 0]): { positions: number[]; indices: number[] } {
+export function prism(
+  sides: number,
+  radius: number,
+  y0: number,
+  y1: number,
+  centre: [number, number] = [0, 0],
+): { positions: number[]; indices: number[] } {
   const positions: number[] = [];
   const indices: number[] = [];
   const ring = (y: number) => {
@@ -157,11 +259,26 @@ export function prism(sides: number, radius: number, y0: number, y1: number, cen
 }
 
 /** Face k of a regular prism as a rect (centre on the face, outward normal). */
-export function prismFace(sides: number, radius: number, k: number, y: number, width: number, height: number, offset = 0.005, centre: [number, number] = [0, 0]): Rect {
+export function prismFace(
+  sides: number,
+  radius: number,
+  k: number,
+  y: number,
+  width: number,
+  height: number,
+  offset = 0.005,
+  centre: [number, number] = [0, 0],
+): Rect {
   const mid = ((k + 0.5) / sides) * Math.PI * 2;
   const apothem = radius * Math.cos(Math.PI / sides);
   const normal: V3 = [Math.cos(mid), 0, -Math.sin(mid)];
-  return { center: [centre[0] + normal[0] * (apothem + offset), y, centre[1] + normal[2] * (apothem + offset)], normal, up: [0, 1, 0], width, height };
+  return {
+    center: [centre[0] + normal[0] * (apothem + offset), y, centre[1] + normal[2] * (apothem + offset)],
+    normal,
+    up: [0, 1, 0],
+    width,
+    height,
+  };
 }
 
 /** A sculpture: pedestal, octagonal column, an offset cube; slots on column faces and the cube. */
@@ -195,7 +312,13 @@ export function sandwiched(): TruthRoom {
   b.wall('West', [-3.1, -3], [-3.1, 3], 3, 0.2, wall);
   b.box('Cabinet', [-2, 0, -2.98], [2, 2.2, -2.4], b.material('Wood'));
   hang(b, truths, 'Slot_001', { center: [-1, 1.2, -2.99], normal: [0, 0, 1], up: [0, 1, 0], width: 0.6, height: 0.5 });
-  hang(b, truths, 'Slot_002', { center: [1, 1.2, -2.99], normal: [0, 0, 1], up: [0, 1, 0], width: 0.6, height: 0.5 }, { authoredIntoWall: true });
+  hang(
+    b,
+    truths,
+    'Slot_002',
+    { center: [1, 1.2, -2.99], normal: [0, 0, 1], up: [0, 1, 0], width: 0.6, height: 0.5 },
+    { authoredIntoWall: true },
+  );
   for (const t of truths) t.ambiguous = true;
   return { name: 'sandwiched', document: b.document, kind: 'room', slots: truths };
 }
@@ -247,7 +370,9 @@ export function rotatedScaledGallery(): TruthRoom {
     const localAxes = levelledAxes(t.facing);
     const corners = [-1, 1].flatMap((a) =>
       [-1, 1].map((b) => {
-        const c: V3 = [0, 1, 2].map((k) => t.position[k]! + (a * t.width * localAxes.right[k]!) / 2 + (b * t.height * localAxes.up[k]!) / 2) as V3;
+        const c: V3 = [0, 1, 2].map(
+          (k) => t.position[k]! + (a * t.width * localAxes.right[k]!) / 2 + (b * t.height * localAxes.up[k]!) / 2,
+        ) as V3;
         return applyTRS(root, c);
       }),
     );

@@ -36,7 +36,11 @@ let llm: LlmFake;
 let library: LibraryFake;
 let directus: DirectusFake;
 beforeAll(async () => {
-  [llm, library, directus] = await Promise.all([startFakeLlm({ key: 'llm-key' }), startFakeLibrary({ key: 'lib-key' }), startFakeDirectus({ characters: 40 })]);
+  [llm, library, directus] = await Promise.all([
+    startFakeLlm({ key: 'llm-key' }),
+    startFakeLibrary({ key: 'lib-key' }),
+    startFakeDirectus({ characters: 40 }),
+  ]);
 });
 afterAll(async () => {
   await Promise.all([llm.close(), library.close(), directus.close()]);
@@ -84,14 +88,22 @@ describe('without LLM or Library: answers from the exhibition context', () => {
     expect(artwork.suggestions).toHaveLength(3);
     expect(typeof artwork.session).toBe('string');
 
-    expect((await answerOf(s, { question: 'Who made this?', focus: { title: 'Dead Host Study', artist: 'Ada Palette' } })).answer).toContain('"Dead Host Study" is by Ada Palette');
-    expect((await answerOf(s, { question: 'What else did Bruno Lumen make?' })).answer).toContain('Bruno Lumen has 1 work in Light and Stone: "Square Crop Portrait"');
+    expect(
+      (await answerOf(s, { question: 'Who made this?', focus: { title: 'Dead Host Study', artist: 'Ada Palette' } })).answer,
+    ).toContain('"Dead Host Study" is by Ada Palette');
+    expect((await answerOf(s, { question: 'What else did Bruno Lumen make?' })).answer).toContain(
+      'Bruno Lumen has 1 work in Light and Stone: "Square Crop Portrait"',
+    );
     expect((await answerOf(s, { question: 'And emile unger?' })).answer).toContain('"Pinned Portrait"');
     const room = (await answerOf(s, { question: "What's in the Sculpture Garden?" })).answer;
     expect(room).toContain('Sculpture Garden was designed by Atelier Hopper');
     expect(room).toContain('"Dead Host Study"');
-    expect((await answerOf(s, { question: 'What is this room?', roomUid: 'p-atrium' })).answer).toContain('The Atrium was designed by Studio Lovelace');
-    expect((await answerOf(s, { question: 'What did Atelier Hopper design?' })).answer).toContain('Atelier Hopper designed Sculpture Garden');
+    expect((await answerOf(s, { question: 'What is this room?', roomUid: 'p-atrium' })).answer).toContain(
+      'The Atrium was designed by Studio Lovelace',
+    );
+    expect((await answerOf(s, { question: 'What did Atelier Hopper design?' })).answer).toContain(
+      'Atelier Hopper designed Sculpture Garden',
+    );
     expect((await answerOf(s, { question: 'Is it nice?', focus: { title: 'Mona Lisa', artist: 'Leonardo' } })).answer).toContain(
       '"Mona Lisa" by Leonardo is not among the works I know in Light and Stone',
     );
@@ -137,7 +149,8 @@ describe('without LLM or Library: answers from the exhibition context', () => {
   it('limits questions to 20 per minute per client IP', async () => {
     const s = await guideServer();
     const ip = freshIp();
-    for (let i = 0; i < 20; i++) expect((await call(s, 'POST', '/v1/guide/ask', { exhibition: EXHIBITION, question: `Question ${i}?` }, { ip })).status).toBe(200);
+    for (let i = 0; i < 20; i++)
+      expect((await call(s, 'POST', '/v1/guide/ask', { exhibition: EXHIBITION, question: `Question ${i}?` }, { ip })).status).toBe(200);
     const limited = await call(s, 'POST', '/v1/guide/ask', { exhibition: EXHIBITION, question: 'One more?' }, { ip });
     expect(limited.status).toBe(429);
     expect(limited.json.errors[0].extensions.code).toBe('RATE_LIMITED');
@@ -147,7 +160,12 @@ describe('without LLM or Library: answers from the exhibition context', () => {
 describe('with an OpenAI-compatible LLM', () => {
   it('answers fast, in persona, with the exhibition context and the conversation so far', async () => {
     const s = await guideServer(withLlm());
-    const first = await answerOf(s, { question: 'Who painted this?', session: 's1', roomUid: 'p-atrium', focus: { title: 'Trustworthy Landscape', artist: 'Chiara Voss' } });
+    const first = await answerOf(s, {
+      question: 'Who painted this?',
+      session: 's1',
+      roomUid: 'p-atrium',
+      focus: { title: 'Trustworthy Landscape', artist: 'Chiara Voss' },
+    });
     expect(first).toMatchObject({ fallback: false, consulting: false, mode: 'fast', persona: 'Museum Guide', session: 's1', sources: [] });
     expect(first.answer).toBe('Museum Guide says: you asked "Who painted this?". Here is a thoughtful answer.');
     const chat = llm.chats().at(-1)!;
@@ -163,7 +181,11 @@ describe('with an OpenAI-compatible LLM', () => {
     expect(llm.requestsTo('/chat/completions').at(-1)!.headers.authorization).toBe('Bearer llm-key');
 
     await answerOf(s, { question: 'And when?', session: 's1' });
-    const second = llm.chats().at(-1)!.messages.slice(1).map((m) => [m.role, m.content]);
+    const second = llm
+      .chats()
+      .at(-1)!
+      .messages.slice(1)
+      .map((m) => [m.role, m.content]);
     expect(second).toEqual([
       ['user', 'Who painted this?'],
       ['assistant', first.answer],
@@ -171,8 +193,21 @@ describe('with an OpenAI-compatible LLM', () => {
     ]);
 
     // A new session may bring its own history.
-    await answerOf(s, { question: 'Go on.', session: 's2', history: [{ role: 'user', content: 'Earlier question' }, { role: 'assistant', content: 'Earlier answer' }] });
-    expect(llm.chats().at(-1)!.messages.slice(1).map((m) => m.content)).toEqual(['Earlier question', 'Earlier answer', 'Go on.']);
+    await answerOf(s, {
+      question: 'Go on.',
+      session: 's2',
+      history: [
+        { role: 'user', content: 'Earlier question' },
+        { role: 'assistant', content: 'Earlier answer' },
+      ],
+    });
+    expect(
+      llm
+        .chats()
+        .at(-1)!
+        .messages.slice(1)
+        .map((m) => m.content),
+    ).toEqual(['Earlier question', 'Earlier answer', 'Go on.']);
   });
 
   it.each([
@@ -243,7 +278,9 @@ describe('personas', () => {
     expect(a.persona).toBe('Ember Warden');
     expect(llm.chats().at(-1)!.messages[0]!.content).toContain('speak in riddles');
     const plain = await guideServer();
-    expect((await answerOf(plain, { question: 'Who are you?', persona: { soul: 'name: Quiet Keeper\nI whisper.' } })).persona).toBe('Quiet Keeper');
+    expect((await answerOf(plain, { question: 'Who are you?', persona: { soul: 'name: Quiet Keeper\nI whisper.' } })).persona).toBe(
+      'Quiet Keeper',
+    );
     expect((await answerOf(plain, { question: 'Who are you?', persona: { soul: 'no heading at all' } })).persona).toBe('Soul');
   });
 });
@@ -305,7 +342,11 @@ describe('with the Library', () => {
     expect(system).toContain('Library notes for this question:');
     expect(system).toContain('Lantern Guild painters sign their works');
     // A question about the exhibition goes to the LLM directly.
-    expect(await answerOf(s, { question: 'Tell me about Pinned Portrait', session: 'both' })).toMatchObject({ consulting: false, mode: 'fast', fallback: false });
+    expect(await answerOf(s, { question: 'Tell me about Pinned Portrait', session: 'both' })).toMatchObject({
+      consulting: false,
+      mode: 'fast',
+      fallback: false,
+    });
   });
 
   it('validates follow-up queries and answers null for unknown sessions', async () => {
@@ -324,17 +365,25 @@ describe('visitor questions of any content', () => {
     ['a working LLM', withLlm, () => undefined],
     ['a failing LLM', withLlm, () => llm.fault('/chat/completions', { kind: 'status', status: 500 })],
     ['the Library', withLibrary, () => undefined],
-    ['a failing Library and LLM', () => ({ ...withLibrary(), ...withLlm() }), () => {
-      library.fault('/api/ask', { kind: 'reset' });
-      llm.fault('/chat/completions', { kind: 'garbage' });
-    }],
+    [
+      'a failing Library and LLM',
+      () => ({ ...withLibrary(), ...withLlm() }),
+      () => {
+        library.fault('/api/ask', { kind: 'reset' });
+        llm.fault('/chat/completions', { kind: 'garbage' });
+      },
+    ],
   ];
   it.each(modes)('get an answer, never a 5xx, with %s', async (_, env, faults) => {
     const s = await guideServer({ ...env(), TTS_BASE_URL: 'http://127.0.0.1:9', UPSTREAM_TIMEOUT_MS: '1000' });
     faults();
     for (const [i, question] of HOSTILE_QUESTIONS.entries()) {
       const short = question.slice(0, 1_000);
-      for (const extra of [{}, { focus: { title: short, artist: short } }, { roomUid: question.slice(0, 128), persona: { soul: question } }]) {
+      for (const extra of [
+        {},
+        { focus: { title: short, artist: short } },
+        { roomUid: question.slice(0, 128), persona: { soul: question } },
+      ]) {
         const res = await ask(s, { exhibition: EXHIBITION, question, session: `h${i}`, ...extra });
         expect(res.status, question.slice(0, 40)).toBe(200);
         expect(res.json.data.answer.length).toBeGreaterThan(0);

@@ -61,7 +61,12 @@ export function call(
       res.on('end', () => {
         const bytes = Buffer.concat(chunks);
         const type = String(res.headers['content-type'] ?? '');
-        resolve({ status: res.statusCode ?? 0, headers: res.headers, bytes, json: type.includes('json') && bytes.length ? JSON.parse(bytes.toString('utf8')) : null });
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          bytes,
+          json: type.includes('json') && bytes.length ? JSON.parse(bytes.toString('utf8')) : null,
+        });
       });
     });
     req.end(payload);
@@ -82,11 +87,7 @@ export function exhibitionDoc(overrides: Record<string, unknown> = {}): Record<s
       {
         uid: 'p-atrium',
         room: { id: 1, title: 'Atrium (client title)' },
-        artworks: [
-          { id: 104, name: 'Landscape', artist: 'C. Voss' },
-          { id: 102, name: null, artist: null },
-          { id: 105 },
-        ],
+        artworks: [{ id: 104, name: 'Landscape', artist: 'C. Voss' }, { id: 102, name: null, artist: null }, { id: 105 }],
       },
       {
         uid: 'p-garden',

@@ -77,7 +77,13 @@ describe('two guide instances behind one Redis', () => {
     [library, tts] = await Promise.all([startFakeLibrary({ key: 'lib-key' }), startFakeTts({ key: 'tts-key' })]);
     const shared = mkdtempSync(join(tmpdir(), 'museum-guide-redis-'));
     await publishFixtureBake(join(shared, 'data'));
-    const env = { REDIS_URL: redis.url, LIBRARY_UPSTREAM_URL: library.url, LIBRARY_UPSTREAM_KEY: 'lib-key', TTS_BASE_URL: tts.url, TTS_API_KEY: 'tts-key' };
+    const env = {
+      REDIS_URL: redis.url,
+      LIBRARY_UPSTREAM_URL: library.url,
+      LIBRARY_UPSTREAM_KEY: 'lib-key',
+      TTS_BASE_URL: tts.url,
+      TTS_API_KEY: 'tts-key',
+    };
     const common = { env, dataDir: join(shared, 'data'), stateDb: join(shared, 'state.db') };
     a = await startTestServer({ ...common, keyName: 'guide-a' });
     b = await startTestServer({ ...common, keyName: 'guide-b' });
@@ -95,7 +101,8 @@ describe('two guide instances behind one Redis', () => {
     const asked = await ask(a, { exhibition, question: 'Who founded the Lantern Guild painters?', session: 'roaming' });
     expect(asked.status).toBe(200);
     expect(asked.json.data).toMatchObject({ consulting: true });
-    const followup = (server: TestServer) => call(server, 'GET', `/v1/guide/followup?exhibition=${encodeURIComponent(exhibition)}&session=roaming`);
+    const followup = (server: TestServer) =>
+      call(server, 'GET', `/v1/guide/followup?exhibition=${encodeURIComponent(exhibition)}&session=roaming`);
     const ready = await until(async () => {
       const f = await followup(b);
       return f.json.data ? f.json : null;

@@ -31,7 +31,8 @@ const rows = (s: TestServer, sql: string): Array<Record<string, unknown>> => {
   }
 };
 const stored = (s: TestServer) => rows(s, 'SELECT id FROM exhibitions').length;
-const context = async (s: TestServer, id = 'spring-show:2025') => (await call(s, 'GET', `/v1/guide/exhibitions/${encodeURIComponent(id)}`)).json.data;
+const context = async (s: TestServer, id = 'spring-show:2025') =>
+  (await call(s, 'GET', `/v1/guide/exhibitions/${encodeURIComponent(id)}`)).json.data;
 
 function nested(depth: number): unknown {
   let v: unknown = 'bottom';
@@ -93,7 +94,10 @@ describe('registration validation', () => {
     ['artist with HTML', withPlacement({ artworks: [{ id: 104, artist: '<a href="x">Voss</a>' }] })],
     ['nested arrays where placements go', { ...doc, placements: nested(50) }],
     ['deeply nested extra key', { ...doc, extra: nested(100) }],
-    ['deeply nested object in an artwork', withPlacement({ artworks: [{ id: 104, media: JSON.parse('{"a":'.repeat(60) + '1' + '}'.repeat(60)) }] })],
+    [
+      'deeply nested object in an artwork',
+      withPlacement({ artworks: [{ id: 104, media: JSON.parse('{"a":'.repeat(60) + '1' + '}'.repeat(60)) }] }),
+    ],
     ['body is an array', [doc]],
     ['body is a string', '"museum-exhibition@1"'],
     ['body is null', 'null'],
@@ -163,8 +167,22 @@ describe('registration', () => {
 
     const ctx = await context(s);
     expect(ctx.rooms).toEqual([
-      { uid: 'p-atrium', id: 1, title: 'The Atrium', architect: 'Studio Lovelace', description: 'A bright hall with a doorway to the south.', series: 'Genesis' },
-      { uid: 'p-garden', id: 2, title: 'Sculpture Garden', architect: 'Atelier Hopper', description: 'An onchain sculpture on a plinth.', series: 'Sculptures' },
+      {
+        uid: 'p-atrium',
+        id: 1,
+        title: 'The Atrium',
+        architect: 'Studio Lovelace',
+        description: 'A bright hall with a doorway to the south.',
+        series: 'Genesis',
+      },
+      {
+        uid: 'p-garden',
+        id: 2,
+        title: 'Sculpture Garden',
+        architect: 'Atelier Hopper',
+        description: 'An onchain sculpture on a plinth.',
+        series: 'Sculptures',
+      },
     ]);
     expect(ctx.artworks).toEqual([
       { id: 104, title: 'Trustworthy Landscape', artist: 'Chiara Voss', description: null, collection: 'Genesis', roomUid: 'p-atrium' },
@@ -180,8 +198,13 @@ describe('registration', () => {
 
   it('keeps the client title of a room the museum does not know', async () => {
     const s = await server();
-    await register(s, exhibitionDoc({ id: 'unknown-room', placements: [{ uid: 'x', room: { id: 777, title: 'Pop-up Hall' }, artworks: [] }] }));
-    expect((await context(s, 'unknown-room')).rooms).toEqual([{ uid: 'x', id: 777, title: 'Pop-up Hall', architect: null, description: null, series: null }]);
+    await register(
+      s,
+      exhibitionDoc({ id: 'unknown-room', placements: [{ uid: 'x', room: { id: 777, title: 'Pop-up Hall' }, artworks: [] }] }),
+    );
+    expect((await context(s, 'unknown-room')).rooms).toEqual([
+      { uid: 'x', id: 777, title: 'Pop-up Hall', architect: null, description: null, series: null },
+    ]);
   });
 
   it('issues an owner token once, stores only its hash, and requires it to change the content', async () => {
@@ -247,7 +270,8 @@ describe('registration', () => {
   it('limits registrations to 6 per minute per client IP', async () => {
     const s = await server();
     const ip = freshIp();
-    for (let i = 0; i < 6; i++) expect((await call(s, 'POST', '/v1/guide/exhibitions', exhibitionDoc({ id: `show-${i}` }), { ip })).status).toBe(200);
+    for (let i = 0; i < 6; i++)
+      expect((await call(s, 'POST', '/v1/guide/exhibitions', exhibitionDoc({ id: `show-${i}` }), { ip })).status).toBe(200);
     const limited = await call(s, 'POST', '/v1/guide/exhibitions', exhibitionDoc({ id: 'show-7' }), { ip });
     expect(limited.status).toBe(429);
     expect(limited.headers['retry-after']).toBe('60');
@@ -295,7 +319,11 @@ describe('starters', () => {
     });
     expect(ctx.starters.length).toBeGreaterThanOrEqual(3);
     for (const q of ctx.starters) expect(q).toMatch(/^What makes ".+" worth a closer look\?$/);
-    const prompt = llm.chats().at(-1)!.messages.map((m) => m.content).join('\n');
+    const prompt = llm
+      .chats()
+      .at(-1)!
+      .messages.map((m) => m.content)
+      .join('\n');
     expect(prompt).toContain('Trustworthy Landscape');
     expect(prompt).toContain('Studio Lovelace');
     expect(llm.requestsTo('/chat/completions').at(-1)!.headers.authorization).toBe('Bearer k');
@@ -347,7 +375,12 @@ describe('context and suggestions', () => {
     const many = await Promise.all(Array.from({ length: 8 }, (_, i) => get(`?seed=s${i}`)));
     expect(new Set(many.map((m) => JSON.stringify(m.suggestions))).size).toBeGreaterThan(1);
 
-    const names = [...ctx.artists, ...ctx.architects, ...ctx.rooms.map((r: { title: string }) => r.title), ...ctx.artworks.map((w: { title: string }) => w.title)];
+    const names = [
+      ...ctx.artists,
+      ...ctx.architects,
+      ...ctx.rooms.map((r: { title: string }) => r.title),
+      ...ctx.artworks.map((w: { title: string }) => w.title),
+    ];
     const five = (await get('?seed=x&limit=5')).suggestions as string[];
     expect(five).toHaveLength(5);
     expect(new Set(five).size).toBe(5);
@@ -359,7 +392,8 @@ describe('context and suggestions', () => {
   it('conforms to the OpenAPI document', async () => {
     const s = await server();
     const doc = (await call(s, 'GET', '/v1/openapi.json')).json as OpenApiDoc;
-    const check = (method: string, path: string, res: { status: number; json: unknown }) => validateAgainstOpenApi(doc, method, path, res.status, res.json);
+    const check = (method: string, path: string, res: { status: number; json: unknown }) =>
+      validateAgainstOpenApi(doc, method, path, res.status, res.json);
     const created = await register(s, exhibitionDoc());
     check('POST', '/v1/guide/exhibitions', created);
     check('POST', '/v1/guide/exhibitions', await register(s, exhibitionDoc()));
@@ -367,6 +401,10 @@ describe('context and suggestions', () => {
     check('POST', '/v1/guide/exhibitions', await register(s, { nope: true }));
     check('GET', '/v1/guide/exhibitions/spring-show:2025', await call(s, 'GET', '/v1/guide/exhibitions/spring-show:2025'));
     check('GET', '/v1/guide/exhibitions/missing', await call(s, 'GET', '/v1/guide/exhibitions/missing'));
-    check('GET', '/v1/guide/exhibitions/spring-show:2025/suggestions', await call(s, 'GET', '/v1/guide/exhibitions/spring-show:2025/suggestions?seed=1'));
+    check(
+      'GET',
+      '/v1/guide/exhibitions/spring-show:2025/suggestions',
+      await call(s, 'GET', '/v1/guide/exhibitions/spring-show:2025/suggestions?seed=1'),
+    );
   });
 });

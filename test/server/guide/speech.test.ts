@@ -40,7 +40,10 @@ const SUMMARY_QUESTION = 'What is the meaning of life?';
 
 describe('speechChunks', () => {
   it('packs whole sentences into chunks of at most 220 characters', () => {
-    const sentences = Array.from({ length: 14 }, (_, i) => `Sentence number ${i + 1} talks about the rooms${i % 3 ? ' and the light' : ''}${i % 4 ? '.' : '!'}`);
+    const sentences = Array.from(
+      { length: 14 },
+      (_, i) => `Sentence number ${i + 1} talks about the rooms${i % 3 ? ' and the light' : ''}${i % 4 ? '.' : '!'}`,
+    );
     const text = sentences.join(' ');
     const chunks = speechChunks(text);
     expect(chunks.length).toBeGreaterThan(1);
@@ -121,7 +124,12 @@ describe('spoken answers', () => {
 
   it('answers 404 for unknown or malformed clip ids', async () => {
     const s = await guideServer();
-    for (const path of ['/v1/guide/tts/AAAAAAAAAAAAAAAAAAAAAA.mp3', '/v1/guide/tts/short.mp3', '/v1/guide/tts/..%2F..%2Fetc%2Fpasswd.mp3', '/v1/guide/tts/AAAAAAAAAAAAAAAAAAAAAA.wav']) {
+    for (const path of [
+      '/v1/guide/tts/AAAAAAAAAAAAAAAAAAAAAA.mp3',
+      '/v1/guide/tts/short.mp3',
+      '/v1/guide/tts/..%2F..%2Fetc%2Fpasswd.mp3',
+      '/v1/guide/tts/AAAAAAAAAAAAAAAAAAAAAA.wav',
+    ]) {
       const res = await call(s, 'GET', path);
       expect(res.status, path).toBe(404);
     }
@@ -170,7 +178,12 @@ describe('clip storage', () => {
   it('keeps cached audio within maxAudioBytes, least recently served out first, and speaks the dropped clip again', async () => {
     const engine = new OpenAiSpeech({ baseUrl: tts.url, apiKey: 'tts-key', model: 'tts-1', voice: 'alloy', timeoutMs: 5_000 });
     const texts = ['Alpha one.', 'Bravo two.', 'Delta six.']; // equal lengths: equal audio sizes
-    const clips = new SpeechClips({ engine, publicUrl: 'http://museum.test', ttlMs: 60_000, maxAudioBytes: 2 * fakeMp3(texts[0]!).length + 1 });
+    const clips = new SpeechClips({
+      engine,
+      publicUrl: 'http://museum.test',
+      ttlMs: 60_000,
+      maxAudioBytes: 2 * fakeMp3(texts[0]!).length + 1,
+    });
     const idOf = (text: string) => /tts\/(.+)\.mp3$/.exec(clips.prepare(text)[0]!)![1]!;
     const [alpha, bravo] = [idOf(texts[0]!), idOf(texts[1]!)];
     await clips.audio(alpha);

@@ -17,7 +17,9 @@ import { exhibitionDoc } from './helpers.ts';
 const tmp = mkdtempSync(join(tmpdir(), 'museum-starters-'));
 let state: StateStore;
 beforeAll(async () => {
-  state = await openStateStore({ stateDb: join(tmp, 'state.db'), exhibitionTtlMs: 180 * DAY_MS }, pino({ level: 'silent' }), { serving: true });
+  state = await openStateStore({ stateDb: join(tmp, 'state.db'), exhibitionTtlMs: 180 * DAY_MS }, pino({ level: 'silent' }), {
+    serving: true,
+  });
 });
 afterAll(async () => {
   await state?.close();

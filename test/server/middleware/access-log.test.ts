@@ -24,7 +24,13 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('access log of museum serve', () => {
   it('holds exactly one line per request after SIGTERM, with the same fields on both paths', async () => {
-    const env: NodeJS.ProcessEnv = { ...process.env, PORT: '0', HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db') };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      DATA_DIR: join(dir, 'data'),
+      STATE_DB: join(dir, 'state.db'),
+    };
     delete env.LOG_LEVEL; // the default configuration
     const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve'], { cwd: ROOT, env, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
@@ -43,7 +49,11 @@ describe('access log of museum serve', () => {
         const answers = await Promise.all(
           Array.from({ length: 50 }, (_, j) => {
             const i = wave * 50 + j;
-            return nodeRequest(port, { path: paths[i % paths.length]!, method: i % 50 === 7 ? 'OPTIONS' : 'GET', headers: { 'X-Request-Id': `req-${i}` } });
+            return nodeRequest(port, {
+              path: paths[i % paths.length]!,
+              method: i % 50 === 7 ? 'OPTIONS' : 'GET',
+              headers: { 'X-Request-Id': `req-${i}` },
+            });
           }),
         );
         statuses.push(...answers.map((r) => r.status));
@@ -62,8 +72,14 @@ describe('access log of museum serve', () => {
     expect(lines).toHaveLength(600);
     expect(new Set(lines.map((l) => l.requestId)).size).toBe(600);
     for (const line of lines) {
-      expect(Object.keys(line).filter((k) => k !== 'fast').sort()).toEqual(['level', 'method', 'ms', 'msg', 'path', 'requestId', 'status', 'time']);
-      expect(typeof line.ms === 'number' && line.ms >= 0 && Math.abs((line.ms as number) * 100 - Math.round((line.ms as number) * 100)) < 1e-6).toBe(true);
+      expect(
+        Object.keys(line)
+          .filter((k) => k !== 'fast')
+          .sort(),
+      ).toEqual(['level', 'method', 'ms', 'msg', 'path', 'requestId', 'status', 'time']);
+      expect(
+        typeof line.ms === 'number' && line.ms >= 0 && Math.abs((line.ms as number) * 100 - Math.round((line.ms as number) * 100)) < 1e-6,
+      ).toBe(true);
     }
   }, 60_000);
 });

@@ -67,11 +67,15 @@ describe('refused large bodies: every client reads its answer', () => {
     ['10 MB to the guide registration', '/v1/guide/exhibitions', 10 * MB, 413, 'PAYLOAD_TOO_LARGE'],
   ] as const;
 
-  it.each(cases)("node's http client: %s, 100 times", async (_name, path, size, status, code) => {
-    const results = await inBatches(100, () => httpPost(server.port, path, size, fresh()));
-    expect(results.filter((r) => r instanceof Error).map((e) => (e as NodeJS.ErrnoException).code ?? String(e))).toEqual([]);
-    expect(results).toEqual(Array.from({ length: 100 }, () => ({ status, code })));
-  }, 60_000);
+  it.each(cases)(
+    "node's http client: %s, 100 times",
+    async (_name, path, size, status, code) => {
+      const results = await inBatches(100, () => httpPost(server.port, path, size, fresh()));
+      expect(results.filter((r) => r instanceof Error).map((e) => (e as NodeJS.ErrnoException).code ?? String(e))).toEqual([]);
+      expect(results).toEqual(Array.from({ length: 100 }, () => ({ status, code })));
+    },
+    60_000,
+  );
 
   it('a chunked body refused once it is read past 1 MB: 413 with its envelope, 20 times', async () => {
     const chunked = () => ({ 'transfer-encoding': 'chunked', ...fresh() });
@@ -79,11 +83,15 @@ describe('refused large bodies: every client reads its answer', () => {
     expect(results).toEqual(Array.from({ length: 20 }, () => ({ status: 413, code: 'PAYLOAD_TOO_LARGE' })));
   });
 
-  it.each(cases)('fetch: %s, 100 times', async (_name, path, size, status, code) => {
-    const results = await inBatches(100, () => fetchPost(server.url + path, size, fresh()));
-    expect(results.filter((r) => r instanceof Error).map((e) => String((e as Error).cause ?? e))).toEqual([]);
-    expect(results).toEqual(Array.from({ length: 100 }, () => ({ status, code })));
-  }, 60_000);
+  it.each(cases)(
+    'fetch: %s, 100 times',
+    async (_name, path, size, status, code) => {
+      const results = await inBatches(100, () => fetchPost(server.url + path, size, fresh()));
+      expect(results.filter((r) => r instanceof Error).map((e) => String((e as Error).cause ?? e))).toEqual([]);
+      expect(results).toEqual(Array.from({ length: 100 }, () => ({ status, code })));
+    },
+    60_000,
+  );
 });
 
 describe('other refusals while the body is still coming', () => {

@@ -52,7 +52,12 @@ describe('RedisRateLimitStore', () => {
       // A key of the wrong type makes the script fail inside Redis (WRONGTYPE).
       await client.set('test:hostile:poisoned', 'not a sorted set');
       const now = Date.now();
-      const decisions = await Promise.all([store.hit('poisoned', 2, 60_000, now), store.hit('other', 2, 60_000, now), store.hit('poisoned', 2, 60_000, now), store.hit('poisoned', 2, 60_000, now)]);
+      const decisions = await Promise.all([
+        store.hit('poisoned', 2, 60_000, now),
+        store.hit('other', 2, 60_000, now),
+        store.hit('poisoned', 2, 60_000, now),
+        store.hit('poisoned', 2, 60_000, now),
+      ]);
       expect(decisions.map((d) => d.allowed)).toEqual([true, true, true, false]);
       expect(await client.exists('test:hostile:other')).toBe(0); // the batch went to the local store
     }));
@@ -61,7 +66,9 @@ describe('RedisRateLimitStore', () => {
     withStore('test:turn:', async (store, client) => {
       const now = Date.now();
       // 700 hits issued together (two script calls): 600 on one key limited to 120, 100 on another limited to 3.
-      const hits = Array.from({ length: 700 }, (_, i) => (i % 7 === 6 ? store.hit('ip', 3, 60_000, now) : store.hit('key', 120, 60_000, now)));
+      const hits = Array.from({ length: 700 }, (_, i) =>
+        i % 7 === 6 ? store.hit('ip', 3, 60_000, now) : store.hit('key', 120, 60_000, now),
+      );
       const decisions = await Promise.all(hits);
       const key = decisions.filter((_, i) => i % 7 !== 6);
       const ip = decisions.filter((_, i) => i % 7 === 6);
@@ -84,7 +91,9 @@ async function whileStalled<T>(during: () => Promise<T>): Promise<T> {
   admin.disconnect();
   process.kill(pid, 'SIGSTOP');
   let timer: NodeJS.Timeout | undefined;
-  const safetyNet = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('still waiting on the stalled Redis after 20 s')), 20_000)));
+  const safetyNet = new Promise<never>(
+    (_, reject) => (timer = setTimeout(() => reject(new Error('still waiting on the stalled Redis after 20 s')), 20_000)),
+  );
   try {
     return await Promise.race([during(), safetyNet]);
   } finally {
@@ -105,7 +114,10 @@ async function scriptCalls(): Promise<number> {
 }
 
 /** A store on the production client (connectRedis: 250 ms command timeout), disconnected after `use`. */
-async function withServingStore(prefix: string, use: (store: RedisRateLimitStore, client: Redis, log: ReturnType<typeof capturedLogger>) => Promise<void>): Promise<void> {
+async function withServingStore(
+  prefix: string,
+  use: (store: RedisRateLimitStore, client: Redis, log: ReturnType<typeof capturedLogger>) => Promise<void>,
+): Promise<void> {
   const log = capturedLogger('info');
   const client = await connectRedis(redis.url, log.log);
   try {
@@ -142,7 +154,9 @@ describe('a stalled Redis (up, connected, answering nothing)', () => {
       const decided: number[] = [];
       const all = await whileStalled(async () => {
         const now = Date.now();
-        const hits = Array.from({ length: MAX_PENDING + 1_000 }, (_, i) => Promise.resolve(store.hit(`s${i}`, 5, 60_000, now)).then((d) => (decided.push(i), d)));
+        const hits = Array.from({ length: MAX_PENDING + 1_000 }, (_, i) =>
+          Promise.resolve(store.hit(`s${i}`, 5, 60_000, now)).then((d) => (decided.push(i), d)),
+        );
         // The first batch has left (its timeout is still ahead): the queue is as long as it gets.
         await new Promise(setImmediate);
         expect(decided).toHaveLength(1_000);
@@ -213,7 +227,9 @@ describe('two instances behind one Redis', () => {
     expect(ok).toHaveLength(120);
     expect(responses.filter((r) => r.status === 429)).toHaveLength(80);
     // Every remaining budget from 119 down to 0 was handed out exactly once, across both instances.
-    expect(ok.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => x - y)).toEqual(Array.from({ length: 120 }, (_, i) => i));
+    expect(ok.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((x, y) => x - y)).toEqual(
+      Array.from({ length: 120 }, (_, i) => i),
+    );
     // Both answered some of each: the budget really is shared, not split.
     for (const server of [a, b]) expect(responses.some((r, i) => (i % 2 ? a : b) === server && r.status === 200)).toBe(true);
   });
@@ -268,7 +284,15 @@ describe('configuration', () => {
     const dir = mkdtempSync(join(tmpdir(), 'museum-redis-serve-'));
     const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve'], {
       cwd: ROOT,
-      env: { ...process.env, REDIS_URL: url, PORT: '0', HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db'), LOG_LEVEL: 'info' },
+      env: {
+        ...process.env,
+        REDIS_URL: url,
+        PORT: '0',
+        HOST: '127.0.0.1',
+        DATA_DIR: join(dir, 'data'),
+        STATE_DB: join(dir, 'state.db'),
+        LOG_LEVEL: 'info',
+      },
       stdio: ['ignore', 'ignore', 'pipe'],
     });
     let stderr = '';

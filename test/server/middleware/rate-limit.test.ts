@@ -28,7 +28,9 @@ describe('per-key limit over HTTP', () => {
       expect(res.headers.get('x-ratelimit-remaining')).toMatch(/^\d+$/);
     }
     // Every remaining budget from 119 down to 0 was handed out exactly once.
-    expect(ok.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((a, b) => a - b)).toEqual(Array.from({ length: 120 }, (_, i) => i));
+    expect(ok.map((r) => Number(r.headers.get('x-ratelimit-remaining'))).sort((a, b) => a - b)).toEqual(
+      Array.from({ length: 120 }, (_, i) => i),
+    );
     for (const res of limited) {
       expect(res.headers.get('retry-after')).toBe('60');
       expect(res.headers.get('x-ratelimit-remaining')).toBe('0');

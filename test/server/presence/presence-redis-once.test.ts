@@ -42,13 +42,22 @@ async function listen(server: TestServer, localAddress = nextAddress()): Promise
 
 function ping(server: TestServer, handle: string): Promise<{ here: number }> {
   return new Promise((resolve, reject) => {
-    const req = request(`${server.url}/v1/presence/ping`, { method: 'POST', agent: false, localAddress: nextAddress(), headers: { 'content-type': 'application/json' } });
+    const req = request(`${server.url}/v1/presence/ping`, {
+      method: 'POST',
+      agent: false,
+      localAddress: nextAddress(),
+      headers: { 'content-type': 'application/json' },
+    });
     req.on('error', reject);
     req.on('response', (res) => {
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => (res.statusCode === 200 ? resolve((JSON.parse(text) as { data: { here: number } }).data) : reject(new Error(`ping: ${res.statusCode} ${text}`))));
+      res.on('end', () =>
+        res.statusCode === 200
+          ? resolve((JSON.parse(text) as { data: { here: number } }).data)
+          : reject(new Error(`ping: ${res.statusCode} ${text}`)),
+      );
     });
     req.end(JSON.stringify({ handle }));
   });
@@ -90,7 +99,11 @@ describe('two instances behind one Redis', () => {
 
   beforeAll(async () => {
     const shared = mkdtempSync(join(tmpdir(), 'museum-presence-once-'));
-    const common = { env: { REDIS_URL: redis.url, PRESENCE_MAX_PER_IP: '2' }, dataDir: join(shared, 'data'), stateDb: join(shared, 'state.db') };
+    const common = {
+      env: { REDIS_URL: redis.url, PRESENCE_MAX_PER_IP: '2' },
+      dataDir: join(shared, 'data'),
+      stateDb: join(shared, 'state.db'),
+    };
     a = await startTestServer({ ...common, keyName: 'presence-once-a' });
     b = await startTestServer({ ...common, keyName: 'presence-once-b' });
   });
@@ -167,7 +180,11 @@ describe('RedisSeats', () => {
   const instances: Array<{ publisher: Redis; broadcaster: RedisBroadcaster }> = [];
   const instance = () => {
     const publisher = new Redis(redis.url);
-    const broadcaster = new RedisBroadcaster(publisher, new Redis(redis.url), log, { channel: 'test:seats', heartbeatMs: 100, staleMs: 400 });
+    const broadcaster = new RedisBroadcaster(publisher, new Redis(redis.url), log, {
+      channel: 'test:seats',
+      heartbeatMs: 100,
+      staleMs: 400,
+    });
     instances.push({ publisher, broadcaster });
     return { publisher, seats: broadcaster.seats(3) };
   };

@@ -66,7 +66,11 @@ const ping = (server: TestServer, handle: string) =>
       let text = '';
       res.setEncoding('utf8');
       res.on('data', (chunk: string) => (text += chunk));
-      res.on('end', () => (res.statusCode === 200 ? resolve((JSON.parse(text) as { data: { ok: boolean; here: number } }).data) : reject(new Error(`ping: ${res.statusCode} ${text}`))));
+      res.on('end', () =>
+        res.statusCode === 200
+          ? resolve((JSON.parse(text) as { data: { ok: boolean; here: number } }).data)
+          : reject(new Error(`ping: ${res.statusCode} ${text}`)),
+      );
     });
     req.end(JSON.stringify({ handle }));
   });
@@ -129,7 +133,10 @@ describe('RedisBroadcaster counts', () => {
     const connect = () => new Redis(redis.url);
     const make = () => {
       const publisher = connect();
-      return { publisher, broadcaster: new RedisBroadcaster(publisher, connect(), log, { channel: 'test:counts', heartbeatMs: 100, staleMs: 400 }) };
+      return {
+        publisher,
+        broadcaster: new RedisBroadcaster(publisher, connect(), log, { channel: 'test:counts', heartbeatMs: 100, staleMs: 400 }),
+      };
     };
     const [x, y, z] = [make(), make(), make()];
     const heard: PresenceEvent[] = [];

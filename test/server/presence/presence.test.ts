@@ -291,7 +291,11 @@ describe('PRESENCE_MAX_PER_IP', () => {
     const s = await server({ PRESENCE_MAX_PER_IP: '3' });
     const mine = [await listen(s), await listen(s), await listen(s)];
     const refused = await streamFrom(s);
-    expect(await errorOf(refused)).toEqual({ status: 503, code: 'BUSY', message: 'Too many presence listeners from this address; try again shortly' });
+    expect(await errorOf(refused)).toEqual({
+      status: 503,
+      code: 'BUSY',
+      message: 'Too many presence listeners from this address; try again shortly',
+    });
     expect(refused.headers.get('retry-after')).toBe('30');
     const other = await listen(s, { localAddress: '127.0.0.2' }); // another address is admitted
     expect(other.events[0]).toMatchObject({ type: 'hello', here: 4 });
@@ -324,7 +328,14 @@ describe('listeners that do not drain', () => {
   /** A hub on a real HTTP server with a tiny drain timeout and no byte bound (so only the timeout can drop). */
   async function hubServer(drainTimeoutMs: number): Promise<{ hub: PresenceHub; broadcaster: InProcessBroadcaster; url: string }> {
     const broadcaster = new InProcessBroadcaster();
-    const hub = new PresenceHub({ broadcaster, capacity: 100, coalesceAbove: 1_000, coalesceMs: 50, maxBufferedBytes: 1 << 30, drainTimeoutMs });
+    const hub = new PresenceHub({
+      broadcaster,
+      capacity: 100,
+      coalesceAbove: 1_000,
+      coalesceMs: 50,
+      maxBufferedBytes: 1 << 30,
+      drainTimeoutMs,
+    });
     const http: Server = createServer((req, res) => {
       res.writeHead(200, SSE_HEADERS);
       void hub.admit(req.socket.remoteAddress ?? 'unknown').then((seat) => seat && hub.attach(req, res, seat));

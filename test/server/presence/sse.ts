@@ -67,7 +67,10 @@ export function openListener(url: string, options: { localAddress?: string } = {
           const found = events.find(match);
           if (found) return Promise.resolve(found);
           return new Promise((resolveEvent, rejectEvent) => {
-            const timer = setTimeout(() => rejectEvent(new Error(`no matching event within ${timeoutMs} ms; got ${JSON.stringify(events.slice(-5))}`)), timeoutMs);
+            const timer = setTimeout(
+              () => rejectEvent(new Error(`no matching event within ${timeoutMs} ms; got ${JSON.stringify(events.slice(-5))}`)),
+              timeoutMs,
+            );
             waiters.push({
               match,
               resolve: (e) => {

@@ -57,7 +57,8 @@ async function waitingOnLock(database: string): Promise<number> {
   return rows[0]!.n;
 }
 
-const unreachableWarnings = (logs: ReturnType<typeof capturedLogger>) => logs.lines.filter((l) => /PostgreSQL.*unreachable/.test(String(l.msg)));
+const unreachableWarnings = (logs: ReturnType<typeof capturedLogger>) =>
+  logs.lines.filter((l) => /PostgreSQL.*unreachable/.test(String(l.msg)));
 
 describe('the migration lock', () => {
   it('waited for longer than the statement timeout, it is not left held: the next instance starts', async () => {
@@ -72,7 +73,10 @@ describe('the migration lock', () => {
     const a = await opening;
     let b: PgState | undefined;
     try {
-      const { rows } = await admin.query("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = $1)", [name]);
+      const { rows } = await admin.query(
+        "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = $1)",
+        [name],
+      );
       expect(rows).toEqual([]);
       b = await PgState.open(url, capturedLogger().log, 2_000);
       await b.check();
@@ -125,7 +129,9 @@ describe('failures that are no outage', () => {
     const { key, info } = await keys.create('idle-dropped');
     await Promise.all([db.check(), db.check(), db.check()]);
     expect(db.pool.idleCount).toBeGreaterThan(0);
-    await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'museum'", [databaseName]);
+    await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'museum'", [
+      databaseName,
+    ]);
     // The pool has seen every one go (its 'error' on an idle client).
     await until(() => db.pool.totalCount === 0);
     await db.check();
@@ -140,7 +146,10 @@ describe('failures that are no outage', () => {
     // New connections refused from here on: only the pooled connections that are open work.
     await admin.query(`ALTER DATABASE ${databaseName} ALLOW_CONNECTIONS false`);
     try {
-      await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'museum-listener'", [databaseName]);
+      await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'museum-listener'",
+        [databaseName],
+      );
       await until(() => !db.listening);
       await db.check();
       expect(await keys.verify(key)).toBe(info.id);
@@ -156,11 +165,15 @@ describe('failures that are no outage', () => {
     await locker.query('BEGIN');
     await locker.query('LOCK TABLE api_keys IN ACCESS EXCLUSIVE MODE');
     // Settled into a value at once: it fails while the test is still waiting on the admin session.
-    const blocked = keys.list().then(() => null, (err: unknown) => err);
+    const blocked = keys.list().then(
+      () => null,
+      (err: unknown) => err,
+    );
     await until(async () => (await waitingOnLock(databaseName)) === 1);
-    await admin.query("SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'museum' AND wait_event_type = 'Lock'", [
-      databaseName,
-    ]);
+    await admin.query(
+      "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'museum' AND wait_event_type = 'Lock'",
+      [databaseName],
+    );
     expect(await blocked).toMatchObject({ status: 503, code: 'UNAVAILABLE' });
     await locker.query('ROLLBACK');
     await db.check();
@@ -174,7 +187,10 @@ describe('failures that are no outage', () => {
     // Every pooled connection (10) busy behind the lock.
     const busy = Array.from({ length: 10 }, () => keys.list());
     await until(async () => (await waitingOnLock(databaseName)) === 10);
-    const waited = await db.check().then(() => null, (err: unknown) => err);
+    const waited = await db.check().then(
+      () => null,
+      (err: unknown) => err,
+    );
     expect(waited).toBeInstanceOf(HttpError);
     expect(waited).toMatchObject({ status: 503, code: 'UNAVAILABLE' });
     // Asked while the pool is still full: it waits for a connection rather than failing fast.

@@ -139,7 +139,10 @@ describe('PostgreSQL down', () => {
         const refused = await a.get('/v1/artworks', { key: unseen });
         expect(await errorOf(refused)).toMatchObject({ status: 503, code: 'UNAVAILABLE' });
         expect(refused.headers.get('x-request-id')).toBeTruthy();
-        expect(await errorOf(await a.get('/v1/rooms', { key: `museum_${'1'.repeat(48)}` }))).toMatchObject({ status: 503, code: 'UNAVAILABLE' });
+        expect(await errorOf(await a.get('/v1/rooms', { key: `museum_${'1'.repeat(48)}` }))).toMatchObject({
+          status: 503,
+          code: 'UNAVAILABLE',
+        });
       }
       const registration = await fetch(`${a.url}/v1/guide/exhibitions`, {
         method: 'POST',

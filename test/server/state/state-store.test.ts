@@ -118,7 +118,9 @@ describe.each(['sqlite', 'postgres'] as const)('state store contract: %s', (back
       const ids = await Promise.all(keys.map((key) => store.keys.verify(key)));
       expect(ids.every((id) => typeof id === 'number')).toBe(true);
       expect(new Set(ids).size).toBe(3_000);
-      const unknown = await Promise.all(Array.from({ length: 500 }, (_, i) => store.keys.verify(`museum_${i.toString(16).padStart(48, '0')}`)));
+      const unknown = await Promise.all(
+        Array.from({ length: 500 }, (_, i) => store.keys.verify(`museum_${i.toString(16).padStart(48, '0')}`)),
+      );
       expect(unknown.every((id) => id === null)).toBe(true);
     });
 
@@ -182,14 +184,17 @@ describe.each(['sqlite', 'postgres'] as const)('state store contract: %s', (back
       expect((await store.exhibitions.register(docs[0]!, undefined, builder(docs[0]!), { ip: ip(4), now })).outcome).toBe('unchanged');
       expect((await store.exhibitions.register(last, undefined, builder(last), { ip: ip(5), now })).outcome).toBe('created');
       const other = doc({ id: 'quota-next-day' });
-      expect((await store.exhibitions.register(other, undefined, builder(other), { ip: ip(4), now: now + 2 * 3_600_000 })).outcome).toBe('created');
+      expect((await store.exhibitions.register(other, undefined, builder(other), { ip: ip(4), now: now + 2 * 3_600_000 })).outcome).toBe(
+        'created',
+      );
     });
 
     it('counts an IPv6 client by its /64: every address of one /64 shares one daily budget', async () => {
       const now = Date.UTC(2030, 0, 2, 12, 0, 0);
       const of64 = (n: number) => `2001:db8:77:1:${n.toString(16)}::${(n * 7).toString(16)}`;
       const docs = Array.from({ length: EXHIBITION_BOUNDS.registrationsPerDay + 1 }, (_, i) => doc({ id: `quota6-${i}` }));
-      for (const [i, d] of docs.slice(0, -1).entries()) await store.exhibitions.register(d, undefined, builder(d), { ip: of64(i + 1), now });
+      for (const [i, d] of docs.slice(0, -1).entries())
+        await store.exhibitions.register(d, undefined, builder(d), { ip: of64(i + 1), now });
       const last = docs.at(-1)!;
       const refused = await store.exhibitions.register(last, undefined, builder(last), { ip: of64(999), now }).catch((e: HttpError) => e);
       expect(refused).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
@@ -200,7 +205,9 @@ describe.each(['sqlite', 'postgres'] as const)('state store contract: %s', (back
         const d = doc({ id: `quota4-${i}` });
         await store.exhibitions.register(d, undefined, builder(d), { ip: '192.0.2.77', now });
       }
-      const refusedMapped = await store.exhibitions.register(mapped, undefined, builder(mapped), { ip: '::ffff:192.0.2.77', now }).catch((e: HttpError) => e);
+      const refusedMapped = await store.exhibitions
+        .register(mapped, undefined, builder(mapped), { ip: '::ffff:192.0.2.77', now })
+        .catch((e: HttpError) => e);
       expect(refusedMapped).toMatchObject({ status: 429, code: 'RATE_LIMITED' });
     });
 
@@ -236,7 +243,9 @@ describe.each(['sqlite', 'postgres'] as const)('state store contract: %s', (back
     if (backend === 'postgres') {
       const client = new pg.Client(config.databaseUrl);
       await client.connect();
-      const { rows } = await client.query<{ version: number; n: string }>('SELECT version, COUNT(*) AS n FROM museum_migrations GROUP BY version ORDER BY version');
+      const { rows } = await client.query<{ version: number; n: string }>(
+        'SELECT version, COUNT(*) AS n FROM museum_migrations GROUP BY version ORDER BY version',
+      );
       await client.end();
       expect(rows.map((r) => [r.version, Number(r.n)])).toEqual([
         [1, 1],

@@ -46,7 +46,9 @@ describe('GET /v1/characters', () => {
       const r = upstreamRecord(c.id);
       expect(c.thumbnail_url).toBe(`${fake.url}/assets/${r.thumbnail as string}`);
       expect(c.thumbnail_character_url).toBe(`${fake.url}/assets/${r.thumbnail_character as string}`);
-      expect(c.thumbnail_background_url).toBe(r.thumbnail_background === null ? null : `${fake.url}/assets/${r.thumbnail_background as string}`);
+      expect(c.thumbnail_background_url).toBe(
+        r.thumbnail_background === null ? null : `${fake.url}/assets/${r.thumbnail_background as string}`,
+      );
       expect(c.image_ipfs_url).toBe(`ipfs://${r.ipfs_final as string}`);
       expect(c.name).toEqual(r.name);
       expect(c.owner).toBe(r.owner);
@@ -55,7 +57,9 @@ describe('GET /v1/characters', () => {
   });
 
   it('selects fields, but never the heavy profiles, the codex document or unknown names', async () => {
-    const res = await server.get('/v1/characters?limit=5&fields=name,thumbnail_url,biography,agent_profiles,bot_profile,codex_document,bogus');
+    const res = await server.get(
+      '/v1/characters?limit=5&fields=name,thumbnail_url,biography,agent_profiles,bot_profile,codex_document,bogus',
+    );
     const body = (await res.json()) as ListBody;
     for (const c of body.data) expect(Object.keys(c).sort()).toEqual(['biography', 'id', 'name', 'thumbnail_url']);
     const sent = codexRequests().at(-1)!;
@@ -71,7 +75,11 @@ describe('GET /v1/characters', () => {
   it('searches upstream and reports the filtered count', async () => {
     const word = 'steppe';
     const expected = fake.items.codex!.filter((r) =>
-      Object.values(r).some((v) => (typeof v === 'string' ? [v] : Array.isArray(v) ? v.filter((x) => typeof x === 'string') : []).some((s: string) => s.toLowerCase().includes(word))),
+      Object.values(r).some((v) =>
+        (typeof v === 'string' ? [v] : Array.isArray(v) ? v.filter((x) => typeof x === 'string') : []).some((s: string) =>
+          s.toLowerCase().includes(word),
+        ),
+      ),
     );
     expect(expected.length).toBeGreaterThan(0);
     expect(expected.length).toBeLessThan(300);

@@ -23,10 +23,11 @@ beforeAll(async () => {
       // A frame that never ends, in pieces (`after` = a whole frame first, then the endless one in one write).
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       if (req.query.has('after')) res.write('data: ' + 'x'.repeat(200) + '\n\n' + 'y'.repeat(101));
-      else for (const part of ['event: long\r', 'data: ' + 'x'.repeat(50), 'x'.repeat(60)]) {
-        res.write(part);
-        await sleep(5);
-      }
+      else
+        for (const part of ['event: long\r', 'data: ' + 'x'.repeat(50), 'x'.repeat(60)]) {
+          res.write(part);
+          await sleep(5);
+        }
       return;
     }
     if (req.path === '/half-json') {
@@ -123,7 +124,9 @@ describe('UpstreamHttp', () => {
     const collections = setInterval(() => gc!(), 5);
     try {
       const caller = new AbortController(); // a caller signal too: the deadline is linked to it
-      const err = await client({ timeoutMs: 300 }).json('/half-json', { signal: caller.signal }).catch((e: unknown) => e);
+      const err = await client({ timeoutMs: 300 })
+        .json('/half-json', { signal: caller.signal })
+        .catch((e: unknown) => e);
       expect((err as UpstreamError).reason).toBe('timeout');
       await upstream.waitFor((r) => r.path === '/half-json' && r.cancelled);
     } finally {
@@ -132,7 +135,11 @@ describe('UpstreamHttp', () => {
   });
 
   it('refuses a stream answered with something else than an event stream', async () => {
-    expect(await client().stream('/json', { idleMs: 1_000 }).catch((e: UpstreamError) => e.reason)).toBe('body');
+    expect(
+      await client()
+        .stream('/json', { idleMs: 1_000 })
+        .catch((e: UpstreamError) => e.reason),
+    ).toBe('body');
   });
 });
 

@@ -23,8 +23,12 @@ let collections: NodeJS.Timeout | undefined;
 
 beforeAll(async () => {
   fake = await startFakeLibrary();
-  idleServer = await startTestServer({ env: { LIBRARY_UPSTREAM_URL: fake.url, LIBRARY_STREAM_IDLE_MS: '300', UPSTREAM_TIMEOUT_MS: '60000' } });
-  deadlineServer = await startTestServer({ env: { LIBRARY_UPSTREAM_URL: fake.url, LIBRARY_STREAM_IDLE_MS: '60000', UPSTREAM_TIMEOUT_MS: '400' } });
+  idleServer = await startTestServer({
+    env: { LIBRARY_UPSTREAM_URL: fake.url, LIBRARY_STREAM_IDLE_MS: '300', UPSTREAM_TIMEOUT_MS: '60000' },
+  });
+  deadlineServer = await startTestServer({
+    env: { LIBRARY_UPSTREAM_URL: fake.url, LIBRARY_STREAM_IDLE_MS: '60000', UPSTREAM_TIMEOUT_MS: '400' },
+  });
 });
 afterAll(async () => {
   await idleServer?.close();
@@ -52,7 +56,8 @@ async function readStream(server: TestServer, body: unknown, boundMs = 15_000, s
 }
 
 const ask = { question: 'Who drew the Atrium?' };
-const framesOf = (body: { question: string; use_agentic?: boolean }) => fake.framesFor({ top_k: 5, use_graph: true, use_agentic: false, ...body });
+const framesOf = (body: { question: string; use_agentic?: boolean }) =>
+  fake.framesFor({ top_k: 5, use_graph: true, use_agentic: false, ...body });
 
 describe('stalled upstream streams time out whatever the GC does', () => {
   it('ends a stream that stalls after one frame at the idle timeout, and frees the upstream socket', async () => {
@@ -175,7 +180,10 @@ describe('a client that stops reading a stream', () => {
     client.pause(); // reads no further than its stream buffer: the server's writes back up
     const closed = once(await serverSide, 'close');
     try {
-      await Promise.race([closed, new Promise((_, fail) => setTimeout(() => fail(new Error('the stalled client still holds its stream')), 15_000))]);
+      await Promise.race([
+        closed,
+        new Promise((_, fail) => setTimeout(() => fail(new Error('the stalled client still holds its stream')), 15_000)),
+      ]);
       const upstream = fake.requestsTo('/api/ask/stream').at(-1)!;
       await fake.waitFor((r) => r === upstream && r.cancelled);
     } finally {

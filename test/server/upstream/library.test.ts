@@ -55,7 +55,18 @@ async function openStream(body: unknown) {
     }
     return frames;
   };
-  return { res, frames, readFrames, abort: () => controller.abort(), get ended() { return ended; }, get rest() { return buffer; } };
+  return {
+    res,
+    frames,
+    readFrames,
+    abort: () => controller.abort(),
+    get ended() {
+      return ended;
+    },
+    get rest() {
+      return buffer;
+    },
+  };
 }
 
 const ask = { question: 'Who drew the Atrium?' };
@@ -99,11 +110,18 @@ describe('answers, search and collections', () => {
   it('answers with a LibraryAnswer', async () => {
     const res = await server.post('/v1/library/ask', { ...ask, top_k: 2 });
     expect(res.status).toBe(200);
-    const { data } = (await res.json()) as { data: { question: string; answer: string; sources: Array<Record<string, unknown>>; graph_context?: unknown } };
+    const { data } = (await res.json()) as {
+      data: { question: string; answer: string; sources: Array<Record<string, unknown>>; graph_context?: unknown };
+    };
     expect(data.question).toBe(ask.question);
     expect(data.answer).toContain('Mara Okafor');
     expect(data.sources).toHaveLength(2);
-    expect(data.sources[0]).toEqual({ document_id: 'doc-1', content: fake.documents[0]!.content, score: expect.any(Number), metadata: { filename: 'atrium.md', collection_id: 'museum-essays' } });
+    expect(data.sources[0]).toEqual({
+      document_id: 'doc-1',
+      content: fake.documents[0]!.content,
+      score: expect.any(Number),
+      metadata: { filename: 'atrium.md', collection_id: 'museum-essays' },
+    });
     expect(data.graph_context).toMatchObject({ entities: expect.any(Array) });
   });
 
@@ -122,11 +140,16 @@ describe('answers, search and collections', () => {
 
   it('answers 502 when an agentic stream breaks before done', async () => {
     fake.fault('/api/ask/stream', { kind: 'reset', afterFrames: 4 });
-    expect(await errorOf(await server.post('/v1/library/ask', { ...ask, use_agentic: true }))).toMatchObject({ status: 502, code: 'UPSTREAM' });
+    expect(await errorOf(await server.post('/v1/library/ask', { ...ask, use_agentic: true }))).toMatchObject({
+      status: 502,
+      code: 'UPSTREAM',
+    });
   });
 
   it('searches and lists collections', async () => {
-    const search = (await (await server.post('/v1/library/search', { query: 'sculpture slots', top_k: 3, collection_id: 'museum-essays' })).json()) as {
+    const search = (await (
+      await server.post('/v1/library/search', { query: 'sculpture slots', top_k: 3, collection_id: 'museum-essays' })
+    ).json()) as {
       data: { query: string; results: Array<{ document_id: string; metadata: { collection_id: string } }>; total_results: number };
     };
     expect(search.data.query).toBe('sculpture slots');

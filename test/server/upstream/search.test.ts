@@ -6,10 +6,34 @@ import { type OpenApiDoc, validateAgainstOpenApi } from '../../helpers/openapi.t
 import { errorOf, startTestServer, type TestServer } from '../../helpers/server.ts';
 
 const ref = (c: Pick<Collection, 'id' | 'name' | 'slug'>) => ({ id: c.id, name: c.name, slug: c.slug });
-const parent: Collection = { id: 1, name: 'Lantern Works', title: 'Works of the Lantern Guild', description: '', slug: 'lantern-works', parent_collection: null, child_collections: [] };
-const child: Collection = { id: 2, name: 'Embers', title: 'Small embers', description: '', slug: 'embers', parent_collection: ref(parent), child_collections: [] };
+const parent: Collection = {
+  id: 1,
+  name: 'Lantern Works',
+  title: 'Works of the Lantern Guild',
+  description: '',
+  slug: 'lantern-works',
+  parent_collection: null,
+  child_collections: [],
+};
+const child: Collection = {
+  id: 2,
+  name: 'Embers',
+  title: 'Small embers',
+  description: '',
+  slug: 'embers',
+  parent_collection: ref(parent),
+  child_collections: [],
+};
 parent.child_collections.push(ref(child));
-const other: Collection = { id: 3, name: 'Salt', title: 'Salt and bone', description: '', slug: 'salt-series', parent_collection: null, child_collections: [] };
+const other: Collection = {
+  id: 3,
+  name: 'Salt',
+  title: 'Salt and bone',
+  description: '',
+  slug: 'salt-series',
+  parent_collection: null,
+  child_collections: [],
+};
 
 const artwork = (id: number, name: string, artist_name: string, collection: string): Artwork => ({
   id,
@@ -34,7 +58,12 @@ let server: TestServer;
 beforeAll(async () => {
   fake = await startFakeDirectus();
   server = await startTestServer({ env: { CHARACTERS_UPSTREAM_URL: fake.url, UPSTREAM_TIMEOUT_MS: '400' } });
-  await publishManifest(server.dataDir, { ...emptyManifest(), bake_id: 'search-test', collections: [parent, child, other], artworks: artworks.map((a) => ({ ...a, museum_collection: a.collection })) });
+  await publishManifest(server.dataDir, {
+    ...emptyManifest(),
+    bake_id: 'search-test',
+    collections: [parent, child, other],
+    artworks: artworks.map((a) => ({ ...a, museum_collection: a.collection })),
+  });
   await server.services.content.reload();
 });
 afterAll(async () => {
@@ -100,7 +129,9 @@ describe('GET /v1/search', () => {
     expect(res.status).toBe(200);
     const body = (await res.json()) as SearchBody;
     expect(body.data.characters).toEqual([]);
-    expect(body.meta.unavailable).toEqual([{ group: 'characters', reason: 'UPSTREAM', message: expect.stringMatching(/character upstream/) }]);
+    expect(body.meta.unavailable).toEqual([
+      { group: 'characters', reason: 'UPSTREAM', message: expect.stringMatching(/character upstream/) },
+    ]);
     expect(body.data.artworks.map((a) => a.id)).toEqual([11]);
   });
 

@@ -40,7 +40,12 @@ describe('souls routes', () => {
     const page2 = (await (await server.get(`${collectionPath()}?page=2&limit=10`)).json()) as ListBody;
     expect(page2.data).toMatchObject({ page: 2, limit: 10, total: 30 });
     expect(page2.data.souls.map((s) => s.tokenId)).toEqual(Array.from({ length: 10 }, (_, i) => String(i + 11)));
-    expect(fake.requestsTo(/^\/api\/souls/).at(-1)!.query.get('limit')).toBe('10');
+    expect(
+      fake
+        .requestsTo(/^\/api\/souls/)
+        .at(-1)!
+        .query.get('limit'),
+    ).toBe('10');
 
     // Lowercase addresses name the same contract.
     expect((await server.get(`/v1/souls/${fake.chainId}/${fake.contract.toLowerCase()}?limit=1`)).status).toBe(200);
@@ -135,7 +140,13 @@ describe('verification rules', () => {
 
   it('fails the binding when new content and its hash reuse an old signed message', async () => {
     const doc = original();
-    const other = await signSoul(SOULS_TEST_PRIVATE_KEY, { chainId: fake.chainId, contract: fake.contract, tokenId: '5', content: 'Forged soul', version: 1 });
+    const other = await signSoul(SOULS_TEST_PRIVATE_KEY, {
+      chainId: fake.chainId,
+      contract: fake.contract,
+      tokenId: '5',
+      content: 'Forged soul',
+      version: 1,
+    });
     doc.soul.content = other.soul.content;
     doc.soul.contentHash = other.soul.contentHash;
     expect(failing(await verifySoul(doc))).toEqual(['binding']);
@@ -200,7 +211,10 @@ describe('museum souls verify against hostile servers', () => {
       else res.writeHead(200, { 'content-type': 'application/json' }).end(document);
     });
     try {
-      const [away, same] = [await run([`${museum.url}/moved`, '--key', 'museum_secretkey']), await run([`${museum.url}/here`, '--key', 'museum_secretkey'])];
+      const [away, same] = [
+        await run([`${museum.url}/moved`, '--key', 'museum_secretkey']),
+        await run([`${museum.url}/here`, '--key', 'museum_secretkey']),
+      ];
       expect(away.code).toBe(0);
       expect(same.code).toBe(0);
       expect(museum.requests.map((r) => [r.path, r.headers['x-api-key']])).toEqual([

@@ -41,16 +41,24 @@ describe('bake sync → bake → serve', () => {
     const listed = STORE.content.artworks.filter((a) => !['generative-studies', 'vault'].includes(a.museum_collection ?? ''));
     expect(all.data.map((a) => a.id)).toEqual(listed.map((a) => a.id).sort((x, y) => x - y));
     expect(all.data.filter((a) => a.media === null).map((a) => a.id)).toEqual([112]); // the one with nothing live
-    expect(all.data.find((a) => a.id === 101)).toMatchObject({ collection: 'first-season', ratio: 0.75, media: { url: 'https://media.museum.example/works/101.png' } });
+    expect(all.data.find((a) => a.id === 101)).toMatchObject({
+      collection: 'first-season',
+      ratio: 0.75,
+      media: { url: 'https://media.museum.example/works/101.png' },
+    });
   });
 
   it("filters by museum collection (a parent's slug includes its children), never by the marketplace slug", async () => {
-    const inFounders = STORE.content.artworks.filter((a) => ['founders', 'founders-portraits', 'founders-landscapes'].includes(a.museum_collection ?? '')).map((a) => a.id);
+    const inFounders = STORE.content.artworks
+      .filter((a) => ['founders', 'founders-portraits', 'founders-landscapes'].includes(a.museum_collection ?? ''))
+      .map((a) => a.id);
     const founders = await list('?collection=founders&limit=100');
     expect(founders.data.map((a) => a.id)).toEqual(inFounders.sort((x, y) => x - y));
     expect(founders.meta.total).toBeGreaterThan(10);
     const union = await list('?collection=founders-portraits,generative&limit=100');
-    const inUnion = STORE.content.artworks.filter((a) => ['founders-portraits', 'generative'].includes(a.museum_collection ?? '')).map((a) => a.id);
+    const inUnion = STORE.content.artworks
+      .filter((a) => ['founders-portraits', 'generative'].includes(a.museum_collection ?? ''))
+      .map((a) => a.id);
     expect(union.data.map((a) => a.id)).toEqual(inUnion.sort((x, y) => x - y));
     expect((await list('?collection=first-season')).meta.total).toBe(0);
   });

@@ -28,14 +28,20 @@ describe('artwork textures', () => {
 
   beforeAll(async () => {
     root = mkdtempSync(join(tmpdir(), 'museum-textures-'));
-    const wide = await sharp({ create: { width: 2400, height: 1200, channels: 3, background: '#2060c0' } }).png().toBuffer();
-    const small = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#c02020' } }).jpeg().toBuffer();
+    const wide = await sharp({ create: { width: 2400, height: 1200, channels: 3, background: '#2060c0' } })
+      .png()
+      .toBuffer();
+    const small = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#c02020' } })
+      .jpeg()
+      .toBuffer();
     media = await startModelServer({
       '/wide.png': { body: wide },
       '/small.jpg': { body: small },
       '/chunked.png': { body: wide, chunked: true },
       '/slow.png': { body: small, stallFirst: 100, stallMs: 3_000 },
-      '/drawing.svg': { body: Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>') },
+      '/drawing.svg': {
+        body: Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect width="10" height="10"/></svg>'),
+      },
       '/gone.png': { body: small, status: 404 },
     });
   });
@@ -65,7 +71,9 @@ describe('artwork textures', () => {
     const textures = make({ policy: { allowHosts: [], trustedOrigins: [] } });
     const before = media.requests.get('/small.jpg') ?? 0;
     await expect(textures.variant(`${media.url}/small.jpg`)).rejects.toThrow(/could not be fetched/);
-    await expect(make({ policy: { allowHosts: [], trustedOrigins: [] } }).variant('http://169.254.169.254/latest/meta-data/x.png')).rejects.toThrow();
+    await expect(
+      make({ policy: { allowHosts: [], trustedOrigins: [] } }).variant('http://169.254.169.254/latest/meta-data/x.png'),
+    ).rejects.toThrow();
     expect(media.requests.get('/small.jpg') ?? 0).toBe(before);
   });
 
@@ -98,7 +106,11 @@ describe('artwork textures', () => {
   });
 
   it('evicts the least recently used file from disk: reading a file from disk counts as a use', async () => {
-    const [wide, small, chunked] = ['wide.png', 'small.jpg', 'chunked.png'].map((name) => `${media.url}/${name}`) as [string, string, string];
+    const [wide, small, chunked] = ['wide.png', 'small.jpg', 'chunked.png'].map((name) => `${media.url}/${name}`) as [
+      string,
+      string,
+      string,
+    ];
     const sizing = make();
     const [wideBytes, smallBytes] = [(await sizing.variant(wide)).length, (await sizing.variant(small)).length];
     const fileOf = (url: string) => `${createHash('sha256').update(`tex1\n1024\n${url}`).digest('hex').slice(0, 40)}.webp`;
@@ -109,6 +121,10 @@ describe('artwork textures', () => {
     await textures.variant(small); // memory now holds only the small one
     await textures.variant(wide); // read from disk: now the most recently used file
     await textures.variant(chunked); // over budget: the small one goes, not the older wide one
-    expect(readdirSync(dir).filter((f) => f.endsWith('.webp')).sort()).toEqual([fileOf(wide), fileOf(chunked)].sort());
+    expect(
+      readdirSync(dir)
+        .filter((f) => f.endsWith('.webp'))
+        .sort(),
+    ).toEqual([fileOf(wide), fileOf(chunked)].sort());
   });
 });
