@@ -20,7 +20,7 @@ export const SLOT_MATERIAL_NAME = 'Slot Placeholder';
 /** Node names recognised as placeholders: `Slot_12`, `slot_0007`, `Auto_003`, Blender's `Slot_003.001`. */
 export const SLOT_NAME_PATTERN = /^(slot|auto)_(\d+)(?:\.\d+)?$/i;
 /** Canonical slot ids as published (JSON and node names of the optimized GLB). */
-export const SLOT_ID_PATTERN = /^(Slot|Auto)_\d{3,}$/;
+const SLOT_ID_PATTERN = /^(Slot|Auto)_\d{3,}$/;
 /** Name of the quad meshes the embedded `Auto_NNN` nodes instance (one per frame size). */
 export const SLOT_QUAD_MESH_NAME = 'Auto Slot Quad';
 export const slotId = (prefix: 'Slot' | 'Auto', n: number): string => `${prefix}_${String(n).padStart(3, '0')}`;
@@ -38,10 +38,10 @@ export function isSlotMaterialName(name: string | null | undefined): boolean {
   );
 }
 
-export const Vec3 = z.tuple([z.number(), z.number(), z.number()]);
-export const Quat = z.tuple([z.number(), z.number(), z.number(), z.number()]);
-export type Vec3 = z.infer<typeof Vec3>;
-export type Quat = z.infer<typeof Quat>;
+const Vec3 = z.tuple([z.number(), z.number(), z.number()]);
+const Quat = z.tuple([z.number(), z.number(), z.number(), z.number()]);
+type Vec3 = z.infer<typeof Vec3>;
+type Quat = z.infer<typeof Quat>;
 
 export const RoomSlot = z
   .object({
@@ -93,7 +93,7 @@ export type RoomSlotData = z.infer<typeof RoomSlotData>;
 // ---------------------------------------------------------------------------------------------
 // Public content shapes (spec: Collection, Media, Artwork)
 
-export const CollectionRef = z.object({ id: z.number().int(), name: z.string(), slug: z.string() });
+const CollectionRef = z.object({ id: z.number().int(), name: z.string(), slug: z.string() });
 export const Collection = z
   .object({
     id: z.number().int(),
@@ -133,8 +133,8 @@ export const Artwork = z
 export type Artwork = z.infer<typeof Artwork>;
 
 /** The model variants a room is baked in (decisions, "Model variants"); `draco` is model_optimized itself. */
-export const MODEL_VARIANT_NAMES = ['draco', 'meshopt', 'plain'] as const;
-export type ModelVariantName = (typeof MODEL_VARIANT_NAMES)[number];
+const MODEL_VARIANT_NAMES = ['draco', 'meshopt', 'plain'] as const;
+type ModelVariantName = (typeof MODEL_VARIANT_NAMES)[number];
 
 /** What a loader must support, and the longest texture side: read back from the written GLB. */
 export const ModelVariantFacts = z.object({
@@ -143,7 +143,7 @@ export const ModelVariantFacts = z.object({
 });
 export type ModelVariantFacts = z.infer<typeof ModelVariantFacts>;
 
-export const RoomModelVariant = ModelVariantFacts.extend({
+const RoomModelVariant = ModelVariantFacts.extend({
   name: z
     .enum(MODEL_VARIANT_NAMES)
     .describe(
@@ -153,7 +153,7 @@ export const RoomModelVariant = ModelVariantFacts.extend({
   url: z.string(),
   bytes: z.number().int().min(0).describe('bytes of the file (identity); /files sends it br/gzip-encoded when the client accepts it'),
 }).meta({ id: 'RoomModelVariant' });
-export type RoomModelVariant = z.infer<typeof RoomModelVariant>;
+type RoomModelVariant = z.infer<typeof RoomModelVariant>;
 
 /** The public Room (spec's twelve fields, meanings unchanged) plus its model variants. */
 export const Room = z

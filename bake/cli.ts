@@ -34,7 +34,7 @@ const idList = (value: string) => {
   return ids;
 };
 
-export const formatBytes = (n: number): string =>
+const formatBytes = (n: number): string =>
   n < 1024 ? `${n} B` : n < 1024 ** 2 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1024 ** 2).toFixed(1)} MB`;
 const formatMs = (ms: number) => (ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`);
 // Lines for people (not --json): whatever came from content is escaped (printable).
@@ -98,9 +98,11 @@ export function progressReporter(stream: ProgressStream, { everyMs = 10_000, now
       const { outcome } = event;
       ({ done, total } = event);
       inFlight.delete(outcome.id);
-      const line = `${outcome.status.padEnd(7)} room ${outcome.id} ${printable(outcome.title)}${outcome.ms !== null ? ` (${formatMs(outcome.ms)})` : ''}${
-        outcome.status === 'failed' ? `: ${printable(outcome.reason)}` : ''
-      }`;
+      const line =
+        `${outcome.status.padEnd(7)} ` +
+        `room ${outcome.id} ${printable(outcome.title)}${outcome.ms !== null ? ` (${formatMs(outcome.ms)})` : ''}${
+          outcome.status === 'failed' ? `: ${printable(outcome.reason)}` : ''
+        }`;
       // Unchanged rooms are listed only for small runs; the summary counts them anyway.
       if (outcome.status !== 'skipped' || total <= 50) write(`[${done}/${total}] ${line}\n`);
       else if (tty) write('');
@@ -345,7 +347,8 @@ async function bakeOneRoom(model: string, opts: RoomOptions, command: Command): 
 function syncCommand(): Command {
   return new Command('sync')
     .description(
-      'Pull collections, artworks and rooms (with model and preview files) from the content store (CONTENT_UPSTREAM_URL, CONTENT_UPSTREAM_TOKEN) into the content directory',
+      'Pull collections, artworks and rooms (with model and preview files) from the content store (CONTENT_UPSTREAM_URL, ' +
+        'CONTENT_UPSTREAM_TOKEN) into the content directory',
     )
     .option('--content <dir>', 'content directory to write (default: $CONTENT_DIR or ./content)')
     .option('--json', 'print the summary as one JSON document on stdout')
@@ -374,7 +377,8 @@ function syncCommand(): Command {
 function gcCommand(): Command {
   return new Command('gc')
     .description(
-      'Remove files of DATA_DIR that none of the last published manifests references and that are older than the grace period (takes the bake lock)',
+      'Remove files of DATA_DIR that none of the last published manifests references and that are older than the grace period (takes ' +
+        'the bake lock)',
     )
     .option('--out <dir>', 'data directory (default: $DATA_DIR or ./data)')
     .addOption(new Option('--keep <n>', 'published manifests whose files are kept').default(3).argParser(positiveInt('--keep')))

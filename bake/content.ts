@@ -213,7 +213,8 @@ export async function loadContent(dir: string): Promise<Content> {
   const stray = artworks.find((a) => a.museum_collection !== null && !slugs.has(a.museum_collection));
   if (stray) {
     throw new ContentError(
-      `${at(CONTENT_FILES.artworks)}: artwork ${stray.id} is in museum collection "${stray.museum_collection}", which is not in ${CONTENT_FILES.collections}`,
+      `${at(CONTENT_FILES.artworks)}: artwork ${stray.id} is in museum collection "${stray.museum_collection}", which is not ` +
+        `in ${CONTENT_FILES.collections}`,
     );
   }
   return { dir, rooms, collections, artworks };
@@ -223,10 +224,10 @@ export async function loadContent(dir: string): Promise<Content> {
 // Content files: artwork stills that live in the content directory
 
 /** A media url without a scheme that is not rooted: a file of the content directory. */
-export const isContentFile = (url: string): boolean => !/^[a-z][a-z0-9+.-]*:/i.test(url) && !/^[\\/]/.test(url);
+const isContentFile = (url: string): boolean => !/^[a-z][a-z0-9+.-]*:/i.test(url) && !/^[\\/]/.test(url);
 
 /** Largest content file the bake reads. */
-export const MAX_CONTENT_FILE_BYTES = 32 * 1024 * 1024;
+const MAX_CONTENT_FILE_BYTES = 32 * 1024 * 1024;
 /** Content files read at once. */
 const CONTENT_FILE_READS = 4;
 

@@ -43,7 +43,7 @@ export interface FetchOptions {
   backoffMs: number;
 }
 
-export const DEFAULT_FETCH_OPTIONS: FetchOptions = { maxBytes: 512 * 1024 * 1024, timeoutMs: 60_000, retries: 3, backoffMs: 500 };
+const DEFAULT_FETCH_OPTIONS: FetchOptions = { maxBytes: 512 * 1024 * 1024, timeoutMs: 60_000, retries: 3, backoffMs: 500 };
 
 /** A source file available on the local disk, with its content hash. */
 export interface ResolvedFile {
@@ -62,7 +62,7 @@ export interface ResolvedModel {
   fingerprint: string;
 }
 
-export const isRemote = (ref: string): boolean => /^https?:\/\//i.test(ref);
+const isRemote = (ref: string): boolean => /^https?:\/\//i.test(ref);
 
 interface StatEntry {
   size: number;

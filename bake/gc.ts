@@ -65,7 +65,7 @@ export interface GcSummary {
   removed_qa_facts: Array<{ name: string; bytes: number }>;
 }
 
-export const GC_DEFAULTS: Required<Omit<GcOptions, 'now' | 'onRemove'>> = { keep: 3, graceMs: 60 * 60 * 1000, dryRun: false };
+const GC_DEFAULTS: Required<Omit<GcOptions, 'now' | 'onRemove'>> = { keep: 3, graceMs: 60 * 60 * 1000, dryRun: false };
 
 /** The bake lock's refusal, or an unreadable manifest: gc removes nothing then. */
 export class GcError extends Error {

@@ -242,7 +242,7 @@ function decodeDataUri(uri: string, what: string): Uint8Array {
  * Parse model bytes (GLB or .gltf JSON) into the JSON + resources glTF-Transform reads, after
  * checking the container and every range. External resources come from `loadResource`.
  */
-export async function parseModel(bytes: Uint8Array, loadResource?: ResourceLoader): Promise<JSONDocument> {
+async function parseModel(bytes: Uint8Array, loadResource?: ResourceLoader): Promise<JSONDocument> {
   let json: GLTF.IGLTF;
   const resources: Record<string, Uint8Array> = {};
   let bin: Uint8Array | null = null;

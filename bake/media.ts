@@ -73,7 +73,7 @@ export function mimeFromUrl(url: string): string | null {
 }
 
 /** Media.type from a MIME type: image, video, audio, model or html. */
-export function mediaType(contentType: string): string {
+function mediaType(contentType: string): string {
   if (contentType === 'text/html') return 'html';
   const top = contentType.split('/')[0]!;
   return ['image', 'video', 'audio', 'model'].includes(top) ? top : 'image';

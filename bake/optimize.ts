@@ -18,7 +18,7 @@ import { isSlotNode, isSlotPrimitive, SLOT_NAME_PATTERN } from './slots/scene.ts
 
 export { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
 
-export const STEP_NAMES = ['dedup', 'palette', 'join', 'weld', 'prune', 'textures', 'draco'] as const;
+const STEP_NAMES = ['dedup', 'palette', 'join', 'weld', 'prune', 'textures', 'draco'] as const;
 export type StepName = (typeof STEP_NAMES)[number];
 
 export interface OptimizeStep {
@@ -30,7 +30,7 @@ export interface OptimizeStep {
  * What an image's bytes are (PNG, JPEG or WebP signature), whatever the model declares: sized with
  * the declared type's parser, a GIF labelled image/png reads palette bytes as its size.
  */
-export function sniffedImageType(image: Uint8Array): 'image/png' | 'image/jpeg' | 'image/webp' | null {
+function sniffedImageType(image: Uint8Array): 'image/png' | 'image/jpeg' | 'image/webp' | null {
   const ascii = (from: number, to: number) => Buffer.from(image.subarray(from, to)).toString('latin1');
   if (ascii(0, 8) === '\x89PNG\r\n\x1a\n') return 'image/png';
   if (image[0] === 0xff && image[1] === 0xd8 && image[2] === 0xff) return 'image/jpeg';

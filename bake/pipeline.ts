@@ -44,7 +44,7 @@ import { SLOT_ALGORITHM } from './slots/algorithm.ts';
 import type { SlotChanges } from './slots/index.ts';
 import { WorkerPool } from './workers.ts';
 
-export type RoomStatus = 'baked' | 'skipped' | 'failed';
+type RoomStatus = 'baked' | 'skipped' | 'failed';
 
 export interface RoomOutcome {
   id: number;
@@ -113,13 +113,7 @@ export class BakeRunError extends Error {
 }
 
 /** The incremental key: everything whose change can change a room's artifacts (decisions). */
-export function roomBakeKey(parts: {
-  model: string;
-  onchainSlots: number;
-  image: string | null;
-  kind: string | null;
-  optimizer: string;
-}): string {
+function roomBakeKey(parts: { model: string; onchainSlots: number; image: string | null; kind: string | null; optimizer: string }): string {
   return sha256(JSON.stringify({ ...parts, algorithm: SLOT_ALGORITHM }));
 }
 

@@ -43,7 +43,7 @@ export interface QaReportOptions {
   bakeId?: string;
 }
 
-export { SLOT_COLOURS, slotCategory, type SlotCategory } from '../artifacts/slot-colours.ts';
+export { SLOT_COLOURS } from '../artifacts/slot-colours.ts';
 
 const PICTURE = 720;
 const PAD = 28;

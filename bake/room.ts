@@ -72,7 +72,7 @@ export interface RoomBakeResult {
   ms: number;
 }
 
-export function summarizeSlots(data: RoomSlotData): SlotSummary {
+function summarizeSlots(data: RoomSlotData): SlotSummary {
   return {
     count: data.slots.length,
     authored: data.slots.filter((s) => s.source === 'authored').length,

@@ -25,7 +25,7 @@ export class SyncError extends Error {
 }
 
 /** Fields a collection's records must carry (Directus answers every readable field with `fields=*`). */
-export const EXPECTED_FIELDS = {
+const EXPECTED_FIELDS = {
   collections: ['id', 'name', 'slug', 'status'],
   nfts: [
     'id',
@@ -55,7 +55,7 @@ export function checkFields(store: string, collection: StoreCollection, records:
 
 /** At most this many ids are listed in one warning. */
 const LISTED_IDS = 20;
-export const listIds = (ids: Array<string | number>): string =>
+const listIds = (ids: Array<string | number>): string =>
   ids.length <= LISTED_IDS ? ids.join(', ') : `${ids.slice(0, LISTED_IDS).join(', ')} and ${ids.length - LISTED_IDS} more`;
 
 /** A record's first problem (at its field, or `record`) and how many more. */

@@ -99,7 +99,7 @@ export interface SyncSummary {
  * Bounds on what a store may make the sync read (decisions: "Bounds decided after the second attack
  * round"): a store whose pages never end, or one huge page, would otherwise grow it without end.
  */
-export const SYNC_LIMITS = { maxRecords: 200_000, maxPageBytes: 64 * 1024 * 1024 };
+const SYNC_LIMITS = { maxRecords: 200_000, maxPageBytes: 64 * 1024 * 1024 };
 
 /** What a sync remembers about the files it wrote, to reuse them next time. */
 const SYNC_STATE = '.sync.json';
@@ -253,7 +253,8 @@ class StoreClient {
       }
       if (out.length > this.maxRecords) {
         throw new SyncError(
-          `content store at ${this.base}: ${collection} has more than ${this.maxRecords} records (the sync reads at most that many per collection)`,
+          `content store at ${this.base}: ${collection} has more than ${this.maxRecords} records (the sync reads at most that many per ` +
+            `collection)`,
         );
       }
       if (page.data.length === 0) break;

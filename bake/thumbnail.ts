@@ -10,7 +10,7 @@ import sharp, { type Metadata } from 'sharp';
 import type { FileExt } from '../artifacts/format.ts';
 import { OPTIMIZER_SETTINGS } from './settings.ts';
 
-export const THUMBNAIL = { width: 512, quality: 80 } as const;
+const THUMBNAIL = { width: 512, quality: 80 } as const;
 /** SVG previews are published as PNGs this long on their longer side. */
 export const SVG_RASTER_SIZE = 2048;
 

@@ -44,7 +44,9 @@ const MUSEUM = join(ROOT, 'bin/museum.js');
 // it exits (preloaded module).
 const RSS_PROBE_FILE = join(WORK, 'rss-probe.mjs');
 const RSS_PROBE = `--import=${pathToFileURL(RSS_PROBE_FILE).href}`;
-const RSS_PROBE_SOURCE = `process.on('exit', () => { const u = process.resourceUsage(); process.stderr.write('@@maxrss=' + u.maxRSS + ' @@cpu=' + (u.userCPUTime + u.systemCPUTime) + '\\n'); });\n`;
+const RSS_PROBE_SOURCE =
+  `process.on('exit', () => { const u = process.resourceUsage(); process.stderr.write('@@maxrss=' + u.maxRSS + ` +
+  `' @@cpu=' + (u.userCPUTime + u.systemCPUTime) + '\\n'); });\n`;
 
 interface Input {
   name: string;
@@ -217,7 +219,8 @@ async function perInput(list: Input[], repeats: number) {
     };
     rows.push(row);
     process.stderr.write(
-      `  ${input.name}: cli ${s(row.cli.ms)} ${kb(row.cli.bytes)} · ours ${s(row.ours_process.ms)} (warm ${s(row.ours_warm_ms)}) ${kb(row.ours_process.bytes)}\n`,
+      `  ${input.name}: cli ${s(row.cli.ms)} ${kb(row.cli.bytes)} · ours ${s(row.ours_process.ms)} ` +
+        `(warm ${s(row.ours_warm_ms)}) ${kb(row.ours_process.bytes)}\n`,
     );
   }
   return rows;
@@ -412,13 +415,16 @@ function variantLines(rows: Awaited<ReturnType<typeof variantCost>>): string[] {
     ...rows.flatMap((r) => [
       `  ${r.room}: draco only ${s(r.draco_only_ms)}, with meshopt + plain ${s(r.with_variants_ms)} → ${r.extra_ratio.toFixed(2)}×;` +
         ` CPU (median) ${s(r.draco_only_cpu_ms)} → ${s(r.with_variants_cpu_ms)}, ${r.extra_cpu_ratio.toFixed(2)}×` +
-        ` (meshopt ${(r.variants_ms.meshopt ?? 0).toFixed(0)} ms, plain ${(r.variants_ms.plain ?? 0).toFixed(0)} ms from the prepared document)`,
+        ` (meshopt ${(r.variants_ms.meshopt ?? 0).toFixed(0)} ms, plain ${(r.variants_ms.plain ?? 0).toFixed(0)} ms from the prepared ` +
+        `document)`,
       ...r.variants.map(
         (v) =>
-          `    ${v.name.padEnd(7)} ${bytes(v.bytes).padStart(8)}  br ${bytes(v.br).padStart(8)}  gzip ${bytes(v.gz).padStart(8)}  textures ≤ ${v.max_texture_size ?? '–'} px`,
+          `    ${v.name.padEnd(7)} ${bytes(v.bytes).padStart(8)}  br ${bytes(v.br).padStart(8)}  gzip ${bytes(v.gz).padStart(8)}  ` +
+          `textures ≤ ${v.max_texture_size ?? '–'} px`,
       ),
     ]),
-    `  median extra: time ${median(rows.map((r) => r.extra_ratio)).toFixed(2)}×, CPU ${median(rows.map((r) => r.extra_cpu_ratio)).toFixed(2)}×`,
+    `  median extra: time ${median(rows.map((r) => r.extra_ratio)).toFixed(2)}×, ` +
+      `CPU ${median(rows.map((r) => r.extra_cpu_ratio)).toFixed(2)}×`,
   ];
 }
 
@@ -494,11 +500,16 @@ async function main() {
   lines.splice(1, 0, widths.map((w) => '-'.repeat(w)).join('  '));
   lines.push(
     '',
-    `real models (${real.length}): median time ratio ${medianRatio.toFixed(2)}× (target ≤ 1.0×); sizes ${sizeMisses.length ? `over target: ${sizeMisses.map((r) => `${r.input} ${(r.ours_process.bytes / r.cli.bytes).toFixed(3)}× (+${r.ours_process.bytes - r.cli.bytes} B)`).join(', ')}` : 'all ≤ 1.05× or within 256 B of the CLI'}`,
-    `batch of ${batchResult.rooms} rooms: serial ${s(batchResult.serial_ms)}, concurrency 2 ${s(batchResult.concurrency2_ms)} → ${batchResult.speedup.toFixed(2)}×, median of paired runs ${batchResult.paired_speedup.toFixed(2)}× (target ≥ 1.25×; the machine's ceiling now ${batchResult.ceiling.toFixed(2)}×; runs ${batchResult.serial_runs_ms.map(s).join(' ')} vs ${batchResult.concurrency2_runs_ms.map(s).join(' ')})`,
-    `  CPU time, all threads (medians): serial ${s(batchResult.serial_cpu_ms)} on ${batchResult.serial_cores.toFixed(2)} cores; concurrency 2 ${s(batchResult.concurrency2_cpu_ms)} on ${batchResult.concurrency2_cores.toFixed(2)} cores = ${(batchResult.concurrency2_cpu_ms / batchResult.serial_cpu_ms).toFixed(2)}× the serial CPU`,
-    `  headroom: one lane already keeps ${batchResult.serial_cores.toFixed(2)} cores busy, so a second can gain at most ${batchResult.headroom.toFixed(2)}× here, ${batchResult.headroom_at_measured_cpu.toFixed(2)}× at the CPU two lanes cost`,
-    `no-op re-bake of ${noopResult.rooms} rooms: ${s(noopResult.in_process_ms)} in-process, ${s(noopResult.cli_process_ms)} as a CLI process, of which ${s(noopResult.cli_help_ms)} is \`museum --help\` start-up (target < 1 s; first bake ${s(noopResult.first_bake_ms)})`,
+    `real models (${real.length}): median time ratio ${medianRatio.toFixed(2)}× (target ≤ 1.0×); ` +
+      `sizes ${sizeMisses.length ? `over target: ${sizeMisses.map((r) => `${r.input} ${(r.ours_process.bytes / r.cli.bytes).toFixed(3)}× (+${r.ours_process.bytes - r.cli.bytes} B)`).join(', ')}` : 'all ≤ 1.05× or within 256 B of the CLI'}`,
+    `batch of ${batchResult.rooms} rooms: serial ${s(batchResult.serial_ms)}, concurrency 2 ${s(batchResult.concurrency2_ms)} ` +
+      `→ ${batchResult.speedup.toFixed(2)}×, median of paired runs ${batchResult.paired_speedup.toFixed(2)}× (target ≥ 1.25×; the machine's ceiling now ${batchResult.ceiling.toFixed(2)}×; runs ${batchResult.serial_runs_ms.map(s).join(' ')} vs ${batchResult.concurrency2_runs_ms.map(s).join(' ')})`,
+    `  CPU time, all threads (medians): serial ${s(batchResult.serial_cpu_ms)} on ${batchResult.serial_cores.toFixed(2)} cores; ` +
+      `concurrency 2 ${s(batchResult.concurrency2_cpu_ms)} on ${batchResult.concurrency2_cores.toFixed(2)} cores = ${(batchResult.concurrency2_cpu_ms / batchResult.serial_cpu_ms).toFixed(2)}× the serial CPU`,
+    `  headroom: one lane already keeps ${batchResult.serial_cores.toFixed(2)} cores busy, so a second can gain at ` +
+      `most ${batchResult.headroom.toFixed(2)}× here, ${batchResult.headroom_at_measured_cpu.toFixed(2)}× at the CPU two lanes cost`,
+    `no-op re-bake of ${noopResult.rooms} rooms: ${s(noopResult.in_process_ms)} in-process, ${s(noopResult.cli_process_ms)} as a CLI ` +
+      `process, of which ${s(noopResult.cli_help_ms)} is \`museum --help\` start-up (target < 1 s; first bake ${s(noopResult.first_bake_ms)})`,
     ...variantLines(variantRows),
   );
   process.stdout.write(lines.join('\n') + '\n');

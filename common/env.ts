@@ -28,7 +28,7 @@ export const ContentStoreEnv = z.object({
   CONTENT_UPSTREAM_TOKEN: optionalString,
 });
 
-export class EnvError extends Error {
+class EnvError extends Error {
   override name = 'EnvError';
 }
 

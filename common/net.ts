@@ -46,7 +46,7 @@ export class NetRefused extends Error {
 }
 
 /** The connection failed (refused, reset, DNS); `cause` is the socket error. */
-export class NetworkError extends Error {
+class NetworkError extends Error {
   override name = 'NetworkError';
 }
 
@@ -214,7 +214,8 @@ function explicitlyAllowed(url: URL, policy: NetPolicy): boolean {
 
 const refusal = (url: URL, address: string, problem: string) =>
   new NetRefused(
-    `${url.href} refused: ${url.host} ${address === bareHost(url) ? 'is' : `resolves to ${address},`} ${problem} (allow the host with BAKE_ALLOW_HOSTS)`,
+    `${url.href} refused: ${url.host} ${address === bareHost(url) ? 'is' : `resolves to ${address},`} ${problem} (allow the host with ` +
+      `BAKE_ALLOW_HOSTS)`,
   );
 
 /** A DNS lookup that refuses non-public answers; the connection uses exactly what it returns. */

@@ -235,7 +235,7 @@ const ENCODING_PREFERENCE = [...CONTENT_ENCODINGS.map((e) => e.encoding), 'ident
  * Accept-Encoding prefers among those the file has, br before gzip on a tie; identity for a Range
  * request, or when the client accepts none of them.
  */
-export function representationFor(file: StoredFile, headers: IncomingHttpHeaders): StoredFile {
+function representationFor(file: StoredFile, headers: IncomingHttpHeaders): StoredFile {
   if (!file.encoded.length || headers.range !== undefined) return file;
   const available = [...file.encoded.map((e) => e.encoding), 'identity'];
   // negotiator 1's `preferred` (ties go to the server's order) is missing from @types/negotiator 0.6.

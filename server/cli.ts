@@ -27,7 +27,8 @@ export function serveCommand(): Command {
       const missing = missingServerFlags(process.execArgv);
       if (missing.length > 0) {
         lines.push(
-          `museum: note   node runs without ${missing.join(' ')} (bin/museum passes it: npx museum, make run): a server that idled after start measured ~25 % more CPU per request`,
+          `museum: note   node runs without ${missing.join(' ')} (bin/museum passes it: npx museum, make run): a server that idled ` +
+            `after start measured ~25 % more CPU per request`,
         );
       }
       // The server never builds the viewer bundle (production has no esbuild): say once that the pages answer 503.
@@ -35,7 +36,8 @@ export function serveCommand(): Command {
       if (unbuiltPages) lines.push(`museum: note   ${unbuiltPages}`);
       if (!process.env.PUBLIC_URL?.trim() && !isLoopbackHost(config.host)) {
         lines.push(
-          `museum: note   PUBLIC_URL is not set: the URLs handed out name ${config.publicUrl}, which clients on other machines cannot reach (set PUBLIC_URL)`,
+          `museum: note   PUBLIC_URL is not set: the URLs handed out name ${config.publicUrl}, which clients on other machines cannot ` +
+            `reach (set PUBLIC_URL)`,
         );
       }
       if (options.devKey) {
@@ -80,7 +82,7 @@ export const SERVER_NODE_FLAGS = ['--no-memory-reducer'] as const;
 export const missingServerFlags = (execArgv: readonly string[]): string[] => SERVER_NODE_FLAGS.filter((flag) => !execArgv.includes(flag));
 
 /** HOST values that only this machine can reach. */
-export const isLoopbackHost = (host: string): boolean => /^(localhost|127(\.\d{1,3}){3}|::1|\[::1\])$/i.test(host.trim());
+const isLoopbackHost = (host: string): boolean => /^(localhost|127(\.\d{1,3}){3}|::1|\[::1\])$/i.test(host.trim());
 
 /**
  * The development key of `serve --dev-key`: one key kept across restarts in `dev-key` beside
@@ -168,7 +170,7 @@ export function keysCommand(): Command {
 }
 
 /** Largest soul document `museum souls verify` reads (a soul is a few KB). */
-export const SOUL_DOCUMENT_MAX_BYTES = 4 * 1024 * 1024;
+const SOUL_DOCUMENT_MAX_BYTES = 4 * 1024 * 1024;
 
 /**
  * Read a soul document from a file or an http(s) URL (a museum URL takes `--key`). Redirects are

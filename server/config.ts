@@ -82,7 +82,7 @@ const EnvSchema = z.object({
   VIEWER_MEDIA_ALLOW_HOSTS: z.string().default(''),
 });
 
-export type Env = z.input<typeof EnvSchema>;
+type Env = z.input<typeof EnvSchema>;
 
 export interface Config {
   port: number;
@@ -130,7 +130,7 @@ export interface Config {
   viewerMediaAllowHosts: string;
 }
 
-export class ConfigError extends Error {}
+class ConfigError extends Error {}
 
 /** Validate an environment (process.env by default) into a Config; throws ConfigError with every problem. */
 export function loadConfig(env: Record<string, string | undefined> = process.env): Config {

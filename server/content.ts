@@ -65,7 +65,7 @@ export interface ContentSnapshot {
   readonly artworkSearchText: string[];
 }
 
-export async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: string): Promise<ContentSnapshot> {
+async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: string): Promise<ContentSnapshot> {
   const rooms: Room[] = [];
   const roomsById = new Map<number, ManifestRoom>();
   const slotBodies = new Map<number, FrozenBody>();

@@ -21,13 +21,13 @@ import { badRequest, HttpError } from './errors.ts';
 import { etagMatches, IMMUTABLE_CACHE_CONTROL } from './http-conditional.ts';
 
 export const VARIANT_FORMATS = ['webp', 'jpeg', 'png', 'avif'] as const;
-export type VariantFormat = (typeof VARIANT_FORMATS)[number];
+type VariantFormat = (typeof VARIANT_FORMATS)[number];
 export const VARIANT_WIDTH = { min: 16, max: 4096 } as const;
 /** The widths variants are made at (decisions): a requested width snaps up to the next one. */
-export const VARIANT_WIDTHS = [16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096] as const;
+const VARIANT_WIDTHS = [16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096] as const;
 
 /** The width a variant of a `sourceWidth` image is made at for a requested width; null: the source's own (never enlarged). */
-export function snapWidth(requested: number, sourceWidth: number): number | null {
+function snapWidth(requested: number, sourceWidth: number): number | null {
   const step = VARIANT_WIDTHS.find((w) => w >= requested) ?? VARIANT_WIDTH.max;
   return step < sourceWidth ? step : null;
 }

@@ -44,16 +44,16 @@ export type RouteResponse =
   | { html: string };
 
 /** Who may call a route: anyone, an API key holder, or whoever has this bearer token (/metrics). */
-export type Access = 'public' | 'key' | { bearer: string };
+type Access = 'public' | 'key' | { bearer: string };
 
-export interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
+interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
   params: z.output<P>;
   query: z.output<Q>;
   body: z.output<B>;
 }
 
 /** What a handler may return instead of setting the body itself: a JSON body (200) or a whole answer. */
-export type Answer = Buffer | RawAnswer;
+type Answer = Buffer | RawAnswer;
 
 export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
   method: 'GET' | 'POST';
@@ -117,7 +117,7 @@ class ParsedInputs {
 }
 
 /** A declaration with its stages composed (the handler last). */
-export interface CompiledRoute {
+interface CompiledRoute {
   readonly def: AnyRouteDef;
   readonly run: Middleware<MuseumState>;
 }

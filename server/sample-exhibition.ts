@@ -11,7 +11,7 @@ import { printable } from '../common/terminal.ts';
 import type { MuseumServer } from './app.ts';
 import type { ContentSnapshot } from './content.ts';
 
-export const SAMPLE_EXHIBITION_ID = 'sample';
+const SAMPLE_EXHIBITION_ID = 'sample';
 const SAMPLE_EXHIBITION_NAME = 'A first visit';
 /** Rooms the exhibition walks through, at most. */
 const MAX_ROOMS = 3;
@@ -29,7 +29,7 @@ interface SampleExhibitionDocument {
 }
 
 /** The museum-exhibition@1 document, or null when the bake has no room with slots or no pictured artwork. */
-export function sampleExhibition(snapshot: ContentSnapshot): SampleExhibitionDocument | null {
+function sampleExhibition(snapshot: ContentSnapshot): SampleExhibitionDocument | null {
   const stored = new Set(snapshot.manifest.artworks.filter((a) => a.media_file).map((a) => a.id));
   const pictured = (a: Artwork) => a.media?.type === 'image';
   const works = stored.size > 0 ? snapshot.artworks.filter((a) => stored.has(a.id)) : snapshot.artworks.filter(pictured);

@@ -12,7 +12,7 @@ import { isAddress, isHex, keccak256, recoverMessageAddress, toBytes } from 'vie
 
 export type SoulRule = 'content-hash' | 'signature' | 'binding';
 
-export interface SoulCheck {
+interface SoulCheck {
   rule: SoulRule;
   ok: boolean;
   /** One line: what was compared, or why it failed. */
@@ -40,7 +40,7 @@ const record = (v: unknown): Record<string, unknown> | null =>
 const text = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
 /** The Soul inside a single-soul response `{ data: Soul }`, or the bare Soul. */
-export function soulOf(document: unknown): Record<string, unknown> | null {
+function soulOf(document: unknown): Record<string, unknown> | null {
   const top = record(document);
   if (!top) return null;
   const inner = record(top.data);

@@ -62,7 +62,7 @@ const fieldOf = (path: readonly PropertyKey[], where: 'query' | 'body'): string 
   path.length === 0 ? (where === 'body' ? 'body' : 'query') : path.map(String).join('.');
 
 /** Every problem of a failed parse of `input`, in plain words. */
-export function problemsOf(error: z.ZodError, where: 'query' | 'body', input: unknown): Problem[] {
+function problemsOf(error: z.ZodError, where: 'query' | 'body', input: unknown): Problem[] {
   const problems: Problem[] = [];
   for (const issue of error.issues) {
     if (issue.code === 'unrecognized_keys') {

@@ -67,7 +67,7 @@ function numberLabel(index: number, colour: string): Sprite {
   return sprite;
 }
 
-export function buildFrame(slot: RoomSlot): Frame {
+function buildFrame(slot: RoomSlot): Frame {
   const colour = SLOT_COLOURS[slotCategory(slot)];
   const group = new Group();
   group.name = `frame:${slot.id}`;

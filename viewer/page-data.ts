@@ -50,7 +50,7 @@ export interface ViewPlacement {
   artworks: ViewArtwork[];
 }
 
-export interface Draco {
+interface Draco {
   js: string;
   wasm: string;
 }

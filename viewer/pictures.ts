@@ -6,7 +6,7 @@
 import { CanvasTexture, SRGBColorSpace, type Texture } from 'three';
 import type { ViewArtwork } from './page-data.ts';
 
-export const PLACEHOLDER_BACKGROUND = '#3a3f47';
+const PLACEHOLDER_BACKGROUND = '#3a3f47';
 
 export async function pictureTexture(artwork: ViewArtwork): Promise<{ texture: Texture; placeholder: boolean }> {
   if (artwork.textureUrl) {
@@ -27,7 +27,7 @@ export async function pictureTexture(artwork: ViewArtwork): Promise<{ texture: T
 }
 
 /** A card with the work's title and artist, drawn at the artwork's ratio. */
-export function placeholderCard(artwork: Pick<ViewArtwork, 'title' | 'artist' | 'ratio'>): Texture {
+function placeholderCard(artwork: Pick<ViewArtwork, 'title' | 'artist' | 'ratio'>): Texture {
   const ratio = artwork.ratio > 0 && Number.isFinite(artwork.ratio) ? Math.min(4, Math.max(0.25, artwork.ratio)) : 1;
   const canvas = document.createElement('canvas');
   canvas.width = Math.round(ratio >= 1 ? 512 : 512 * ratio);

@@ -61,7 +61,8 @@ export async function loadRoom(stage: Stage, room: ViewRoom, asked: string | nul
   if (!room.slotsUrl) warnings.push('No slot data has been baked for this room yet.');
   if (slotData && room.modelSha256 && slotData.model !== room.modelSha256) {
     warnings.push(
-      `The slot data was baked for another model (${slotData.model.slice(0, 12)}…) than the room's current model (${room.modelSha256.slice(0, 12)}…): anchors may be wrong until the room is re-baked.`,
+      `The slot data was baked for another model (${slotData.model.slice(0, 12)}…) than the room's current model ` +
+        `(${room.modelSha256.slice(0, 12)}…): anchors may be wrong until the room is re-baked.`,
     );
   }
   const frames = slotData ? new FrameSet(stage, slotData.slots) : null;

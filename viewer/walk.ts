@@ -4,7 +4,7 @@
  */
 import { Euler, type PerspectiveCamera, Vector3 } from 'three';
 
-export const EYE_HEIGHT = 1.6;
+const EYE_HEIGHT = 1.6;
 const SPEED = 1.4; // m/s, a gallery stroll
 const LOOK = 0.004; // radians per pixel dragged
 

@@ -450,7 +450,8 @@ function planSvg(room: PlannedRoom, width = 1024, height = 768): string {
   }
   for (const box of room.boxes) {
     parts.push(
-      `<rect x="${X(box.min[0])}" y="${Z(box.min[1])}" width="${((box.max[0] - box.min[0]) * scale).toFixed(1)}" height="${((box.max[1] - box.min[1]) * scale).toFixed(1)}" fill="#8d8a84"/>`,
+      `<rect x="${X(box.min[0])}" y="${Z(box.min[1])}" width="${((box.max[0] - box.min[0]) * scale).toFixed(1)}" ` +
+        `height="${((box.max[1] - box.min[1]) * scale).toFixed(1)}" fill="#8d8a84"/>`,
     );
   }
   for (const polygon of room.polygons) parts.push(`<path d="${path(polygon)}" fill="#8c5a2b"/>`);
@@ -459,10 +460,14 @@ function planSvg(room: PlannedRoom, width = 1024, height = 768): string {
     const half = slot.width / 2;
     const c: P2 = [slot.center[0] + slot.normal[0] * 0.12, slot.center[1] + slot.normal[1] * 0.12];
     parts.push(
-      `<line x1="${X(c[0] - tangent[0] * half)}" y1="${Z(c[1] - tangent[1] * half)}" x2="${X(c[0] + tangent[0] * half)}" y2="${Z(c[1] + tangent[1] * half)}" stroke="#c2185b" stroke-width="6" stroke-linecap="round"/>`,
+      `<line x1="${X(c[0] - tangent[0] * half)}" y1="${Z(c[1] - tangent[1] * half)}" x2="${X(c[0] + tangent[0] * half)}" ` +
+        `y2="${Z(c[1] + tangent[1] * half)}" stroke="#c2185b" stroke-width="6" stroke-linecap="round"/>`,
     );
   }
-  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">${parts.join('')}</svg>`;
+  return (
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 ` +
+    `0 ${width} ${height}">${parts.join('')}</svg>`
+  );
 }
 
 async function renderPreview(room: PlannedRoom): Promise<Buffer> {

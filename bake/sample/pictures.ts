@@ -165,7 +165,7 @@ function shapes(p: PictureSpec, random: () => number): string[] {
 }
 
 /** The picture's SVG: a diagonal two-colour gradient ground, its shapes, a thin inner border. */
-export function pictureSvg(p: PictureSpec): string {
+function pictureSvg(p: PictureSpec): string {
   const random = mulberry32(p.id * 7919);
   const { width: w, height: h, hue } = p;
   const stops = `<stop offset="0" stop-color="${hsl(hue, 70, 62)}"/><stop offset="1" stop-color="${hsl(hue + 50, 55, 28)}"/>`;

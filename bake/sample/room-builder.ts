@@ -12,7 +12,7 @@ import { Document, type Material, type Node, type Texture } from '@gltf-transfor
 import { SLOT_MATERIAL_NAME } from '../../artifacts/format.ts';
 import { add, cross, normalize as norm, quatFromBasis, scale, sub, type V3 } from '../../common/vec.ts';
 
-export { SLOT_MATERIAL_NAME, quatFromBasis, type V3 };
+export { SLOT_MATERIAL_NAME, type V3 };
 
 /** A planar rectangle: centre, outward normal, in-plane up direction, size. */
 export interface Rect {

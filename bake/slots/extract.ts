@@ -29,8 +29,6 @@ export interface SlotQuad {
   height: number;
 }
 
-export { slotId };
-
 interface Group {
   node: Node;
   soup: TriangleSoup;

@@ -41,9 +41,9 @@ const SUPPORT_HEIGHT = 0.05;
 /** Rays from these fractions of the frame's half sides: centre, edge midpoints and (nearly) corners. */
 const FRONT_GRID = [-0.98, 0, 0.98];
 
-export type AnchorOrigin = 'new' | 'kept' | 'reseated';
+type AnchorOrigin = 'new' | 'kept' | 'reseated';
 
-export interface GeneratedAnchor {
+interface GeneratedAnchor {
   /** 1-based slot number (Auto_NNN). */
   index: number;
   position: V3;

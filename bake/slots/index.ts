@@ -34,11 +34,9 @@ import { analyseInterior, decideFacings, probeQuad, type Interior, type RoomKind
 import { buildWorldScene, type WorldScene } from './scene.ts';
 
 export { SLOT_ALGORITHM } from './algorithm.ts';
-export { isSlotNode, isSlotMaterialName, SLOT_NAME_PATTERN } from './scene.ts';
 export { embedAnchors } from './embed.ts';
 export { compareSlots, type SlotChanges } from './changes.ts';
-export { SLOT_ENGINE_DEFAULTS, type SlotEngineTunables } from './options.ts';
-export { planOf, type RoomPlan } from './plan.ts';
+export { type RoomPlan } from './plan.ts';
 export type { RoomKind } from './probe.ts';
 
 export interface SlotEngineOptions {

@@ -10,7 +10,7 @@
 import { cross, dot, madd, normalize, quatFromBasis, rotateByQuaternion, type Quat, type V3 } from '../../common/vec.ts';
 
 /** |facing · world up| above this counts as a horizontal slot (≈ 1.15° from ±Y). */
-export const HORIZONTAL_COS = 0.9998;
+const HORIZONTAL_COS = 0.9998;
 
 export interface Frame {
   /** right */

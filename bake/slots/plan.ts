@@ -15,7 +15,7 @@ export interface RoomPlan {
 }
 
 const GRID_STEPS = 1200;
-export const MAX_PLAN_SEGMENTS = 12000;
+const MAX_PLAN_SEGMENTS = 12000;
 
 export function planFromScene(scene: WorldScene): RoomPlan {
   const { min, max } = scene.bounds;
@@ -72,6 +72,6 @@ const EDGES = [
 ] as const;
 
 /** The plan of a document's default scene (slot placeholders excluded). */
-export function planOf(document: Document): RoomPlan {
+function planOf(document: Document): RoomPlan {
   return planFromScene(buildWorldScene(document));
 }

@@ -41,7 +41,7 @@ export interface Interior {
 }
 
 /** Deterministic, roughly uniform unit directions (Fibonacci sphere). */
-export function sphereDirections(count: number): V3[] {
+function sphereDirections(count: number): V3[] {
   const out: V3[] = [];
   const golden = Math.PI * (3 - Math.sqrt(5));
   for (let i = 0; i < count; i++) {
@@ -55,7 +55,7 @@ export function sphereDirections(count: number): V3[] {
 
 const GRID = 5;
 const INTERIOR_DIRECTIONS = sphereDirections(48);
-export const ROOM_INTERIOR_FRACTION = 0.25;
+const ROOM_INTERIOR_FRACTION = 0.25;
 
 export function analyseInterior(scene: WorldScene, kind?: RoomKind): Interior {
   const { min, max } = scene.bounds;
@@ -98,7 +98,7 @@ export function analyseInterior(scene: WorldScene, kind?: RoomKind): Interior {
   return { kind: chosen, centre: chosen === 'room' ? interiorCentre : centre, interiorFraction: fraction, evidence };
 }
 
-export interface SideProbe {
+interface SideProbe {
   /** Median open distance perpendicular to the slot (escaping rays count as the model's reach). */
   clearance: number;
   /** Fraction of rays blocked within CLOSE_DISTANCE. */
@@ -127,7 +127,7 @@ export interface SlotProbe {
 }
 
 const ORIGIN_OFFSET = 0.002;
-export const CLOSE_DISTANCE = 0.1;
+const CLOSE_DISTANCE = 0.1;
 const CONTACT_BAND = 0.025;
 const GRID_FRACTIONS = [-0.35, 0, 0.35];
 const TILT = Math.PI / 6;
@@ -213,7 +213,7 @@ export interface FacingDecision {
 }
 
 /** Steps 1–4: geometric evidence of this slot alone; null when it cannot decide. */
-export function decideFromProbe(quad: SlotQuad, probe: SlotProbe, kind: RoomKind): FacingDecision | null {
+function decideFromProbe(quad: SlotQuad, probe: SlotProbe, kind: RoomKind): FacingDecision | null {
   const { plus, minus } = probe;
   const closed = (s: SideProbe) => s.near >= 0.5;
   const open = (s: SideProbe) => s.near < 0.25;

@@ -14,7 +14,7 @@ import { isSlotMaterialName, SLOT_NAME_PATTERN } from '../../artifacts/format.ts
 import { determinant3, multiplyMat4 as multiply, type Mat4, type V3 } from '../../common/vec.ts';
 import { BAKE_LIMITS } from '../settings.ts';
 
-export { isSlotMaterialName, SLOT_NAME_PATTERN };
+export { SLOT_NAME_PATTERN };
 
 export const isSlotPrimitive = (primitive: Primitive): boolean => isSlotMaterialName(primitive.getMaterial()?.getName());
 
@@ -113,7 +113,7 @@ export class TriangleSoup {
 }
 
 /** Triangles a primitive draws (what appendWorldTriangles visits), from its counts alone. */
-export function drawnTriangleCount(primitive: Primitive): number {
+function drawnTriangleCount(primitive: Primitive): number {
   const mode = primitive.getMode();
   const n = primitive.getIndices()?.getCount() ?? primitive.getAttribute('POSITION')?.getCount() ?? 0;
   if (mode === TRIANGLES) return Math.floor(n / 3);

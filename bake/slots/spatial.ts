@@ -63,7 +63,7 @@ export interface OrientedBox {
 }
 
 /** Depth a frame occupies in front of its wall (the box spans [0, FRAME_DEPTH] along facing). */
-export const FRAME_DEPTH = 0.04;
+const FRAME_DEPTH = 0.04;
 
 /**
  * The space a frame claims: its rectangle grown by half the gap on every in-plane side, extruded

@@ -12,7 +12,7 @@ import { z } from 'zod';
 import type { ContentSnapshot } from '../content.ts';
 import { clamp, CONTROL_CHARS, MARKUP, sha256Hex } from './text.ts';
 
-export const EXHIBITION_FORMAT = 'museum-exhibition@1';
+const EXHIBITION_FORMAT = 'museum-exhibition@1';
 export const EXHIBITION_ID = /^[\w.:-]{1,64}$/;
 export const LIMITS = {
   placements: 60,
@@ -25,7 +25,7 @@ export const LIMITS = {
   depth: 12,
 } as const;
 /** Display lengths strings are clamped to. */
-export const CLAMP = { name: 120, title: 160, artist: 120, generator: 120, uid: 128, description: 600, collection: 120 } as const;
+const CLAMP = { name: 120, title: 160, artist: 120, generator: 120, uid: 128, description: 600, collection: 120 } as const;
 
 const text = (max: number, what: string) =>
   z
@@ -72,7 +72,7 @@ export type ExhibitionDocument = z.output<typeof ExhibitionDocument>;
 // ---------------------------------------------------------------------------------------------
 // The context (spec: GuideContext, GuideContextRoom, GuideContextArtwork)
 
-export const GuideContextRoom = z
+const GuideContextRoom = z
   .object({
     uid: z.string().describe('placement uid'),
     id: z.number().int().describe('museum room id'),
@@ -82,9 +82,9 @@ export const GuideContextRoom = z
     series: z.string().nullable(),
   })
   .meta({ id: 'GuideContextRoom' });
-export type GuideContextRoom = z.infer<typeof GuideContextRoom>;
+type GuideContextRoom = z.infer<typeof GuideContextRoom>;
 
-export const GuideContextArtwork = z
+const GuideContextArtwork = z
   .object({
     id: z.number().int().nullable().describe('museum artwork id, when the museum knows the work'),
     title: z.string(),
@@ -94,7 +94,7 @@ export const GuideContextArtwork = z
     roomUid: z.string().describe('placement uid of the room it hangs in'),
   })
   .meta({ id: 'GuideContextArtwork' });
-export type GuideContextArtwork = z.infer<typeof GuideContextArtwork>;
+type GuideContextArtwork = z.infer<typeof GuideContextArtwork>;
 
 export const GuideContext = z
   .object({

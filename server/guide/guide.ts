@@ -37,7 +37,7 @@ export interface Persona {
   brief: string;
 }
 
-export const DEFAULT_PERSONA: Persona = {
+const DEFAULT_PERSONA: Persona = {
   name: 'Museum Guide',
   kind: 'guide',
   brief: "The museum's own guide: warm, precise and brief, glad to point visitors to what is worth seeing.",
@@ -116,7 +116,7 @@ function indexOf(context: GuideContext): MatchIndex {
   return index;
 }
 
-export function findMatch(context: GuideContext, question: string, roomUid?: string, focus?: AskInput['focus']): Match {
+function findMatch(context: GuideContext, question: string, roomUid?: string, focus?: AskInput['focus']): Match {
   const q = ` ${matchKey(question)} `;
   const index = indexOf(context);
   const mentioned = <T>(list: Array<[string, T]>): T | undefined => list.find(([key]) => q.includes(` ${key} `))?.[1];
@@ -160,7 +160,7 @@ const VISIT_WORDS = 'exhibition|exhibit|show|room|rooms|gallery|here|this|these|
 const ABOUT_THE_VISIT = new RegExp(`\\b(${VISIT_WORDS}|museum|visit|start|begin|see|look)\\b`);
 
 /** Library-routed: nothing in the exhibition matches and the question is a real question, not about the visit. */
-export function routesToLibrary(question: string, match: Match): boolean {
+function routesToLibrary(question: string, match: Match): boolean {
   if (match.kind !== 'none') return false;
   const key = matchKey(question);
   return key.split(' ').length >= 3 && !ABOUT_THE_VISIT.test(key);
@@ -175,7 +175,7 @@ const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? o
 /** What a follow-up says first when the Library could not answer it. */
 const LIBRARY_UNREACHABLE = 'The Library could not be reached just now, so here is what the exhibition itself tells me.';
 
-export function contextAnswer(context: GuideContext, match: Match): string {
+function contextAnswer(context: GuideContext, match: Match): string {
   const roomOf = (uid: string) => context.rooms.find((r) => r.uid === uid);
   const parts: string[] = [];
   if (match.kind === 'artwork' && match.artworks.length) {
@@ -239,7 +239,7 @@ function summary(context: GuideContext): string {
 // Personas
 
 /** The display name of a character record (`name` is a list whose first element is the name). */
-export function characterName(record: Record<string, unknown>): string | null {
+function characterName(record: Record<string, unknown>): string | null {
   const name = Array.isArray(record.name) ? record.name[0] : record.name;
   const cleaned = typeof name === 'string' ? cleanName(name, 80) : '';
   return cleaned === '' ? null : cleaned;
@@ -262,7 +262,7 @@ function characterPersona(record: Record<string, unknown>, name: string): Person
 }
 
 /** A supplied soul document: its first `# Heading` (or `name:` line) names the persona. */
-export function soulPersona(soul: string): Persona {
+function soulPersona(soul: string): Persona {
   const heading = /^\s*#{1,3}\s+(.+)$/m.exec(soul)?.[1] ?? /^\s*name\s*:\s*(.+)$/im.exec(soul)?.[1];
   const name = heading ? cleanName(heading.replace(/[#*_`]/g, ''), 80) : '';
   return {

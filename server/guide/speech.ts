@@ -10,7 +10,7 @@ import { LRUCache } from 'lru-cache';
 import type { Redis } from 'ioredis';
 import type { SpeechEngine } from '../upstream/tts.ts';
 
-export const CHUNK_CHARS = 220;
+const CHUNK_CHARS = 220;
 
 /**
  * Sentence-aligned chunks of at most `max` characters: whole sentences are packed together; a
@@ -54,7 +54,7 @@ interface Clip {
  * fetch a clip URL from any instance behind the load balancer. Only the text and voice are
  * shared; each instance synthesizes and caches the audio it serves.
  */
-export interface ClipRegistry {
+interface ClipRegistry {
   put(id: string, clip: { text: string; voice?: string }, ttlMs: number): void;
   /** The clip and its remaining lifetime; null when unknown, expired or unreachable. */
   get(id: string): Promise<{ text: string; voice?: string; ttlMs: number } | null>;

@@ -13,7 +13,7 @@ import type { ExhibitionStore } from '../state/exhibitions.ts';
 import type { GuideContext } from './exhibitions.ts';
 import { cleanText } from './text.ts';
 
-export const MAX_STARTERS = 6;
+const MAX_STARTERS = 6;
 const QUESTION_CHARS = 160;
 
 type Category = 'starter' | 'artwork' | 'artist' | 'room' | 'architect';
@@ -98,7 +98,7 @@ export function templateStarters(context: GuideContext): string[] {
 }
 
 /** Questions from a model's reply: one per line, bullets and numbering removed, questions only. */
-export function parseStarters(reply: string): string[] {
+function parseStarters(reply: string): string[] {
   const questions = reply
     .split('\n')
     .map((line) => cleanText(line.replace(/^\s*(?:[-*•]|\d+[.)])\s*/, '').replace(/^["']|["']$/g, ''), QUESTION_CHARS))

@@ -24,7 +24,7 @@ const presentedKey = (headers: IncomingHttpHeaders): string | null => {
 };
 
 /** On every 401 (RFC 9110: a 401 names the scheme it wants). */
-export const WWW_AUTHENTICATE = { 'WWW-Authenticate': 'Bearer realm="museum"' } as const;
+const WWW_AUTHENTICATE = { 'WWW-Authenticate': 'Bearer realm="museum"' } as const;
 
 // Shared instances: refusing a request should cost little (an Error captures a stack when created).
 const KEY_INVALID = new HttpError(401, 'UNAUTHORIZED', 'Invalid or revoked API key', WWW_AUTHENTICATE);
@@ -42,7 +42,7 @@ const failure = (err: unknown): HttpError => {
  * The id of the active key presented, or the error to answer:
  * synchronous when the key store answers from memory, a promise when it must ask its database.
  */
-export function authenticate(keys: KeyStore, presented: string | null): number | HttpError | Promise<number | HttpError> {
+function authenticate(keys: KeyStore, presented: string | null): number | HttpError | Promise<number | HttpError> {
   if (!presented) return KEY_MISSING;
   const keyId = keys.verify(presented);
   return keyId instanceof Promise ? keyId.then(verdict, failure) : verdict(keyId);

@@ -34,7 +34,7 @@ const INTERNAL = new HttpError(500, 'INTERNAL', 'Internal server error');
 const answers = new WeakMap<HttpError, RawAnswer & { body: Buffer }>();
 
 /** The answer for an error: status, its headers, the envelope (serialized once per error instance). */
-export function errorAnswer(error: HttpError): RawAnswer & { body: Buffer } {
+function errorAnswer(error: HttpError): RawAnswer & { body: Buffer } {
   let answer = answers.get(error);
   if (!answer) {
     const body = Buffer.from(JSON.stringify(envelopeOf(error)));
@@ -52,7 +52,7 @@ export function errorAnswer(error: HttpError): RawAnswer & { body: Buffer } {
  * What a thrown value answers: an HttpError as it is, a client error raised by Koa itself (e.g.
  * malformed URL encoding) with a generic message, anything else a generic 500 whose detail is logged.
  */
-export function httpErrorOf(err: unknown, log: Logger, request: { requestId: string; method?: string; url?: string }): HttpError {
+function httpErrorOf(err: unknown, log: Logger, request: { requestId: string; method?: string; url?: string }): HttpError {
   if (err instanceof HttpError) return err;
   const status = httpStatusOf(err);
   if (status !== 500) return new HttpError(status, codeForStatus(status), CLIENT_MESSAGES[status] ?? 'Bad request');

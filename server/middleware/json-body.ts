@@ -7,7 +7,7 @@ import { HttpError } from '../errors.ts';
 import type { MuseumContext, MuseumMiddleware } from '../types.ts';
 import { continueIfExpected } from './connections.ts';
 
-export const JSON_BODY_LIMIT = 1024 * 1024;
+const JSON_BODY_LIMIT = 1024 * 1024;
 
 export function jsonBody(options: { optional?: boolean; limit?: number } = {}): MuseumMiddleware {
   const limit = options.limit ?? JSON_BODY_LIMIT;

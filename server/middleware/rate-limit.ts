@@ -62,7 +62,7 @@ export class MemoryRateLimitStore implements RateLimitStore {
   }
 }
 
-export const KEY_LIMIT = { limit: 120, windowMs: 60_000 } as const;
+const KEY_LIMIT = { limit: 120, windowMs: 60_000 } as const;
 
 /** Count a keyed request: the decision for key `keyId`. */
 export const hitKeyLimit = (store: RateLimitStore, keyId: number): RateDecision | Promise<RateDecision> =>

@@ -35,7 +35,7 @@ export function requestContext(options: { trustProxy: boolean }): MuseumMiddlewa
  * The socket address, unless TRUST_PROXY: then the right-most X-Forwarded-For entry (the one our
  * own proxy appended) — never the left-most, which any client can forge.
  */
-export function clientIp(req: IncomingMessage, trustProxy: boolean): string {
+function clientIp(req: IncomingMessage, trustProxy: boolean): string {
   if (trustProxy) {
     const header = req.headers['x-forwarded-for'];
     const forwarded = Array.isArray(header) ? header.join(',') : (header ?? '');

@@ -66,7 +66,7 @@ const encodeText = (text: string): Frame => {
   return { raw, chunked: Buffer.concat([head, raw, Buffer.from('\r\n')]) };
 };
 
-export const encodeEvent = (event: PresenceEvent): Frame => encodeText(`data: ${JSON.stringify(event)}\n\n`);
+const encodeEvent = (event: PresenceEvent): Frame => encodeText(`data: ${JSON.stringify(event)}\n\n`);
 
 const KEEPALIVE = encodeText(': keepalive\n\n');
 /** Sent as a stream ends with the server (shutdown): reconnect soon, to whichever instance answers. */

@@ -12,14 +12,14 @@ import { type ContentSnapshot, perSnapshot } from '../content.ts';
 import { notFound } from '../errors.ts';
 import { KEYED_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
 
-export const ARTWORKS_DEFAULT_LIMIT = 25;
+const ARTWORKS_DEFAULT_LIMIT = 25;
 const CACHED_PAGES = 512;
 const CACHED_MATCHES = 256;
 /** Longer query keys are answered without caching (they are rare and would bloat the cache). */
 const MAX_CACHE_KEY = 512;
 
 /** The museum collection slugs a `collection` filter matches: each named slug plus its published descendants. */
-export function expandCollectionFilter(snapshot: ContentSnapshot, filter: string): Set<string> {
+function expandCollectionFilter(snapshot: ContentSnapshot, filter: string): Set<string> {
   const slugs = new Set<string>();
   const visit = (slug: string) => {
     if (slugs.has(slug)) return;
@@ -95,7 +95,8 @@ const ListQuery = z.object({
     .string()
     .optional()
     .describe(
-      "comma-separated museum collection slugs (GET /v1/collections); an artwork matches when its museum collection is one of them or a (published) descendant of one of them — a parent collection's slug also matches its child collections' artworks. The artwork's own `collection` field is its marketplace collection, which this filter does not match",
+      'comma-separated museum collection slugs (GET /v1/collections); an artwork matches when its museum collection is one of them or ' +
+        "a (published) descendant of one of them — a parent collection's slug also matches its child collections' artworks. The artwork's own `collection` field is its marketplace collection, which this filter does not match",
     ),
   search: z.string().optional().describe('case-insensitive substring of the artwork title or the artist name'),
   page: pageParam(),

@@ -18,7 +18,8 @@ const ListQuery = z.object({
     .string()
     .optional()
     .describe(
-      'comma-separated field names; unknown and heavy fields (agent_profiles, bot_profile, codex_document) are ignored; id is always included',
+      'comma-separated field names; unknown and heavy fields (agent_profiles, bot_profile, codex_document) are ignored; id is always ' +
+        'included',
     ),
 });
 const DetailQuery = z.object({

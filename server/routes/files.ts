@@ -67,9 +67,12 @@ export const filesRoutes: RouteModule = (api, { files, variants }) => {
     response: {
       binary: '*/*',
       description:
-        'The file (Content-Type from its extension; ETag = its sha256; Cache-Control: public, max-age=31536000, immutable; HEAD and a single byte Range supported). ' +
-        'GLB and JSON files are sent Content-Encoding br or gzip when Accept-Encoding allows and it saves bytes (precompressed at bake; Vary: Accept-Encoding; ' +
-        'ETag `"<sha256>.br"` / `"<sha256>.gz"` per representation); a Range request gets the identity bytes. With width/format: the transformed image, cached.',
+        'The file (Content-Type from its extension; ETag = its sha256; Cache-Control: public, max-age=31536000, immutable; HEAD and a ' +
+        'single byte Range supported). ' +
+        'GLB and JSON files are sent Content-Encoding br or gzip when Accept-Encoding allows and it saves bytes (precompressed at ' +
+        'bake; Vary: Accept-Encoding; ' +
+        'ETag `"<sha256>.br"` / `"<sha256>.gz"` per representation); a Range request gets the identity bytes. With width/format: the ' +
+        'transformed image, cached.',
       ranges: true,
     },
     errors: [304, 400, 404, 416, 503],

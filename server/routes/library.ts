@@ -24,14 +24,14 @@ import {
   LibrarySearchResult,
 } from '../upstream/library.ts';
 
-export const SSE_HEADERS = {
+const SSE_HEADERS = {
   'Content-Type': 'text/event-stream',
   'Cache-Control': 'no-cache, no-transform',
   'X-Accel-Buffering': 'no',
 } as const;
 
 /** A signal that fires when the client goes away before its response was completely sent. */
-export function clientGone(ctx: Pick<RouteContext, 'res'>): AbortSignal {
+function clientGone(ctx: Pick<RouteContext, 'res'>): AbortSignal {
   const controller = new AbortController();
   ctx.res.once('close', () => {
     if (!ctx.res.writableFinished) controller.abort();
@@ -86,7 +86,9 @@ export const libraryRoutes: RouteModule = (api, { library: configured, log }) =>
     access: 'key',
     body: LibraryAskRequest,
     response: {
-      sse: 'Frames `data: <JSON>`: {content} token chunks, {sources}, {graph_context}, {thinking} and {sub_questions} (use_agentic), then {done: true}, possibly followed by {memory_update} (the conversation memory to keep for the next question) and, when the Library restarts, an `event: shutdown` frame; the stream ends when the Library closes it. Comment lines (`: ping`) are heartbeats.',
+      sse:
+        'Frames `data: <JSON>`: {content} token chunks, {sources}, {graph_context}, {thinking} and {sub_questions} (use_agentic), ' +
+        'then {done: true}, possibly followed by {memory_update} (the conversation memory to keep for the next question) and, when the Library restarts, an `event: shutdown` frame; the stream ends when the Library closes it. Comment lines (`: ping`) are heartbeats.',
     },
     errors: [502, 503],
     async handler(ctx, { body }) {

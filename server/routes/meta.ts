@@ -8,10 +8,11 @@ import type { RouteTable, RouteModule } from '../route-table.ts';
 import type { OpenApiInfo } from '../openapi.ts';
 import { PUBLIC_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
 
-export const API_VERSION = '1.0.0';
+const API_VERSION = '1.0.0';
 const API_NAME = 'Museum Art Data API';
 const DESCRIPTION =
-  "The museum's published collections, artworks with normalized media, 3D rooms with baked wall-slot anchors, characters, search, the Library, souls, presence and the exhibition guide.";
+  "The museum's published collections, artworks with normalized media, 3D rooms with baked wall-slot anchors, characters, search, the " +
+  'Library, souls, presence and the exhibition guide.';
 
 /** What the document says about itself; `publicUrl` is offered as a second server beside this origin. */
 const openApiInfo = (publicUrl: string): OpenApiInfo => ({
@@ -49,7 +50,8 @@ export const metaRoutes: RouteModule = (api, { config }) => {
           description: DESCRIPTION,
           documentation: `${config.publicUrl}/v1/openapi.json`,
           authentication:
-            'Send your key as `X-API-Key: <key>` or `Authorization: Bearer <key>`. Public: GET /v1, GET /v1/rooms/{id}/slots, presence and guide routes.',
+            'Send your key as `X-API-Key: <key>` or `Authorization: Bearer <key>`. Public: GET /v1, GET /v1/rooms/{id}/slots, presence ' +
+            'and guide routes.',
           endpoints: api.endpoints,
         },
       },

@@ -10,14 +10,14 @@ import { withoutInvisibles } from '../guide/text.ts';
 import { type PresenceHub, SSE_HEADERS } from '../presence/hub.ts';
 import type { Seat } from '../presence/seats.ts';
 
-export const HANDLE_MAX = 48;
+const HANDLE_MAX = 48;
 
 /**
  * A handle as listeners see it: control characters, bidi overrides, invisible (zero-width)
  * characters and angle brackets removed, trimmed, at most 48 characters (code points, so no half
  * emoji), `anon` when nothing is left.
  */
-export function cleanHandle(handle: string | null | undefined): string {
+function cleanHandle(handle: string | null | undefined): string {
   const cleaned = withoutInvisibles(handle ?? '')
     .replace(/[<>]/g, '')
     .trim();

@@ -30,9 +30,9 @@ export const EXHIBITION_BOUNDS = {
 } as const;
 export const DAY_MS = 86_400_000;
 
-export type RegisterOutcome = 'created' | 'updated' | 'unchanged';
+type RegisterOutcome = 'created' | 'updated' | 'unchanged';
 export type ContextBuilder = (times: { registeredAt: string; updatedAt: string }, starters: string[]) => GuideContext;
-export interface Registered {
+interface Registered {
   outcome: RegisterOutcome;
   ownerToken?: string;
   context: GuideContext;
@@ -68,7 +68,7 @@ export interface StoredExhibition {
   read_at: number;
 }
 
-export const hashToken = (token: string): Buffer => Buffer.from(sha256Hex(token), 'hex');
+const hashToken = (token: string): Buffer => Buffer.from(sha256Hex(token), 'hex');
 const newOwnerToken = (): string => `exh_${randomBytes(24).toString('hex')}`;
 export const isExpired = (row: { updated_at: number; read_at: number }, ttlMs: number, now: number): boolean =>
   Math.max(Number(row.updated_at), Number(row.read_at)) < now - ttlMs;
@@ -131,7 +131,8 @@ export function planRegistration(
     throw new HttpError(
       413,
       'PAYLOAD_TOO_LARGE',
-      `This exhibition's guide context would take ${Math.ceil(bytes / 1024)} KB; at most ${EXHIBITION_BOUNDS.storedBytes / 1024} KB is stored`,
+      `This exhibition's guide context would take ${Math.ceil(bytes / 1024)} KB; at most ${EXHIBITION_BOUNDS.storedBytes / 1024} KB is ` +
+        `stored`,
     );
   }
   return { ...plan, json };

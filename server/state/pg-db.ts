@@ -114,7 +114,8 @@ async function takeMigrationLock(client: pg.Client, deadline: number, waitMs: nu
   } catch (err) {
     if ((err as { code?: string }).code !== '55P03') throw err;
     throw new Error(
-      `the migration lock (pg_advisory_lock ${MIGRATION_LOCK}) was held by another session for the whole start wait (${waitMs} ms); is a migration stuck?`,
+      `the migration lock (pg_advisory_lock ${MIGRATION_LOCK}) was held by another session for the whole start wait (${waitMs} ms); is ` +
+        `a migration stuck?`,
     );
   }
   // The migrations' own statements wait as the database is configured to.
@@ -123,7 +124,8 @@ async function takeMigrationLock(client: pg.Client, deadline: number, waitMs: nu
 
 async function applyMigrations(client: pg.Client): Promise<void> {
   await client.query(
-    'CREATE TABLE IF NOT EXISTS museum_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())',
+    'CREATE TABLE IF NOT EXISTS museum_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL ' +
+      'DEFAULT now())',
   );
   const { rows } = await client.query<{ version: number }>('SELECT version FROM museum_migrations');
   const applied = new Set(rows.map((r) => r.version));

@@ -37,7 +37,8 @@ export class PgExhibitionStore implements ExhibitionStore {
     try {
       // One round trip: the context travels only when the cached one is not current.
       ({ rows } = await this.db.query<(typeof rows)[number]>(
-        'SELECT updated_at, read_at, content_hash, CASE WHEN updated_at = $2 THEN NULL ELSE context END AS context FROM exhibitions WHERE id = $1',
+        'SELECT updated_at, read_at, content_hash, CASE WHEN updated_at = $2 THEN NULL ELSE context END AS context FROM exhibitions ' +
+          'WHERE id = $1',
         [id, cachedStamp ?? -1],
       ));
     } catch (err) {
@@ -81,7 +82,8 @@ export class PgExhibitionStore implements ExhibitionStore {
         return plan;
       }
       const { rows: quota } = await c.query<{ count: number }>(
-        'INSERT INTO exhibition_registrations (ip, day, count) VALUES ($1, $2, 1) ON CONFLICT (ip, day) DO UPDATE SET count = exhibition_registrations.count + 1 RETURNING count',
+        'INSERT INTO exhibition_registrations (ip, day, count) VALUES ($1, $2, 1) ON CONFLICT (ip, day) DO UPDATE SET count = ' +
+          'exhibition_registrations.count + 1 RETURNING count',
         [clientBucket(origin.ip), dayOf(now)], // an IPv6 client counts by its /64
       );
       // Thrown inside the transaction: the count rolls back with it.

@@ -70,7 +70,8 @@ export class PgKeyStore implements KeyStore {
     });
     this.uses = new UseBatch(async (pending) => {
       await db.query(
-        'UPDATE api_keys SET last_used_at = GREATEST(COALESCE(api_keys.last_used_at, 0), u.at) FROM unnest($1::bigint[], $2::bigint[]) AS u(id, at) WHERE api_keys.id = u.id',
+        'UPDATE api_keys SET last_used_at = GREATEST(COALESCE(api_keys.last_used_at, 0), u.at) FROM unnest($1::bigint[], $2::bigint[]) ' +
+          'AS u(id, at) WHERE api_keys.id = u.id',
         [[...pending.keys()], [...pending.values()]],
       );
     });
@@ -88,7 +89,8 @@ export class PgKeyStore implements KeyStore {
     try {
       // One statement for the lot.
       await this.db.query(
-        'INSERT INTO api_keys (name, prefix, hash, created_at) SELECT n, p, h, $4 FROM unnest($1::text[], $2::text[], $3::bytea[]) AS k(n, p, h)',
+        'INSERT INTO api_keys (name, prefix, hash, created_at) SELECT n, p, h, $4 FROM unnest($1::text[], $2::text[], $3::bytea[]) AS ' +
+          'k(n, p, h)',
         [clean, keys.map((k) => k.slice(0, PREFIX_LENGTH)), keys.map(hashKey), now],
       );
     } catch (err) {

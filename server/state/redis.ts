@@ -43,7 +43,7 @@ export async function connectRedis(url: string, log: Logger, waitMs = 1_000): Pr
 }
 
 /** After a command timeout, calls skip Redis for this long instead of each waiting out another. */
-export const FAIL_FAST_MS = 500;
+const FAIL_FAST_MS = 500;
 
 /**
  * Whether a failure cost a command timeout (Redis stalled: stopped, partitioned, busy with a long

@@ -52,8 +52,8 @@ export const SUMMARY_FIELDS = [
 ] as const;
 export const DETAIL_FIELDS = ['biography', 'characterization', 'confession', 'writing_flavor'] as const;
 /** Excluded from lists regardless of `fields`; on the detail only with include=profiles. */
-export const HEAVY_FIELDS = ['agent_profiles', 'bot_profile'] as const;
-export const CODEX_FIELD = 'codex_document';
+const HEAVY_FIELDS = ['agent_profiles', 'bot_profile'] as const;
+const CODEX_FIELD = 'codex_document';
 
 /** What a list may select with `fields`: everything but the heavy blobs and the codex document. */
 const LIST_SELECTABLE = new Set<string>([...SUMMARY_FIELDS, ...DETAIL_FIELDS]);
@@ -376,7 +376,7 @@ function ipfsUri(raw: unknown): string | null {
 }
 
 /** The list selection: known light fields in the documented order, `id` always; default = summary. */
-export function selectListFields(requested: string[] | undefined): string[] {
+function selectListFields(requested: string[] | undefined): string[] {
   const wanted = new Set((requested ?? []).map((f) => f.trim()).filter((f) => LIST_SELECTABLE.has(f)));
   if (wanted.size === 0) return [...SUMMARY_FIELDS];
   return ['id', ...[...SUMMARY_FIELDS, ...DETAIL_FIELDS].filter((f) => f !== 'id' && wanted.has(f))];

@@ -18,7 +18,7 @@ export const LIBRARY_MAX_FRAME_CHARS = 2 * 1024 * 1024;
 /** Largest whole answer stream (bytes): past it the answer fails with 502 (or the stream ends). */
 export const LIBRARY_MAX_ANSWER_BYTES = 16 * 1024 * 1024;
 /** Spec: the last 20 turns of conversation_history are kept. */
-export const HISTORY_TURNS = 20;
+const HISTORY_TURNS = 20;
 
 // ---------------------------------------------------------------------------------------------
 // Request bodies (spec table) — shared by the routes and by other callers (the guide)
@@ -53,7 +53,7 @@ export type LibrarySearchRequest = z.output<typeof LibrarySearchRequest>;
 // ---------------------------------------------------------------------------------------------
 // Public shapes (spec)
 
-export const LibrarySource = z
+const LibrarySource = z
   .object({
     document_id: z.union([z.string(), z.number()]),
     content: z.string().describe('excerpt text'),
@@ -61,7 +61,7 @@ export const LibrarySource = z
     metadata: z.record(z.string(), z.unknown()).describe('carries filename'),
   })
   .meta({ id: 'LibrarySource' });
-export type LibrarySource = z.infer<typeof LibrarySource>;
+type LibrarySource = z.infer<typeof LibrarySource>;
 
 export const LibraryAnswer = z
   .object({

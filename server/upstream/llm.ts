@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { UpstreamHttp } from './http.ts';
 
-export const LLM_SERVICE = 'guide language model';
+const LLM_SERVICE = 'guide language model';
 
 export interface ChatMessage {
   role: 'system' | 'user' | 'assistant';

@@ -11,7 +11,7 @@ import { UpstreamHttp } from './http.ts';
 
 export const SOULS_SERVICE = 'signed-identity service';
 
-export const SoulDocument = z
+const SoulDocument = z
   .looseObject({
     content: z.string().describe('markdown identity document'),
     contentHash: z.string().describe('keccak256 of content'),

@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import type { Logger } from 'pino';
 import { BodyTooLarge, deadline, readBody, UpstreamError } from './http.ts';
 
-export const SPEECH_SERVICE = 'speech engine';
+const SPEECH_SERVICE = 'speech engine';
 
 export interface SpeechEngine {
   readonly name: string;

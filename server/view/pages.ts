@@ -128,7 +128,8 @@ export function viewerPage(assets: PageAssets, data: Extract<ViewData, { kind: '
       '<h2>Model</h2><p id="model"></p>',
       '<h2>Record</h2><div id="record"></div>',
       '<h2>Legend</h2><ul id="legend"></ul>',
-      '<p class="help">Orbit: drag to turn, scroll to zoom, right-drag to pan. Walk: W A S D or arrows (Shift to hurry), drag to look. Click a frame for its record.</p>',
+      '<p class="help">Orbit: drag to turn, scroll to zoom, right-drag to pan. Walk: W A S D or arrows (Shift to hurry), drag to look. ' +
+        'Click a frame for its record.</p>',
       '</aside>',
     ],
   });

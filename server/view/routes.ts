@@ -20,7 +20,7 @@ const ROOM_ID = /^[1-9]\d{0,15}$/;
 const IMMUTABLE = 'public, max-age=31536000, immutable';
 
 /** What the page needs of a room, as same-origin paths (the page never sees PUBLIC_URL). */
-export function viewRoom(snapshot: ContentSnapshot, id: number): ViewRoom | null {
+function viewRoom(snapshot: ContentSnapshot, id: number): ViewRoom | null {
   const room = snapshot.roomsById.get(id);
   if (!room) return null;
   const path = (ref: { sha256: string; ext: string } | null) => (ref ? `/files/${ref.sha256}.${ref.ext}` : null);
@@ -48,7 +48,7 @@ function askedVariant(ctx: RouteContext): string | null {
   return value ? value.slice(0, VARIANT_PARAM_MAX) : null;
 }
 
-export const textureUrl = (artworkId: number) => `/view/textures/artworks/${artworkId}.webp`;
+const textureUrl = (artworkId: number) => `/view/textures/artworks/${artworkId}.webp`;
 
 export const viewRoutes: RouteModule = (api, services) => {
   const { content, config, log } = services;

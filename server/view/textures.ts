@@ -42,10 +42,10 @@ export interface TextureOptions {
 const RECIPE = 'tex1';
 const DECODABLE = new Set(['jpeg', 'png', 'webp', 'gif', 'avif', 'heif', 'tiff']);
 
-export class TextureError extends Error {}
+class TextureError extends Error {}
 
 /** The still image of an artwork: its media when that is an image. */
-export const stillImageUrl = (artwork: Artwork): string | null =>
+const stillImageUrl = (artwork: Artwork): string | null =>
   artwork.media && artwork.media.type === 'image' && /^https?:\/\//i.test(artwork.media.url) ? artwork.media.url : null;
 
 /** Where a texture is made from: an outside image URL, or a file of the artifacts (by its file id). */

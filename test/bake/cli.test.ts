@@ -116,46 +116,50 @@ describe('museum bake (CLI)', () => {
     }
   });
 
-  it('bake room --previous keeps the published anchors still valid and reports what changed; an unreadable one is a usage error, said in one line', async () => {
-    const dir = tmp('museum-cli-previous-');
-    const hall = async (east: number, file: string) => {
-      const b = new RoomBuilder('Hall');
-      b.floorAndCeiling('Hall', [0, 0], [east, 8], 4, b.material('Floor'), b.material('Ceiling'));
-      b.innerWalls(east, 8, 4, b.material('Wall'));
-      await writeFile(join(dir, file), await writeGlb(b.document));
-      return join(dir, file);
-    };
-    const bake = (model: string, slots: number, ...more: string[]) => {
-      const run = museum('bake', 'room', model, '--room', '3', '--slots', String(slots), '--out', join(dir, 'data'), '--json', ...more);
-      expect(run.status, run.stderr).toBe(0);
-      const report = JSON.parse(run.stdout);
-      return { report, data: RoomSlotData.parse(JSON.parse(readFileSync(report.files.slot_data.path, 'utf8'))) };
-    };
-    const pose = (s: RoomSlot) => [s.id, s.position, s.quaternion, s.width, s.height];
-    const model = await hall(10, 'hall.glb');
-    const first = bake(model, 4);
-    expect(first.report.slot_changes).toMatchObject({ had_previous: false, added: 4 });
-    const previous = join(dir, 'previous.json');
-    await writeFile(previous, JSON.stringify(first.data));
-    // More onchain slots: the published four stay exactly, two are added.
-    const raised = bake(model, 6, '--previous', previous);
-    expect(raised.report.slot_changes).toEqual({ had_previous: true, kept: 4, moved: 0, largest_move: 0, added: 2, removed: 0 });
-    expect(raised.data.slots.slice(0, 4).map(pose)).toEqual(first.data.slots.map(pose));
-    // The model changed (its east wall moved): the anchors on the other walls keep their ids and poses.
-    const edited = bake(await hall(10.5, 'hall-edited.glb'), 4, '--previous', previous);
-    const changes = edited.report.slot_changes;
-    expect(changes.had_previous).toBe(true);
-    expect(changes.kept).toBeGreaterThan(0);
-    expect(changes.kept + changes.moved + changes.added).toBe(4);
-    const before = new Map(first.data.slots.map((s) => [s.id, pose(s)]));
-    expect(edited.data.slots.filter((s) => JSON.stringify(pose(s)) === JSON.stringify(before.get(s.id))).length).toBe(changes.kept);
-    // People read the same facts without --json.
-    const text = museum('bake', 'room', model, '--room', '3', '--slots', '6', '--out', join(dir, 'data'), '--previous', previous);
-    expect(text.stdout).toMatch(/^anchors +4 kept.* against --previous$/m);
-    await writeFile(join(dir, 'garbage.json'), '{"slots": 3}');
-    const bad = museum('bake', 'room', model, '--room', '3', '--out', join(dir, 'data'), '--previous', join(dir, 'garbage.json'));
-    expect([bad.status, bad.stderr]).toEqual([2, `error: --previous ${join(dir, 'garbage.json')} is not readable RoomSlotData\n`]);
-  });
+  it(
+    'bake room --previous keeps the published anchors still valid and reports what changed; an unreadable one is a usage error, said ' +
+      'in one line',
+    async () => {
+      const dir = tmp('museum-cli-previous-');
+      const hall = async (east: number, file: string) => {
+        const b = new RoomBuilder('Hall');
+        b.floorAndCeiling('Hall', [0, 0], [east, 8], 4, b.material('Floor'), b.material('Ceiling'));
+        b.innerWalls(east, 8, 4, b.material('Wall'));
+        await writeFile(join(dir, file), await writeGlb(b.document));
+        return join(dir, file);
+      };
+      const bake = (model: string, slots: number, ...more: string[]) => {
+        const run = museum('bake', 'room', model, '--room', '3', '--slots', String(slots), '--out', join(dir, 'data'), '--json', ...more);
+        expect(run.status, run.stderr).toBe(0);
+        const report = JSON.parse(run.stdout);
+        return { report, data: RoomSlotData.parse(JSON.parse(readFileSync(report.files.slot_data.path, 'utf8'))) };
+      };
+      const pose = (s: RoomSlot) => [s.id, s.position, s.quaternion, s.width, s.height];
+      const model = await hall(10, 'hall.glb');
+      const first = bake(model, 4);
+      expect(first.report.slot_changes).toMatchObject({ had_previous: false, added: 4 });
+      const previous = join(dir, 'previous.json');
+      await writeFile(previous, JSON.stringify(first.data));
+      // More onchain slots: the published four stay exactly, two are added.
+      const raised = bake(model, 6, '--previous', previous);
+      expect(raised.report.slot_changes).toEqual({ had_previous: true, kept: 4, moved: 0, largest_move: 0, added: 2, removed: 0 });
+      expect(raised.data.slots.slice(0, 4).map(pose)).toEqual(first.data.slots.map(pose));
+      // The model changed (its east wall moved): the anchors on the other walls keep their ids and poses.
+      const edited = bake(await hall(10.5, 'hall-edited.glb'), 4, '--previous', previous);
+      const changes = edited.report.slot_changes;
+      expect(changes.had_previous).toBe(true);
+      expect(changes.kept).toBeGreaterThan(0);
+      expect(changes.kept + changes.moved + changes.added).toBe(4);
+      const before = new Map(first.data.slots.map((s) => [s.id, pose(s)]));
+      expect(edited.data.slots.filter((s) => JSON.stringify(pose(s)) === JSON.stringify(before.get(s.id))).length).toBe(changes.kept);
+      // People read the same facts without --json.
+      const text = museum('bake', 'room', model, '--room', '3', '--slots', '6', '--out', join(dir, 'data'), '--previous', previous);
+      expect(text.stdout).toMatch(/^anchors +4 kept.* against --previous$/m);
+      await writeFile(join(dir, 'garbage.json'), '{"slots": 3}');
+      const bad = museum('bake', 'room', model, '--room', '3', '--out', join(dir, 'data'), '--previous', join(dir, 'garbage.json'));
+      expect([bad.status, bad.stderr]).toEqual([2, `error: --previous ${join(dir, 'garbage.json')} is not readable RoomSlotData\n`]);
+    },
+  );
 
   it('a usage error found by a command (bake gc --grace) is said, not only exit 2', () => {
     const run = museum('bake', 'gc', '--out', tmp('museum-cli-gc-'), '--grace', '5x');

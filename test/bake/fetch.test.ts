@@ -234,7 +234,8 @@ describe("a model's resources stay in its own folder or origin", () => {
         .resolveModel(`${server.url}/rooms/a.gltf`)
         .catch((e: Error) => e);
       expect((error as Error).message).toBe(
-        `${server.url}/rooms/a.gltf: resource "${other.url}/latest/meta-data/" refused: a remote model's resources must come from its own origin`,
+        `${server.url}/rooms/a.gltf: resource "${other.url}/latest/meta-data/" refused: a remote model's resources must come from its ` +
+          `own origin`,
       );
       server.files.set('/rooms/b.gltf', { body: Buffer.from(gltfWith('file:///etc/hostname')) });
       expect(

@@ -124,7 +124,7 @@ function pngChunk(type: string, data: Buffer): Buffer {
 }
 
 /** A tiny PNG whose header declares width×height pixels (the pixel data is not really there). */
-export function pngDeclaring(width: number, height: number): Buffer {
+function pngDeclaring(width: number, height: number): Buffer {
   const ihdr = Buffer.alloc(13);
   ihdr.writeUInt32BE(width, 0);
   ihdr.writeUInt32BE(height, 4);

@@ -147,52 +147,57 @@ describe('museum bake gc', () => {
     expect((await collectGarbage(data, { keep: 1, graceMs: 0 })).removed.map((f) => f.name)).toEqual([fileName(old)]);
   });
 
-  it('museum bake gc (the CLI as shipped): exit 1 while a bake holds the lock; --dry-run lists what would go and removes nothing; a real run removes exactly those', async () => {
-    const data = tmp('museum-gc-cli-');
-    const kept = await fileOfAge(data, 'kept', 6 * HOUR);
-    const old = await fileOfAge(data, 'old', 6 * HOUR);
-    const orphan = await fileOfAge(data, 'orphan', 6 * HOUR);
-    const young = await fileOfAge(data, 'young', 60_000);
-    const picture = await fileOfAge(data, 'plan picture of a room no manifest has', 6 * HOUR);
-    await publishWith(data, 'b1', Date.now() - 5 * HOUR, [old]);
-    await publishWith(data, 'b2', Date.now() - 4 * HOUR, [kept]);
-    await writeQaFactsOfAge(data, 9, { key: 'k9', kind: 'room', planPicture: picture, optimizerWarnings: [] }, 6 * HOUR);
-    const everything = () => readdirSync(data, { recursive: true }).map(String).sort();
-    const before = everything();
+  it(
+    'museum bake gc (the CLI as shipped): exit 1 while a bake holds the lock; --dry-run lists what would go and removes nothing; a ' +
+      'real run removes exactly those',
+    async () => {
+      const data = tmp('museum-gc-cli-');
+      const kept = await fileOfAge(data, 'kept', 6 * HOUR);
+      const old = await fileOfAge(data, 'old', 6 * HOUR);
+      const orphan = await fileOfAge(data, 'orphan', 6 * HOUR);
+      const young = await fileOfAge(data, 'young', 60_000);
+      const picture = await fileOfAge(data, 'plan picture of a room no manifest has', 6 * HOUR);
+      await publishWith(data, 'b1', Date.now() - 5 * HOUR, [old]);
+      await publishWith(data, 'b2', Date.now() - 4 * HOUR, [kept]);
+      await writeQaFactsOfAge(data, 9, { key: 'k9', kind: 'room', planPicture: picture, optimizerWarnings: [] }, 6 * HOUR);
+      const everything = () => readdirSync(data, { recursive: true }).map(String).sort();
+      const before = everything();
 
-    const release = await lockDataDir(data);
-    let locked: ReturnType<typeof museum>;
-    try {
-      locked = museum('bake', 'gc', '--out', data, '--keep', '1');
-    } finally {
-      await release();
-    }
-    expect([locked.status, locked.stdout]).toEqual([1, '']);
-    expect(locked.stderr).toBe(
-      `museum: ${data} is being baked by pid ${process.pid} on ${hostname()}, since ${locked.stderr.match(/since (\S+);/)?.[1]}; wait for it, or remove ${artifactPaths(data).lock} if that bake is gone\n`,
-    );
-    expect(everything()).toEqual(before);
+      const release = await lockDataDir(data);
+      let locked: ReturnType<typeof museum>;
+      try {
+        locked = museum('bake', 'gc', '--out', data, '--keep', '1');
+      } finally {
+        await release();
+      }
+      expect([locked.status, locked.stdout]).toEqual([1, '']);
+      expect(locked.stderr).toBe(
+        `museum: ${data} is being baked by pid ${process.pid} on ${hostname()}, since ${locked.stderr.match(/since (\S+);/)?.[1]}; wait ` +
+          `for it, or remove ${artifactPaths(data).lock} if that bake is gone\n`,
+      );
+      expect(everything()).toEqual(before);
 
-    const dry = museum('bake', 'gc', '--out', data, '--keep', '1', '--dry-run');
-    expect(dry.status, dry.stderr).toBe(0);
-    const wouldGo = dry.stdout.trim().split('\n');
-    const summary = wouldGo.pop()!;
-    const expected = [...[old, orphan, picture].map((f) => `files/${fileName(f)}`), join('cache', 'qa', '9.json')];
-    expect(wouldGo.map((line) => line.match(/^would remove (\S+) \(\d+ B\)$/)?.[1]).sort()).toEqual(expected.sort());
-    expect(summary).toBe(
-      'gc: would remove 3 files (' +
-        (old.bytes + orphan.bytes + picture.bytes) +
-        ' B); kept 2 (1 within the grace period) for manifests b2; would prune 1 old manifests; would remove 1 stale QA facts',
-    );
-    expect(everything()).toEqual(before);
+      const dry = museum('bake', 'gc', '--out', data, '--keep', '1', '--dry-run');
+      expect(dry.status, dry.stderr).toBe(0);
+      const wouldGo = dry.stdout.trim().split('\n');
+      const summary = wouldGo.pop()!;
+      const expected = [...[old, orphan, picture].map((f) => `files/${fileName(f)}`), join('cache', 'qa', '9.json')];
+      expect(wouldGo.map((line) => line.match(/^would remove (\S+) \(\d+ B\)$/)?.[1]).sort()).toEqual(expected.sort());
+      expect(summary).toBe(
+        'gc: would remove 3 files (' +
+          (old.bytes + orphan.bytes + picture.bytes) +
+          ' B); kept 2 (1 within the grace period) for manifests b2; would prune 1 old manifests; would remove 1 stale QA facts',
+      );
+      expect(everything()).toEqual(before);
 
-    const run = museum('bake', 'gc', '--out', data, '--keep', '1');
-    expect(run.status, run.stderr).toBe(0);
-    const went = run.stdout.trim().split('\n').slice(0, -1);
-    expect(went).toEqual(wouldGo.map((line) => line.replace(/^would remove /, 'removed ')));
-    expect(everything()).toEqual(before.filter((path) => !expected.includes(path) && path !== join('manifests', 'b1.json')));
-    for (const ref of [kept, young]) expect(await exists(data, ref)).toBe(true);
-  });
+      const run = museum('bake', 'gc', '--out', data, '--keep', '1');
+      expect(run.status, run.stderr).toBe(0);
+      const went = run.stdout.trim().split('\n').slice(0, -1);
+      expect(went).toEqual(wouldGo.map((line) => line.replace(/^would remove /, 'removed ')));
+      expect(everything()).toEqual(before.filter((path) => !expected.includes(path) && path !== join('manifests', 'b1.json')));
+      for (const ref of [kept, young]) expect(await exists(data, ref)).toBe(true);
+    },
+  );
 
   it('parses durations', () => {
     expect([parseDuration('1h'), parseDuration('30m'), parseDuration('90s'), parseDuration('2d'), parseDuration('0')]).toEqual([
@@ -321,7 +326,8 @@ describe('museum bake gc', () => {
         () => false,
       );
 
-    it('a room dropped from the content loses its plan picture and QA facts once out of the last K manifests and out of grace; the others keep theirs', async () => {
+    it('a room dropped from the content loses its plan picture and QA facts once out of the last K manifests and out of grace; the ' +
+      'others keep theirs', async () => {
       const content = tmp('museum-gc-qa-content-');
       const data = tmp('museum-gc-qa-');
       await contentWith(content, [1, 2]);

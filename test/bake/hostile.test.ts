@@ -101,11 +101,14 @@ beforeAll(async () => {
   const content = join(dir, 'content');
   await mkdir(join(content, 'models'), { recursive: true });
   await writeFile(join(content, 'models', 'small.glb'), glb);
-  const scripted = `<svg xmlns="http://www.w3.org/2000/svg" width="400" height="300"><script>fetch('/v1/keys')</script><rect width="400" height="300" fill="#3a6"/></svg>`;
+  const scripted =
+    `<svg xmlns="http://www.w3.org/2000/svg" width="400" height="300"><script>fetch('/v1/keys')</script><rect ` +
+    `width="400" height="300" fill="#3a6"/></svg>`;
   await writeFile(join(content, 'scripted.svg'), scripted);
   await writeFile(
     join(content, 'peeking.svg'),
-    `<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="10" height="10"><image xlink:href="file:///proc/self/environ" width="10" height="10"/></svg>`,
+    `<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="10" height="10"><image ` +
+      `xlink:href="file:///proc/self/environ" width="10" height="10"/></svg>`,
   );
 
   const rooms = [
@@ -146,17 +149,31 @@ describe('a hostile content directory', () => {
     expect(summary).toMatchObject({ published: true, baked: 1, failed: 12 });
     expect(outcome(1).status).toBe('baked');
     const reasons: Record<number, string | RegExp> = {
-      2: 'rooms/environ-buffer/room.gltf: external resource "../../../../../../../../../proc/self/environ" refused: it points outside the model\'s folder',
-      3: 'rooms/absolute/room.gltf: external resource "/proc/self/environ" refused: a model\'s resources must be relative paths inside its folder',
-      4: 'rooms/file-uri/room.gltf: external resource "file:///proc/self/environ" refused: a model\'s resources must be relative paths inside its folder',
-      5: `rooms/metadata/room.gltf: external resource "${inside.url}/latest/meta-data/iam/security-credentials/museum" refused: a model's resources must be relative paths inside its folder`,
+      2:
+        'rooms/environ-buffer/room.gltf: external resource "../../../../../../../../../proc/self/environ" refused: it points outside ' +
+        "the model's folder",
+      3:
+        'rooms/absolute/room.gltf: external resource "/proc/self/environ" refused: a model\'s resources must be relative paths inside ' +
+        'its folder',
+      4:
+        'rooms/file-uri/room.gltf: external resource "file:///proc/self/environ" refused: a model\'s resources must be relative paths ' +
+        'inside its folder',
+      5:
+        `rooms/metadata/room.gltf: external resource "${inside.url}/latest/meta-data/iam/security-credentials/museum" refused: a ` +
+        `model's resources must be relative paths inside its folder`,
       6: 'rooms/symlink/room.gltf: external resource "environ.png" refused: it links outside the model\'s folder',
       7: 'texture notes.png is not an image: its bytes are no known image format, not png/jpeg/webp/avif/gif (declared image/png)',
-      8: `${outside.url}/rooms/remote.gltf: resource "${inside.url}/latest/meta-data/iam/security-credentials/museum" refused: a remote model's resources must come from its own origin`,
+      8:
+        `${outside.url}/rooms/remote.gltf: resource "${inside.url}/latest/meta-data/iam/security-credentials/museum" refused: a ` +
+        `remote model's resources must come from its own origin`,
       9: `${inside.url}/latest/meta-data/ refused: 127.0.0.1:${inside.port} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`,
-      10: `${inside.url}/latest/meta-data/room.glb refused: 127.0.0.1:${inside.port} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`,
+      10:
+        `${inside.url}/latest/meta-data/room.glb refused: 127.0.0.1:${inside.port} is a loopback address (allow the host with ` +
+        `BAKE_ALLOW_HOSTS)`,
       11: 'preview SVG refused: it references something outside itself (href "file:///proc/self/environ")',
-      12: 'rooms/environ-ktx2/room.gltf: external resource "../../../../../../../../../proc/self/environ" refused: it points outside the model\'s folder',
+      12:
+        'rooms/environ-ktx2/room.gltf: external resource "../../../../../../../../../proc/self/environ" refused: it points outside ' +
+        "the model's folder",
       13: 'texture notes.ktx2 is not an image: its bytes are no known image format, not ktx2 (declared image/ktx2)',
     };
     for (const [id, reason] of Object.entries(reasons)) {

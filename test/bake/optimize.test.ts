@@ -90,21 +90,25 @@ describe('optimizer on every shared asset', () => {
     expect(result.warnings[0]).toMatch(/the optimized model is the source/);
   });
 
-  it('compresses every texture to WebP, the normal map lossy with a small angular error; --lossless-normals keeps a JPEG normal map as it is', async () => {
-    const { source, read } = await load(sharedModels().find((p) => p.endsWith('DamagedHelmet.glb'))!);
-    const sourceNormal = (await read()).getRoot().listMaterials()[0]!.getNormalTexture()!.getImage()!;
-    const result = await optimizeModel({ source, read });
-    const optimized = await readModel(result.glb);
-    const textures = optimized.getRoot().listTextures();
-    const normal = optimized.getRoot().listMaterials()[0]!.getNormalTexture()!;
-    expect(textures.every((t) => t.getMimeType() === 'image/webp')).toBe(true);
-    const error = await normalMapAngularError(sourceNormal, normal.getImage()!);
-    expect(error.p50).toBeLessThan(1);
-    expect(error.p99).toBeLessThan(8);
-    const exact = await readModel((await optimizeModel({ source, read, settings: withLosslessNormals(true) })).glb);
-    // A JPEG normal map is already lossy: lossless WebP would only add bytes.
-    expect(exact.getRoot().listMaterials()[0]!.getNormalTexture()!.getMimeType()).toBe('image/jpeg');
-  });
+  it(
+    'compresses every texture to WebP, the normal map lossy with a small angular error; --lossless-normals keeps a JPEG normal map as ' +
+      'it is',
+    async () => {
+      const { source, read } = await load(sharedModels().find((p) => p.endsWith('DamagedHelmet.glb'))!);
+      const sourceNormal = (await read()).getRoot().listMaterials()[0]!.getNormalTexture()!.getImage()!;
+      const result = await optimizeModel({ source, read });
+      const optimized = await readModel(result.glb);
+      const textures = optimized.getRoot().listTextures();
+      const normal = optimized.getRoot().listMaterials()[0]!.getNormalTexture()!;
+      expect(textures.every((t) => t.getMimeType() === 'image/webp')).toBe(true);
+      const error = await normalMapAngularError(sourceNormal, normal.getImage()!);
+      expect(error.p50).toBeLessThan(1);
+      expect(error.p99).toBeLessThan(8);
+      const exact = await readModel((await optimizeModel({ source, read, settings: withLosslessNormals(true) })).glb);
+      // A JPEG normal map is already lossy: lossless WebP would only add bytes.
+      expect(exact.getRoot().listMaterials()[0]!.getNormalTexture()!.getMimeType()).toBe('image/jpeg');
+    },
+  );
 });
 
 describe('optimizer on the sample rooms', () => {

@@ -256,7 +256,8 @@ describe('stable anchors through re-bakes', () => {
 });
 
 describe('bad input fails only its room', () => {
-  it('truncated, wrong magic, garbage JSON, buffer past the end, 30000² texture: each fails with its reason, the rest publishes', async () => {
+  it('truncated, wrong magic, garbage JSON, buffer past the end, 30000² texture: each fails with its reason, the rest ' +
+    'publishes', async () => {
     const content = tmp('museum-pipeline-bad-');
     const good = await smallRoomGlb();
     const bad: Array<[string, Uint8Array, RegExp]> = [
@@ -390,29 +391,32 @@ describe('one bake at a time per data directory', () => {
     await expect(stat(artifactPaths(data).lock)).rejects.toThrow(); // released
   }, 120_000);
 
-  it('however contenders interleave, exactly one takes the lock (free or left by a dead bake) and every other names it or retries', async () => {
-    // No half-written lock is ever visible: a loser reads the winner's pid, not "a bake that is starting".
-    for (let round = 0; round < 6; round++) {
-      const data = tmp('museum-pipeline-race-');
-      const dead = round % 2 === 1;
-      if (dead)
-        await writeFile(
-          artifactPaths(data).lock,
-          JSON.stringify({ pid: await deadPid(), host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }),
-        );
-      const runs = await Promise.allSettled(Array.from({ length: 12 }, () => lockDataDir(data)));
-      const won = runs.filter((r): r is PromiseFulfilledResult<() => Promise<void>> => r.status === 'fulfilled');
-      expect(won).toHaveLength(1);
-      for (const lost of runs.filter((r): r is PromiseRejectedResult => r.status === 'rejected')) {
-        const named = `is being baked by pid ${process.pid} on ${hostname()}`;
+  it(
+    'however contenders interleave, exactly one takes the lock (free or left by a dead bake) and every other names it or ' + 'retries',
+    async () => {
+      // No half-written lock is ever visible: a loser reads the winner's pid, not "a bake that is starting".
+      for (let round = 0; round < 6; round++) {
+        const data = tmp('museum-pipeline-race-');
+        const dead = round % 2 === 1;
         if (dead)
-          expect(lost.reason.message, lost.reason.message).toMatch(new RegExp(`${named}|is being baked by another process; try again`));
-        else expect(lost.reason.message).toContain(named);
+          await writeFile(
+            artifactPaths(data).lock,
+            JSON.stringify({ pid: await deadPid(), host: hostname(), started_at: '2026-01-01T00:00:00.000Z' }),
+          );
+        const runs = await Promise.allSettled(Array.from({ length: 12 }, () => lockDataDir(data)));
+        const won = runs.filter((r): r is PromiseFulfilledResult<() => Promise<void>> => r.status === 'fulfilled');
+        expect(won).toHaveLength(1);
+        for (const lost of runs.filter((r): r is PromiseRejectedResult => r.status === 'rejected')) {
+          const named = `is being baked by pid ${process.pid} on ${hostname()}`;
+          if (dead)
+            expect(lost.reason.message, lost.reason.message).toMatch(new RegExp(`${named}|is being baked by another process; try again`));
+          else expect(lost.reason.message).toContain(named);
+        }
+        await won[0]!.value();
+        await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
       }
-      await won[0]!.value();
-      await expect(stat(artifactPaths(data).lock)).rejects.toThrow();
-    }
-  });
+    },
+  );
 
   it('a lock left by a bake that no longer runs is taken over', async () => {
     const data = tmp('museum-pipeline-stale-');

@@ -35,7 +35,8 @@ describe('slot engine on the shared third-party rooms', () => {
     const sixty = computeSlots(document, { roomId: 1, onchainSlots: 60, modelSha256: SHA });
     const sizes = sixty.slots.map((s) => s.width);
     console.info(
-      `${file}: N=60 → ${sixty.slots.length} placed${sixty.shortfall ? ` (shortfall: ${sixty.shortfall.reason})` : ''}, frame sizes ${Math.min(...sizes)}–${Math.max(...sizes)} m`,
+      `${file}: N=60 → ${sixty.slots.length} placed${sixty.shortfall ? ` (shortfall: ${sixty.shortfall.reason})` : ''}, frame ` +
+        `sizes ${Math.min(...sizes)}–${Math.max(...sizes)} m`,
     );
     if (sixty.slots.length < 60) expect(sixty.shortfall?.placed).toBe(sixty.slots.length);
     expect(anchorProblems(world, sixty.slots, 'room'), `${file} N=60`).toEqual([]);

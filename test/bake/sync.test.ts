@@ -258,33 +258,37 @@ describe('syncContent', () => {
     expect(leftovers()).toEqual([]);
   });
 
-  it('trusts the store but checks where it redirects: an asset redirected inward fails the sync with one line, the token stays home', async () => {
-    const inside = await startCanary();
-    const store = await startCanary((req, res) => {
-      const path = new URL(req.url!, 'http://x').pathname;
-      if (path === '/items/rooms')
-        res
-          .writeHead(200, { 'content-type': 'application/json' })
-          .end(JSON.stringify({ data: [{ id: 1, title: 'R', slots: 2, model: 'm1', image: null }] }));
-      else if (path.startsWith('/items/')) res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[]}');
-      else if (path === '/assets/m1') res.writeHead(302, { location: `${inside.url}/latest/meta-data/` }).end();
-      else res.writeHead(404).end();
-    });
-    try {
-      const dir = previousContent();
-      const before = snapshotDir(dir);
-      const error = await sync(dir, { upstreamUrl: store.url, net: { allowHosts: [], trustedOrigins: [] } }).catch((e: unknown) => e);
-      expect(error).toBeInstanceOf(SyncError);
-      expect((error as Error).message).toBe(
-        `content store at ${store.url}: ${inside.url}/latest/meta-data/ refused: 127.0.0.1:${inside.port} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`,
-      );
-      expect(inside.requests).toEqual([]);
-      expect(store.requests.every((r) => r.headers.authorization === `Bearer ${TOKEN}`)).toBe(true);
-      expect(snapshotDir(dir)).toEqual(before);
-    } finally {
-      await Promise.all([inside.close(), store.close()]);
-    }
-  });
+  it(
+    'trusts the store but checks where it redirects: an asset redirected inward fails the sync with one line, the token stays ' + 'home',
+    async () => {
+      const inside = await startCanary();
+      const store = await startCanary((req, res) => {
+        const path = new URL(req.url!, 'http://x').pathname;
+        if (path === '/items/rooms')
+          res
+            .writeHead(200, { 'content-type': 'application/json' })
+            .end(JSON.stringify({ data: [{ id: 1, title: 'R', slots: 2, model: 'm1', image: null }] }));
+        else if (path.startsWith('/items/')) res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[]}');
+        else if (path === '/assets/m1') res.writeHead(302, { location: `${inside.url}/latest/meta-data/` }).end();
+        else res.writeHead(404).end();
+      });
+      try {
+        const dir = previousContent();
+        const before = snapshotDir(dir);
+        const error = await sync(dir, { upstreamUrl: store.url, net: { allowHosts: [], trustedOrigins: [] } }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(SyncError);
+        expect((error as Error).message).toBe(
+          `content store at ${store.url}: ${inside.url}/latest/meta-data/ refused: 127.0.0.1:${inside.port} is a loopback address (allow ` +
+            `the host with BAKE_ALLOW_HOSTS)`,
+        );
+        expect(inside.requests).toEqual([]);
+        expect(store.requests.every((r) => r.headers.authorization === `Bearer ${TOKEN}`)).toBe(true);
+        expect(snapshotDir(dir)).toEqual(before);
+      } finally {
+        await Promise.all([inside.close(), store.close()]);
+      }
+    },
+  );
 
   it('keeps the previous content when the store answers garbage', async () => {
     const dir = previousContent();
@@ -450,7 +454,8 @@ describe('syncContent', () => {
       const error = await syncFrom(store, dir).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(SyncError);
       expect((error as Error).message).toBe(
-        `content store at ${store.url}: nfts records have no collection_type, media_info, display_media_info, display_animation_info, response_opensea: not the content store schema the sync reads (or the token's role may not read those fields)`,
+        `content store at ${store.url}: nfts records have no collection_type, media_info, display_media_info, display_animation_info, ` +
+          `response_opensea: not the content store schema the sync reads (or the token's role may not read those fields)`,
       );
       expect(snapshotDir(dir)).toEqual(before);
       expect(store.requestsTo(/^\/(assets|files)\//)).toEqual([]); // nothing downloaded for nothing

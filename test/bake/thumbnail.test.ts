@@ -25,7 +25,8 @@ describe('preview images', () => {
 
   it('rasterizes an SVG (script and all) to a PNG of 2048 px on its longer side, deterministically', async () => {
     const scripted = svg(
-      '<script>alert(document.domain)</script><rect width="200" height="100" fill="#c33"/><circle cx="50" cy="50" r="20" fill="url(#g)"/><defs><linearGradient id="g"><stop offset="0" stop-color="#fff"/></linearGradient></defs>',
+      '<script>alert(document.domain)</script><rect width="200" height="100" fill="#c33"/><circle cx="50" cy="50" r="20" ' +
+        'fill="url(#g)"/><defs><linearGradient id="g"><stop offset="0" stop-color="#fff"/></linearGradient></defs>',
     );
     const first = await publishablePreview(scripted);
     expect(first.ext).toBe('png');
@@ -58,7 +59,8 @@ describe('preview images', () => {
       expect((error as Error).message, body).toBe(`preview SVG refused: it references something outside itself (${what})`);
     }
     const entity = Buffer.from(
-      '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/hostname">]><svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"><text>&x;</text></svg>',
+      '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/hostname">]><svg xmlns="http://www.w3.org/2000/svg" ' +
+        'width="9" height="9"><text>&x;</text></svg>',
     );
     expect(((await publishablePreview(entity).catch((e: Error) => e)) as Error).message).toMatch(
       /^preview (SVG refused: it references something outside itself \(an entity declaration\)|image is not a readable image .*)$/,
@@ -75,7 +77,8 @@ describe('preview images', () => {
       const dir = await mkdtemp(join(tmpdir(), 'museum-svg-'));
       await writeFile(`${dir}/red.png`, png);
       const hostile = svg(
-        `<image href="${inside.url}/x.png" width="100" height="100"/><image href="file://${dir}/red.png" width="100" height="100"/><image href="${dir}/red.png" width="100" height="100"/>`,
+        `<image href="${inside.url}/x.png" width="100" height="100"/><image href="file://${dir}/red.png" width="100" ` +
+          `height="100"/><image href="${dir}/red.png" width="100" height="100"/>`,
         'width="100" height="100"',
       );
       const { data } = await sharp(hostile).raw().toBuffer({ resolveWithObject: true });

@@ -188,7 +188,8 @@ describe('with the rest of the bake', () => {
     }
   }, 300_000);
 
-  it('is incremental: nothing rebakes when nothing changed, a lost variant file rebakes its room, a variant setting rebakes all', async () => {
+  it('is incremental: nothing rebakes when nothing changed, a lost variant file rebakes its room, a variant setting rebakes ' +
+    'all', async () => {
     const unchanged = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 2 });
     expect(unchanged.baked).toBe(0);
     const cube = rooms.find((r) => r.id === 8)!;

@@ -134,7 +134,8 @@ describe('guardedGet', () => {
     const error = await refusalOf(get(`${outside.url}/preview.png`, allow(`127.0.0.1:${outside.port}`)));
     expect(error).toBeInstanceOf(NetRefused);
     expect(error!.message).toBe(
-      `http://127.0.0.1:${metadata.port}/latest/meta-data/iam refused: 127.0.0.1:${metadata.port} is a loopback address (allow the host with BAKE_ALLOW_HOSTS)`,
+      `http://127.0.0.1:${metadata.port}/latest/meta-data/iam refused: 127.0.0.1:${metadata.port} is a loopback address (allow the ` +
+        `host with BAKE_ALLOW_HOSTS)`,
     );
     expect(metadata.requests).toEqual([]);
   });

@@ -21,7 +21,7 @@ export type ContentStoreRecords = NonNullable<DirectusFakeOptions['content']>;
 const storeBlob = (m: ContentMedia | null) =>
   m && { type: m.type, content_type: m.content_type, url: m.url, width: m.width, height: m.height };
 
-export function storeCollections(collections: ContentCollection[]): DirectusRecord[] {
+function storeCollections(collections: ContentCollection[]): DirectusRecord[] {
   return collections.map((c) => ({
     id: c.id,
     name: c.name,
@@ -36,7 +36,7 @@ export function storeCollections(collections: ContentCollection[]): DirectusReco
   }));
 }
 
-export function storeNfts(artworks: ContentArtwork[], collections: ContentCollection[]): DirectusRecord[] {
+function storeNfts(artworks: ContentArtwork[], collections: ContentCollection[]): DirectusRecord[] {
   const idOf = new Map(collections.map((c) => [c.slug, c.id]));
   return artworks.map((a) => ({
     id: a.id,
@@ -67,7 +67,7 @@ export function storeNfts(artworks: ContentArtwork[], collections: ContentCollec
 // Directus files.
 
 /** A minimal valid GLB (JSON chunk only) that names its room, so every model has its own bytes. */
-export function minimalGlb(label: string): Uint8Array {
+function minimalGlb(label: string): Uint8Array {
   let json = JSON.stringify({ asset: { version: '2.0', generator: label } });
   while (json.length % 4) json += ' ';
   const total = 12 + 8 + json.length;
@@ -82,10 +82,7 @@ export function minimalGlb(label: string): Uint8Array {
 }
 
 /** A 1×1 PNG. */
-export const TINY_PNG = Buffer.from(
-  'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==',
-  'base64',
-);
+const TINY_PNG = Buffer.from('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==', 'base64');
 
 /** The id of the sample store's record that has no media_info (so it is not listed). */
 export const UNLISTED_NFT_ID = 999;
@@ -94,7 +91,7 @@ const hex = (rand: () => number, n: number) => Array.from({ length: n }, () => M
 const uuid = (rand: () => number) => `${hex(rand, 8)}-${hex(rand, 4)}-4${hex(rand, 3)}-a${hex(rand, 3)}-${hex(rand, 12)}`;
 
 /** Generated artworks in the content format, spread over the published sample collections. */
-export function generatedArtworks(count: number, firstId = 1000): ContentArtwork[] {
+function generatedArtworks(count: number, firstId = 1000): ContentArtwork[] {
   const museum = ['founders', 'founders-portraits', 'founders-landscapes', 'generative'];
   return Array.from({ length: count }, (_, i): ContentArtwork => {
     const id = firstId + i;

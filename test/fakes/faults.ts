@@ -13,7 +13,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-export type Fault =
+type Fault =
   | { kind: 'slow'; ms: number; times?: number }
   | { kind: 'timeout'; times?: number }
   | { kind: 'status'; status: number; times?: number }
@@ -21,7 +21,7 @@ export type Fault =
   | { kind: 'reset'; afterFrames?: number; times?: number }
   | { kind: 'stall'; afterFrames: number; times?: number };
 
-export interface RecordedRequest {
+interface RecordedRequest {
   method: string;
   path: string;
   query: URLSearchParams;
@@ -38,7 +38,7 @@ export interface RecordedRequest {
   fault?: Fault['kind'];
 }
 
-export interface FakeRequest {
+interface FakeRequest {
   method: string;
   path: string;
   query: URLSearchParams;

@@ -19,7 +19,7 @@ import type { ServerResponse } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type FakeServer, type FrameWriter, sendJson, startFakeServer } from './faults.ts';
 
-export interface LibraryDocument {
+interface LibraryDocument {
   document_id: string;
   content: string;
   metadata: { filename: string; collection_id: string };
@@ -35,7 +35,7 @@ export interface LibraryFakeOptions {
 }
 
 /** How `/api/ask/stream` answers (default: the deterministic frames, memory_update right after done). */
-export type StreamBehaviour =
+type StreamBehaviour =
   /** memory_update `delayMs` after done, then (`shutdown`) an `event: shutdown` frame, then the end. */
   | { kind: 'tail'; delayMs: number; shutdown?: boolean }
   /** Content frames of `frameChars` characters each, `frames` of them (default: until the client leaves). */
@@ -127,7 +127,8 @@ function rank(query: string, topK: number, collectionId?: string) {
 
 function answerFor(body: AskBody) {
   const sources = rank(body.question, body.top_k ?? 5, body.collection_id);
-  const answer = `About "${body.question}": ${sources[0]?.content ?? 'the Library holds nothing on this.'} (${sources.length} sources consulted)`;
+  const answer =
+    `About "${body.question}": ${sources[0]?.content ?? 'the Library holds nothing on this.'} (${sources.length} sources ` + `consulted)`;
   const graph_context = {
     entities: sources.slice(0, 2).map((s) => ({ name: s.metadata.filename.replace(/\.md$/, ''), type: 'topic' })),
     relationships: [],

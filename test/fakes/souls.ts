@@ -77,8 +77,9 @@ export async function signSoul(
   };
 }
 
-export const soulContent = (tokenId: string) =>
-  `# Soul of token ${tokenId}\n\nI am the keeper of room ${tokenId}. I speak softly about light, and I remember every visitor.\n\n- temperament: curious\n- codex: v1\n`;
+const soulContent = (tokenId: string) =>
+  `# Soul of token ${tokenId}\n\nI am the keeper of room ${tokenId}. I speak softly about light, and I remember every visitor.\n\n- ` +
+  `temperament: curious\n- codex: v1\n`;
 
 export async function startFakeSouls(options: SoulsFakeOptions = {}): Promise<SoulsFake> {
   const privateKey = options.privateKey ?? SOULS_TEST_PRIVATE_KEY;

@@ -8,7 +8,7 @@
  */
 import { type FakeServer, sendJson, startFakeServer } from './faults.ts';
 
-export interface SpeechRequest {
+interface SpeechRequest {
   model: string;
   input: string;
   voice: string;

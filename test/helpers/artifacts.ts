@@ -47,7 +47,7 @@ export interface FixtureOptions {
   ipfsGateway?: string;
 }
 
-export interface WrittenFile {
+interface WrittenFile {
   ref: FileRef;
   bytes: Buffer;
 }
@@ -76,8 +76,8 @@ export interface FixtureBake {
   };
 }
 
-export const FIXTURE_GENERATED_AT = '2025-01-01T00:00:00.000Z';
-export const FIXTURE_ALGORITHM = 'fixture-slots@1';
+const FIXTURE_GENERATED_AT = '2025-01-01T00:00:00.000Z';
+const FIXTURE_ALGORITHM = 'fixture-slots@1';
 
 const sha = (hex: string) => hex.repeat(64 / hex.length).slice(0, 64);
 

@@ -38,7 +38,7 @@ export interface BadInputReport {
 }
 
 /** The error code each status must carry (decisions.md). */
-export const CODE_FOR_STATUS: Record<number, string[]> = {
+const CODE_FOR_STATUS: Record<number, string[]> = {
   400: ['BAD_REQUEST'],
   401: ['UNAUTHORIZED'],
   404: ['NOT_FOUND'],
@@ -322,7 +322,8 @@ function plan(
           label,
           method: target.method,
           raw: pick([
-            `${target.method} ${target404}/${pick(['..', '%2e%2e', '..%00', '%c0%ae%c0%ae'])}/manifest.json HTTP/1.1\r\nHost: x\r\n${auth}\r\n`,
+            `${target.method} ${target404}/${pick(['..', '%2e%2e', '..%00', '%c0%ae%c0%ae'])}/manifest.json HTTP/1.1\r\nHost: ` +
+              `x\r\n${auth}\r\n`,
             `${target.method} ${target404} HTTP/1.1\r\nHost: x\r\n${auth}X-Bad\u0001: y\r\n\r\n`,
             `${target.method} ${target404} HTTP/1.1\r\nHost: x\r\n${auth}X-API-Key: ${'\u00ff'.repeat(60)}\r\n\r\n`,
             `${target.method} ${target404} HTTP/1.1\r\nHost: x\r\n${auth}Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!`,
@@ -332,7 +333,8 @@ function plan(
             `${target.method} ${target404} HTTP/1.1\nHost: x\n${auth.replace('\r\n', '\n')}\n`,
             `${target.method} ${target404}?${'a=1&'.repeat(3000)} HTTP/1.1\r\nHost: x\r\n${auth}\r\n`,
             `${target.method} ${target404} HTTP/1.1\r\nHost: x\r\n${auth}X-Huge: ${'h'.repeat(70_000)}\r\n\r\n`,
-            `${target.method} ${target404} HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: 9\r\n\r\n{"a":"\u00e9\u00ff"}`,
+            `${target.method} ${target404} HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\nContent-Length: ` +
+              `9\r\n\r\n{"a":"\u00e9\u00ff"}`,
           ]),
         });
         continue;

@@ -40,7 +40,7 @@ export interface OpenApiOperation {
 const validators = new WeakMap<OpenApiDoc, { ajv: Ajv2020; compiled: Map<string, ValidateFunction> }>();
 
 /** The documented template a concrete path matches (`/v1/artworks/7` → `/v1/artworks/{id}`), or null. */
-export function matchOpenApiPath(doc: OpenApiDoc, path: string): string | null {
+function matchOpenApiPath(doc: OpenApiDoc, path: string): string | null {
   const bare = path.split('?', 1)[0]!;
   if (doc.paths[bare]) return bare;
   for (const template of Object.keys(doc.paths)) {

@@ -40,7 +40,7 @@ const command = (user: ReturnType<typeof runAs>, bin: string, args: string[]): [
   user ? ['setpriv', [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--init-groups', bin, ...args]] : [bin, args];
 
 /** A postgres:// URL on a loopback port nothing listens on. */
-export const unreachablePostgresUrl = async (): Promise<string> => `postgres://museum@127.0.0.1:${await freePort()}/museum`;
+const unreachablePostgresUrl = async (): Promise<string> => `postgres://museum@127.0.0.1:${await freePort()}/museum`;
 
 export async function startPostgres(): Promise<TestPostgres> {
   const bin = binDir();

@@ -158,7 +158,8 @@ describe('refused requests are answered without reading their body', () => {
 
     const accepted = await connect(
       server.port,
-      'POST /v1/presence/ping HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n',
+      'POST /v1/presence/ping HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\nExpect: ' +
+        '100-continue\r\nConnection: close\r\n\r\n',
     );
     await expect.poll(() => accepted.received()).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\n$/);
     accepted.socket.write('{}');

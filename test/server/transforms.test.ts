@@ -76,16 +76,19 @@ describe('transforms', () => {
     expect(full.meta).toMatchObject({ format: 'webp', width: 640, height: 400 });
   });
 
-  it('never enlarges: a width at or above the original gives the original size (the original file when the format is unchanged)', async () => {
-    const same = await fetchImage(`${png()}?width=4096`);
-    expect(same.res.headers.get('etag')).toBe(`"${fx.files['room1.image']!.ref.sha256}"`);
-    expect(same.bytes.equals(fx.files['room1.image']!.bytes)).toBe(true);
-    const converted = await fetchImage(`${png()}?width=2000&format=jpeg`);
-    expect(converted.meta).toMatchObject({ format: 'jpeg', width: 640, height: 400 });
-    // Equivalent requests share one variant.
-    const again = await fetchImage(`${png()}?width=3000&format=jpeg`);
-    expect(again.res.headers.get('etag')).toBe(converted.res.headers.get('etag'));
-  });
+  it(
+    'never enlarges: a width at or above the original gives the original size (the original file when the format is ' + 'unchanged)',
+    async () => {
+      const same = await fetchImage(`${png()}?width=4096`);
+      expect(same.res.headers.get('etag')).toBe(`"${fx.files['room1.image']!.ref.sha256}"`);
+      expect(same.bytes.equals(fx.files['room1.image']!.bytes)).toBe(true);
+      const converted = await fetchImage(`${png()}?width=2000&format=jpeg`);
+      expect(converted.meta).toMatchObject({ format: 'jpeg', width: 640, height: 400 });
+      // Equivalent requests share one variant.
+      const again = await fetchImage(`${png()}?width=3000&format=jpeg`);
+      expect(again.res.headers.get('etag')).toBe(converted.res.headers.get('etag'));
+    },
+  );
 
   it('answers 400 in the envelope for invalid widths and formats, and for non-raster files', async () => {
     const bad = [

@@ -126,7 +126,8 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     // A real click on the last focused frame shows its record.
     const last = state.slots[state.slots.length - 1]!;
     const at = (await page.evaluate(
-      `(() => { const v = window.museumViewer; const p = v.focusSlot(${JSON.stringify(last.id)}); const r = v.canvasRect(); return { x: r.left + p.x, y: r.top + p.y }; })()`,
+      `(() => { const v = window.museumViewer; const p = v.focusSlot(${JSON.stringify(last.id)}); const r = v.canvasRect(); return { ` +
+        `x: r.left + p.x, y: r.top + p.y }; })()`,
     )) as { x: number; y: number };
     await page.mouse.click(at.x, at.y);
     const record = await page.locator('#record').innerText();
@@ -144,7 +145,8 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     const [x0, y0, z0] = before.p as [number, number, number];
     const after = await pageUntil<number[]>(
       page,
-      `(() => { const p = window.museumViewer.stage.camera.position; return Math.hypot(p.x - ${x0}, p.z - ${z0}) > 0.3 && p.toArray(); })()`,
+      `(() => { const p = window.museumViewer.stage.camera.position; return Math.hypot(p.x - ${x0}, p.z - ${z0}) > 0.3 && p.toArray(); ` +
+        `})()`,
       10_000,
     );
     await page.keyboard.up('KeyW');
@@ -195,7 +197,8 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
 
     // Title and artist on click.
     const work = (await page.evaluate(
-      `(() => { const v = window.museumViewer; const p = v.focusSlot(v.hang.hung[2].slot); const r = v.canvasRect(); return { x: r.left + p.x, y: r.top + p.y }; })()`,
+      `(() => { const v = window.museumViewer; const p = v.focusSlot(v.hang.hung[2].slot); const r = v.canvasRect(); return { x: ` +
+        `r.left + p.x, y: r.top + p.y }; })()`,
     )) as { x: number; y: number };
     await page.mouse.click(work.x, work.y);
     const record = await page.locator('#record').innerText();

@@ -79,13 +79,13 @@ export function castRay(world: BruteWorld, origin: V3, dir: V3, far = Infinity):
   return best;
 }
 
-export const dot = (a: readonly number[], b: readonly number[]) => a[0]! * b[0]! + a[1]! * b[1]! + a[2]! * b[2]!;
-export const cross = (a: readonly number[], b: readonly number[]): V3 => [
+const dot = (a: readonly number[], b: readonly number[]) => a[0]! * b[0]! + a[1]! * b[1]! + a[2]! * b[2]!;
+const cross = (a: readonly number[], b: readonly number[]): V3 => [
   a[1]! * b[2]! - a[2]! * b[1]!,
   a[2]! * b[0]! - a[0]! * b[2]!,
   a[0]! * b[1]! - a[1]! * b[0]!,
 ];
-export const normalize = (a: readonly number[]): V3 => {
+const normalize = (a: readonly number[]): V3 => {
   const l = Math.hypot(a[0]!, a[1]!, a[2]!);
   return [a[0]! / l, a[1]! / l, a[2]! / l];
 };
@@ -148,7 +148,7 @@ function segmentCrossesRect(p: V3, q: V3, s: RoomSlot): boolean {
  * Frames that overlap: on one plane facing the same way, rectangles closer than `gap`;
  * otherwise rectangles that intersect in space. All pairs — fine for a test.
  */
-export function overlaps(slots: RoomSlot[], gap: number): string[] {
+function overlaps(slots: RoomSlot[], gap: number): string[] {
   const problems: string[] = [];
   for (let i = 0; i < slots.length; i++) {
     for (let j = i + 1; j < slots.length; j++) {

@@ -5,7 +5,7 @@
 import type { Document } from '@gltf-transform/core';
 import { RoomBuilder, type Rect, type TRS, type V3 } from '../../../bake/sample/room-builder.ts';
 
-export interface SlotTruth {
+interface SlotTruth {
   id: string;
   position: V3;
   facing: V3;
@@ -259,7 +259,7 @@ export function prism(
 }
 
 /** Face k of a regular prism as a rect (centre on the face, outward normal). */
-export function prismFace(
+function prismFace(
   sides: number,
   radius: number,
   k: number,
@@ -331,7 +331,7 @@ export function axisAngle(axis: V3, degrees: number): [number, number, number, n
 }
 
 /** Apply a root TRS to a point (scale, then rotate, then translate). */
-export function applyTRS(t: TRS, p: V3): V3 {
+function applyTRS(t: TRS, p: V3): V3 {
   const s = t.scale ?? [1, 1, 1];
   const v: V3 = [p[0] * s[0], p[1] * s[1], p[2] * s[2]];
   const [qx, qy, qz, qw] = t.rotation ?? [0, 0, 0, 1];

@@ -108,7 +108,8 @@ describe('without LLM or Library: answers from the exhibition context', () => {
       '"Mona Lisa" by Leonardo is not among the works I know in Light and Stone',
     );
     expect((await answerOf(s, { question: 'What is the meaning of life?' })).answer).toBe(
-      'Light and Stone brings together 5 works by 5 artists across 2 rooms. The rooms: The Atrium (designed by Studio Lovelace) and Sculpture Garden (designed by Atelier Hopper). Artists include Chiara Voss, Bruno Lumen, Émile Ünger and Ada Palette. Ask me about any work, artist or room.',
+      'Light and Stone brings together 5 works by 5 artists across 2 rooms. The rooms: The Atrium (designed by Studio Lovelace) and ' +
+        'Sculpture Garden (designed by Atelier Hopper). Artists include Chiara Voss, Bruno Lumen, Émile Ünger and Ada Palette. Ask me about any work, artist or room.',
     );
   });
 

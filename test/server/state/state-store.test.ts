@@ -171,23 +171,27 @@ describe.each(['sqlite', 'postgres'] as const)('state store contract: %s', (back
       expect((await store.exhibitions.register(d, undefined, justUnder, { ip: ip(3) })).outcome).toBe('created');
     });
 
-    it(`allows ${EXHIBITION_BOUNDS.registrationsPerDay} creations or changes per IP per UTC day (429 after, with Retry-After); re-sends are free`, async () => {
-      const now = Date.UTC(2030, 0, 1, 23, 0, 0);
-      const docs = Array.from({ length: EXHIBITION_BOUNDS.registrationsPerDay + 1 }, (_, i) => doc({ id: `quota-${i}` }));
-      for (const d of docs.slice(0, -1)) await store.exhibitions.register(d, undefined, builder(d), { ip: ip(4), now });
-      const last = docs.at(-1)!;
-      const refused = await store.exhibitions.register(last, undefined, builder(last), { ip: ip(4), now }).catch((e: HttpError) => e);
-      expect(refused).toBeInstanceOf(HttpError);
-      expect(refused).toMatchObject({ status: 429, code: 'RATE_LIMITED', headers: { 'Retry-After': '3600' } });
-      expect(await store.exhibitions.get('quota-50', now)).toBeNull();
-      // Identical re-sends cost nothing; another address and the next day have their own budget.
-      expect((await store.exhibitions.register(docs[0]!, undefined, builder(docs[0]!), { ip: ip(4), now })).outcome).toBe('unchanged');
-      expect((await store.exhibitions.register(last, undefined, builder(last), { ip: ip(5), now })).outcome).toBe('created');
-      const other = doc({ id: 'quota-next-day' });
-      expect((await store.exhibitions.register(other, undefined, builder(other), { ip: ip(4), now: now + 2 * 3_600_000 })).outcome).toBe(
-        'created',
-      );
-    });
+    it(
+      `allows ${EXHIBITION_BOUNDS.registrationsPerDay} creations or changes per IP per UTC day (429 after, with Retry-After); ` +
+        `re-sends are free`,
+      async () => {
+        const now = Date.UTC(2030, 0, 1, 23, 0, 0);
+        const docs = Array.from({ length: EXHIBITION_BOUNDS.registrationsPerDay + 1 }, (_, i) => doc({ id: `quota-${i}` }));
+        for (const d of docs.slice(0, -1)) await store.exhibitions.register(d, undefined, builder(d), { ip: ip(4), now });
+        const last = docs.at(-1)!;
+        const refused = await store.exhibitions.register(last, undefined, builder(last), { ip: ip(4), now }).catch((e: HttpError) => e);
+        expect(refused).toBeInstanceOf(HttpError);
+        expect(refused).toMatchObject({ status: 429, code: 'RATE_LIMITED', headers: { 'Retry-After': '3600' } });
+        expect(await store.exhibitions.get('quota-50', now)).toBeNull();
+        // Identical re-sends cost nothing; another address and the next day have their own budget.
+        expect((await store.exhibitions.register(docs[0]!, undefined, builder(docs[0]!), { ip: ip(4), now })).outcome).toBe('unchanged');
+        expect((await store.exhibitions.register(last, undefined, builder(last), { ip: ip(5), now })).outcome).toBe('created');
+        const other = doc({ id: 'quota-next-day' });
+        expect((await store.exhibitions.register(other, undefined, builder(other), { ip: ip(4), now: now + 2 * 3_600_000 })).outcome).toBe(
+          'created',
+        );
+      },
+    );
 
     it('counts an IPv6 client by its /64: every address of one /64 shares one daily budget', async () => {
       const now = Date.UTC(2030, 0, 2, 12, 0, 0);
