@@ -501,15 +501,26 @@ async function main() {
   lines.push(
     '',
     `real models (${real.length}): median time ratio ${medianRatio.toFixed(2)}× (target ≤ 1.0×); ` +
-      `sizes ${sizeMisses.length ? `over target: ${sizeMisses.map((r) => `${r.input} ${(r.ours_process.bytes / r.cli.bytes).toFixed(3)}× (+${r.ours_process.bytes - r.cli.bytes} B)`).join(', ')}` : 'all ≤ 1.05× or within 256 B of the CLI'}`,
+      `sizes ${
+        sizeMisses.length
+          ? `over ` +
+            `target: ${sizeMisses
+              .map((r) => `${r.input} ${(r.ours_process.bytes / r.cli.bytes).toFixed(3)}× ` + `(+${r.ours_process.bytes - r.cli.bytes} B)`)
+              .join(', ')}`
+          : 'all ≤ 1.05× or within 256 B of the CLI'
+      }`,
     `batch of ${batchResult.rooms} rooms: serial ${s(batchResult.serial_ms)}, concurrency 2 ${s(batchResult.concurrency2_ms)} ` +
-      `→ ${batchResult.speedup.toFixed(2)}×, median of paired runs ${batchResult.paired_speedup.toFixed(2)}× (target ≥ 1.25×; the machine's ceiling now ${batchResult.ceiling.toFixed(2)}×; runs ${batchResult.serial_runs_ms.map(s).join(' ')} vs ${batchResult.concurrency2_runs_ms.map(s).join(' ')})`,
+      `→ ${batchResult.speedup.toFixed(2)}×, median of paired runs ${batchResult.paired_speedup.toFixed(2)}× (target ≥ 1.25×; the ` +
+      `machine's ceiling now ${batchResult.ceiling.toFixed(2)}×; runs ${batchResult.serial_runs_ms.map(s).join(' ')} ` +
+      `vs ${batchResult.concurrency2_runs_ms.map(s).join(' ')})`,
     `  CPU time, all threads (medians): serial ${s(batchResult.serial_cpu_ms)} on ${batchResult.serial_cores.toFixed(2)} cores; ` +
-      `concurrency 2 ${s(batchResult.concurrency2_cpu_ms)} on ${batchResult.concurrency2_cores.toFixed(2)} cores = ${(batchResult.concurrency2_cpu_ms / batchResult.serial_cpu_ms).toFixed(2)}× the serial CPU`,
+      `concurrency 2 ${s(batchResult.concurrency2_cpu_ms)} on ${batchResult.concurrency2_cores.toFixed(2)} cores ` +
+      `= ${(batchResult.concurrency2_cpu_ms / batchResult.serial_cpu_ms).toFixed(2)}× the serial CPU`,
     `  headroom: one lane already keeps ${batchResult.serial_cores.toFixed(2)} cores busy, so a second can gain at ` +
       `most ${batchResult.headroom.toFixed(2)}× here, ${batchResult.headroom_at_measured_cpu.toFixed(2)}× at the CPU two lanes cost`,
     `no-op re-bake of ${noopResult.rooms} rooms: ${s(noopResult.in_process_ms)} in-process, ${s(noopResult.cli_process_ms)} as a CLI ` +
-      `process, of which ${s(noopResult.cli_help_ms)} is \`museum --help\` start-up (target < 1 s; first bake ${s(noopResult.first_bake_ms)})`,
+      `process, of which ${s(noopResult.cli_help_ms)} is \`museum --help\` start-up (target < 1 s; first ` +
+      `bake ${s(noopResult.first_bake_ms)})`,
     ...variantLines(variantRows),
   );
   process.stdout.write(lines.join('\n') + '\n');

@@ -4,8 +4,8 @@
  * (+Z = resolved facing, +Y up), scale 1 — and its mesh is a quad centred on the node's origin in
  * its XY plane, width × height, facing +Z (two triangles wound counter-clockwise seen from +Z).
  * Authored placeholders keep their material and UVs (each corner takes the UV of the authored vertex
- * nearest to it); generated ones instance one quad mesh per frame size with the `Slot Placeholder` material. Works on the optimized document only: the
- * source model is never changed.
+ * nearest to it); generated ones instance one quad mesh per frame size with the `Slot Placeholder`
+ * material. Works on the optimized document only: the source model is never changed.
  */
 import type { Accessor, Document, Material, Mesh, Node, Primitive } from '@gltf-transform/core';
 import { clearNodeParent } from '@gltf-transform/functions';

@@ -96,7 +96,8 @@ const ListQuery = z.object({
     .optional()
     .describe(
       'comma-separated museum collection slugs (GET /v1/collections); an artwork matches when its museum collection is one of them or ' +
-        "a (published) descendant of one of them — a parent collection's slug also matches its child collections' artworks. The artwork's own `collection` field is its marketplace collection, which this filter does not match",
+        "a (published) descendant of one of them — a parent collection's slug also matches its child collections' artworks. The " +
+        "artwork's own `collection` field is its marketplace collection, which this filter does not match",
     ),
   search: z.string().optional().describe('case-insensitive substring of the artwork title or the artist name'),
   page: pageParam(),

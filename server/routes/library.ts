@@ -3,8 +3,9 @@
  *
  * The stream is a pass-through: frames are written to the socket as they arrive from the
  * upstream (heartbeat comments, `memory_update` after `done` and `event: shutdown` included) until
- * the upstream closes, with the head flushed before the first one and every buffering hint off. A failure before the first frame is an ordinary 502 envelope; after it the
- * response has started, so the stream just ends cleanly. A visitor who hangs up cancels the
+ * the upstream closes, with the head flushed before the first one and every buffering hint off. A
+ * failure before the first frame is an ordinary 502 envelope; after it the response has started,
+ * so the stream just ends cleanly. A visitor who hangs up cancels the
  * upstream request.
  */
 import { once } from 'node:events';
@@ -88,7 +89,9 @@ export const libraryRoutes: RouteModule = (api, { library: configured, log }) =>
     response: {
       sse:
         'Frames `data: <JSON>`: {content} token chunks, {sources}, {graph_context}, {thinking} and {sub_questions} (use_agentic), ' +
-        'then {done: true}, possibly followed by {memory_update} (the conversation memory to keep for the next question) and, when the Library restarts, an `event: shutdown` frame; the stream ends when the Library closes it. Comment lines (`: ping`) are heartbeats.',
+        'then {done: true}, possibly followed by {memory_update} (the conversation memory to keep for the next question) and, when the ' +
+        'Library restarts, an `event: shutdown` frame; the stream ends when the Library closes it. Comment lines (`: ping`) are ' +
+        'heartbeats.',
     },
     errors: [502, 503],
     async handler(ctx, { body }) {

@@ -246,7 +246,8 @@ export class PgState {
   /** Readiness: one round trip that reads every table through its index (not `SELECT 1`, which reads none). */
   async check(): Promise<void> {
     await this.query(
-      `SELECT (SELECT id FROM api_keys WHERE hash = '\\x00'::bytea) AS key_lookup, (SELECT read_at FROM exhibitions WHERE id = '') AS exhibition_lookup,
+      `SELECT (SELECT id FROM api_keys WHERE hash = '\\x00'::bytea) AS key_lookup, ` +
+        `(SELECT read_at FROM exhibitions WHERE id = '') AS exhibition_lookup,
               (SELECT count FROM exhibition_registrations WHERE ip = '' AND day = 0) AS registrations`,
     );
   }

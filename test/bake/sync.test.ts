@@ -313,7 +313,8 @@ describe('syncContent', () => {
     const nft = (id: number) => content.nfts!.find((r) => r.id === id)!;
     nft(1000).collection_type = 77; // a museum collection that is not in the store
     Object.assign(nft(1001), { media_info: { type: 'image', url: null }, response_opensea: null }); // set, but unusable
-    Object.assign(nft(1002), { media_info: { type: 'image', url: 'https://openseauserdata.com/gone.png' }, response_opensea: null }); // nothing live
+    // nothing live
+    Object.assign(nft(1002), { media_info: { type: 'image', url: 'https://openseauserdata.com/gone.png' }, response_opensea: null });
     content.collections!.push({
       id: 9,
       name: 'Orphan',
@@ -476,7 +477,10 @@ describe('syncContent', () => {
       const error = await syncFrom(store, dir).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(SyncError);
       expect((error as Error).message).toMatch(
-        /^content store at \S+: 30 of 39 listed artworks would have no media \(artwork \d+: media_info has no url\): the nfts records are not what the sync reads$/,
+        new RegExp(
+          '^content store at \\S+: 30 of 39 listed artworks would have no media \\(artwork \\d+: media_info has no url\\): ' +
+            'the nfts records are not what the sync reads$',
+        ),
       );
       expect(snapshotDir(dir)).toEqual(before);
     });

@@ -132,8 +132,11 @@ describe('museum serve at start', () => {
   it('says once that clients on other machines need PUBLIC_URL when HOST is not loopback and PUBLIC_URL is unset', async () => {
     const dir = tmp();
     const env = { DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'museum.db') };
-    const note =
-      /PUBLIC_URL is not set: the URLs handed out name http:\/\/localhost:0, which clients on other machines cannot reach \(set PUBLIC_URL\)/g;
+    const note = new RegExp(
+      'PUBLIC_URL is not set: the URLs handed out name http:\\/\\/localhost:0, ' +
+        'which clients on other machines cannot reach \\(set PUBLIC_URL\\)',
+      'g',
+    );
     expect((await serveStartLines({ ...env, HOST: '0.0.0.0' })).match(note)).toHaveLength(1);
     expect(await serveStartLines({ ...env, HOST: '127.0.0.1' })).not.toMatch(note);
     expect(await serveStartLines({ ...env, HOST: '0.0.0.0', PUBLIC_URL: 'http://museum.lan:8080' })).not.toMatch(note);

@@ -8,8 +8,9 @@
  * Files carry `filesize` (a string, as Directus answers bigints) and `modified_on`; assets carry
  * an ETag only when `assetEtags` is set (Directus's default sends none). With `maxLimit` (Directus's
  * QUERY_LIMIT_MAX), a larger `limit` answers 400 INVALID_QUERY '"limit" must be less than or equal
- * to N' and `limit=-1` silently means N, as Directus does. Unknown collections, unknown ids, unknown fields and unknown files answer 403 FORBIDDEN, as
- * Directus does for anything the role may not read. With a static token configured, requests must
+ * to N' and `limit=-1` silently means N, as Directus does. Unknown collections, unknown ids,
+ * unknown fields and unknown files answer 403 FORBIDDEN, as Directus does for anything the role
+ * may not read. With a static token configured, requests must
  * send it (`Authorization: Bearer` or `?access_token=`): a wrong token is 401, none is 403.
  * `limit` defaults to 100, -1 means all. `search` matches string fields (and strings inside list
  * fields) case-insensitively.

@@ -254,7 +254,8 @@ function plan(
           const repeat = random() < 0.3 ? 2 + Math.floor(random() * 3) : 1;
           for (let r = 0; r < repeat; r++)
             parts.push(
-              `${encodeURIComponent(name)}=${random() < 0.8 ? encodeURIComponent(pick(HOSTILE)) : pick(['%', '%zz', '%E0%A4%A', '%00', '&&&', '=='])}`,
+              `${encodeURIComponent(name)}=` +
+                `${random() < 0.8 ? encodeURIComponent(pick(HOSTILE)) : pick(['%', '%zz', '%E0%A4%A', '%00', '&&&', '=='])}`,
             );
         }
         if (random() < 0.2) parts.push(pick(['&', '=', 'noval', '=novar', '&&=&']));
@@ -346,7 +347,10 @@ function plan(
 }
 
 function check(request: PlannedRequest, res: RawResponse, allowUnconfigured: boolean): string | null {
-  const where = `${request.label} ${request.node ? `${request.node.method} ${request.node.path.slice(0, 120)}` : JSON.stringify(String(request.raw).slice(0, 80))}`;
+  const sent = request.node
+    ? `${request.node.method} ${request.node.path.slice(0, 120)}`
+    : JSON.stringify(String(request.raw).slice(0, 80));
+  const where = `${request.label} ${sent}`;
   if (res.status === 0) return `${where}: no answer (${res.body.toString().slice(0, 100)})`;
   if (!res.headers['x-request-id']) return `${where}: ${res.status} without X-Request-Id`;
   if (res.status >= 500 && !(res.status === 503 && allowUnconfigured)) return `${where}: ${res.status}`;

@@ -266,8 +266,11 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     page.on('request', (r) => requests.push(r.url()));
     await page.goto(`${server.url}/docs`);
     await pageUntil(page, `document.querySelectorAll('.opblock').length >= ${expected.length}`);
-    const shown = (await page.evaluate(`[...document.querySelectorAll('.opblock')].map((b) =>
-      b.querySelector('.opblock-summary-method').textContent.trim() + ' ' + b.querySelector('.opblock-summary-path').getAttribute('data-path'))`)) as string[];
+    const shown = (await page.evaluate(
+      `[...document.querySelectorAll('.opblock')].map((b) =>
+      b.querySelector('.opblock-summary-method').textContent.trim() + ' ' + ` +
+        `b.querySelector('.opblock-summary-path').getAttribute('data-path'))`,
+    )) as string[];
     expect([...new Set(shown)].sort()).toEqual(expected);
     // Parameters and examples are there for an operation with both.
     await page.click('.opblock-get:has([data-path="/v1/artworks"]) .opblock-summary');

@@ -109,7 +109,8 @@ describe('without LLM or Library: answers from the exhibition context', () => {
     );
     expect((await answerOf(s, { question: 'What is the meaning of life?' })).answer).toBe(
       'Light and Stone brings together 5 works by 5 artists across 2 rooms. The rooms: The Atrium (designed by Studio Lovelace) and ' +
-        'Sculpture Garden (designed by Atelier Hopper). Artists include Chiara Voss, Bruno Lumen, Émile Ünger and Ada Palette. Ask me about any work, artist or room.',
+        'Sculpture Garden (designed by Atelier Hopper). Artists include Chiara Voss, Bruno Lumen, Émile Ünger and Ada Palette. Ask me ' +
+        'about any work, artist or room.',
     );
   });
 
