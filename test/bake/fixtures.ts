@@ -147,3 +147,16 @@ export async function hugeTextureGlb(): Promise<Uint8Array> {
   b.slot('Slot_001', { center: [0, 1.5, -1.89], normal: [0, 0, 1], up: [0, 1, 0], width: 1, height: 0.8 });
   return writeGlb(b.document);
 }
+
+/** A content-source room record of `model` with two onchain slots (the bake's input, rooms.json). */
+export const contentRoom = (id: number, model: string) => ({
+  id,
+  title: model,
+  architect: '',
+  description: '',
+  series: '',
+  slots: 2,
+  token_id: null,
+  model,
+  image: null,
+});

@@ -15,6 +15,7 @@ import { allowing, startModelServer } from '../fakes/model-server.ts';
 import { angleBetween, rotate } from './rooms/geometry.ts';
 import {
   bufferPastEndGlb,
+  contentRoom,
   garbageJsonGlb,
   hugeTextureGlb,
   SHARED_ASSETS,
@@ -273,17 +274,7 @@ describe('bad input fails only its room', () => {
     ];
     await writeFile(join(content, 'good.glb'), good);
     for (const [name, bytes] of bad) await writeFile(join(content, name), bytes);
-    const room = (id: number, model: string) => ({
-      id,
-      title: model,
-      architect: '',
-      description: '',
-      series: '',
-      slots: 2,
-      token_id: null,
-      model,
-      image: null,
-    });
+    const room = contentRoom;
     await writeFile(
       join(content, 'rooms.json'),
       JSON.stringify([room(1, 'good.glb'), ...bad.map(([name], i) => room(i + 2, name)), room(9, 'missing.glb')]),

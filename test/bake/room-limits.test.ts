@@ -8,20 +8,10 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { readManifest } from '../../artifacts/store.ts';
 import { readModel, writeGlb } from '../../bake/gltf-io.ts';
 import { bakeRooms, type BakeRunOptions, type BakeSummary } from '../../bake/pipeline.ts';
-import { smallRoomGlb } from './fixtures.ts';
+import { contentRoom, smallRoomGlb } from './fixtures.ts';
 
 const tmp = (prefix: string) => mkdtempSync(join(tmpdir(), prefix));
-const room = (id: number, model: string) => ({
-  id,
-  title: model,
-  architect: '',
-  description: '',
-  series: '',
-  slots: 2,
-  token_id: null,
-  model,
-  image: null,
-});
+const room = contentRoom;
 
 /** Bake a good room (1) and `bad` (2) together; the summary and the published room ids. */
 async function bakeWithGood(bad: { name: string; bytes: Uint8Array }, options: Partial<BakeRunOptions> = {}) {

@@ -10,20 +10,10 @@ import { describe, expect, it } from 'vitest';
 import { readManifest } from '../../artifacts/store.ts';
 import { bakeRooms, type RoomOutcome } from '../../bake/pipeline.ts';
 import { manyTexturesGlb } from '../helpers/hostile-textures.ts';
-import { smallRoomGlb } from './fixtures.ts';
+import { contentRoom, smallRoomGlb } from './fixtures.ts';
 
 const tmp = (prefix: string) => mkdtempSync(join(tmpdir(), prefix));
-const room = (id: number, model: string) => ({
-  id,
-  title: model,
-  architect: '',
-  description: '',
-  series: '',
-  slots: 2,
-  token_id: null,
-  model,
-  image: null,
-});
+const room = contentRoom;
 
 describe('room time limit', () => {
   it('a room stopped at the limit with its image work queued leaves none of it running: the next room bakes at once', async () => {
