@@ -25,7 +25,7 @@ export interface LogDestinationOptions {
 export const LOG_DESTINATION = { sync: false, minLength: 12 * 1024, periodicFlush: 500, maxLength: 64 * 1024 * 1024 } as const;
 
 /** pino's asynchronous destination on `fd`, with the museum's settings, its drops counted and told. */
-function logDestination(fd: number, options: LogDestinationOptions = {}): DestinationStream {
+export function logDestination(fd: number, options: LogDestinationOptions = {}): DestinationStream {
   const destination = pino.destination({
     ...LOG_DESTINATION,
     dest: fd,
