@@ -24,7 +24,10 @@ export interface LogDestinationOptions {
 /** What the museum's log and the bench's rivals write through (bench/serve-rivals.ts uses the same). */
 export const LOG_DESTINATION = { sync: false, minLength: 12 * 1024, periodicFlush: 500, maxLength: 64 * 1024 * 1024 } as const;
 
-/** pino's asynchronous destination on `fd`, with the museum's settings, its drops counted and told. */
+/**
+ * pino's asynchronous destination on `fd`, with the museum's settings, its drops counted and told.
+ * @public (test/server/log.test.ts imports it by path in a child process, where knip cannot see it)
+ */
 export function logDestination(fd: number, options: LogDestinationOptions = {}): DestinationStream {
   const destination = pino.destination({
     ...LOG_DESTINATION,
