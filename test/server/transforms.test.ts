@@ -236,17 +236,21 @@ describe('ImageVariants limits', () => {
     const variants = new ImageVariants(dataDir, files, pino({ level: 'silent' }));
     const client = '198.51.100.9';
     await variants.variant(name, file, { width: 16, format: 'webp' }, undefined, client);
-    // Three new variants at once: which two are admitted depends on their I/O order, so any one may be refused.
-    const widths = [64, 128, 256];
+    // Three new variants at once, large enough to take a while: which two are admitted depends on their
+    // I/O order, so any one may be the one refused.
+    const widths = [1024, 1536, 2048];
     const outcomes = widths.map((width) =>
       variants.variant(name, file, { width, format: 'avif' }, undefined, client).then(
         () => ({ width, refused: null }),
         (err: unknown) => ({ width, refused: err }),
       ),
     );
-    const refused = await new Promise<{ width: number; refused: unknown }>((found) => {
-      for (const outcome of outcomes) void outcome.then((o) => o.refused && found(o));
-    });
+    const refused = await Promise.race([
+      new Promise<{ width: number; refused: unknown }>((found) => {
+        for (const outcome of outcomes) void outcome.then((o) => o.refused && found(o));
+      }),
+      Promise.all(outcomes).then(() => ({ width: 0, refused: null })),
+    ]);
     expect(refused.refused).toMatchObject({ status: 503, code: 'BUSY' });
     // The same client: a cached variant, and one already being made (no new work), are answered.
     const cached = await variants.variant(name, file, { width: 16, format: 'webp' }, undefined, client);
