@@ -1,42 +1,17 @@
 // `museum serve --dev-key` (what `make run` starts) registers a sample exhibition on a baked sample
 // and prints its link beside the development key; a restart finds it and registers nothing.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { bakeRooms } from '../../bake/pipeline.ts';
 import { writeSampleContent } from '../../bake/sample/generate.ts';
+import { killServeChildren, serveStartLines as startLines } from '../helpers/serve-cli.ts';
 
-const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
-const { STATE_DB: _s, DATA_DIR: _d, DATABASE_URL: _u, PUBLIC_URL: _p, HOST: _h, PORT: _o, ...BASE_ENV } = process.env;
-
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const child of children.splice(0)) child.kill('SIGKILL');
-});
+afterEach(killServeChildren);
 
 /** Start `museum serve --dev-key`; resolves with its start-up lines, then stops it. */
-function serveStartLines(env: Record<string, string>): Promise<string> {
-  const args = [join(ROOT, 'bin/museum.js'), 'serve', '--dev-key'];
-  const fullEnv = { ...BASE_ENV, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env };
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: fullEnv, stdio: ['ignore', 'ignore', 'pipe'] });
-  children.push(child);
-  let stderr = '';
-  return new Promise((done, fail) => {
-    const early = (code: number | null) => fail(new Error(`museum serve exited (${code}): ${stderr}`));
-    child.once('exit', early);
-    child.stderr!.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-      if (/sample exhibition/.test(stderr)) {
-        child.off('exit', early);
-        child.once('exit', () => done(stderr));
-        child.kill('SIGTERM');
-      }
-    });
-  });
-}
+const serveStartLines = (env: Record<string, string>) => startLines({ HOST: '127.0.0.1', ...env }, ['--dev-key'], /sample exhibition/);
 
 describe('museum serve --dev-key on a baked sample', () => {
   let dir: string;

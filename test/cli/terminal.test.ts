@@ -1,16 +1,15 @@
 // What a person at the terminal meets (decisions: "Clients of the HTTP API"): `.env` is read, the
 // development key survives restarts, read-only commands create nothing, PUBLIC_URL's absence is said.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { CLI_ENV as BASE_ENV, killServeChildren, serveStartLines as startLines } from '../helpers/serve-cli.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const tmp = () => mkdtempSync(join(tmpdir(), 'museum-terminal-'));
-/** The environment without anything a developer's shell may set for the museum. */
-const { STATE_DB: _s, DATA_DIR: _d, DATABASE_URL: _u, PUBLIC_URL: _p, HOST: _h, PORT: _o, ...BASE_ENV } = process.env;
 const museum = (args: string[], options: { cwd?: string; env?: Record<string, string> } = {}) =>
   spawnSync(process.execPath, [join(ROOT, 'bin/museum.js'), ...args], {
     cwd: options.cwd ?? ROOT,
@@ -19,34 +18,12 @@ const museum = (args: string[], options: { cwd?: string; env?: Record<string, st
     timeout: 60_000,
   });
 
-const children: ChildProcess[] = [];
-afterEach(() => {
-  for (const child of children.splice(0)) child.kill('SIGKILL');
-});
+afterEach(killServeChildren);
 
 /** Start `museum serve`; resolves with its start-up lines once it listens (then stops it). */
-function serveStartLines(env: Record<string, string>, args: string[] = []): Promise<string> {
-  const child = spawn(process.execPath, [join(ROOT, 'bin/museum.js'), 'serve', ...args], {
-    cwd: ROOT,
-    env: { ...BASE_ENV, PORT: '0', LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  children.push(child);
-  let stderr = '';
-  return new Promise((done, fail) => {
-    const early = (code: number | null) => fail(new Error(`museum serve exited (${code}): ${stderr}`));
-    child.once('exit', early);
-    child.stderr!.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-      // The start-up lines are written at once, ending with the last one asked for.
-      if (/museum: serving /.test(stderr) && (!args.includes('--dev-key') || /museum: try /.test(stderr))) {
-        child.off('exit', early);
-        child.once('exit', () => done(stderr));
-        child.kill('SIGTERM');
-      }
-    });
-  });
-}
+const serveStartLines = (env: Record<string, string>, args: string[] = []) =>
+  // The start-up lines are written at once, ending with the last one asked for.
+  startLines(env, args, args.includes('--dev-key') ? /museum: serving [\s\S]*museum: try / : /museum: serving /);
 
 describe('.env', () => {
   it('museum reads .env from the working directory; the process environment wins', () => {
