@@ -1,8 +1,7 @@
 /**
- * The server factory: builds the Koa app and its services from a validated Config, so tests start
- * real servers on ephemeral ports. Koa is the server — `http.createServer(app.callback())` is the
- * only request handler — and every request passes the stages of server/stages.ts in one order, down
- * to the route table's declarations (server/route-table.ts: `/v1`, `/files`, the pages, the
+ * The server factory: builds the server and its services from a validated Config, so tests start
+ * real servers on ephemeral ports. The node server has one request handler, and every request passes
+ * the stages of server/stages.ts in one order, down to the route table's declarations (server/route-table.ts: `/v1`, `/files`, the pages, the
  * operations endpoints).
  *
  * Two ways to stop: `close()` at once (tests), and `shutdown()` — the one graceful sequence
@@ -12,10 +11,9 @@
  * answered (bounded), then the `onShutdown('flush')` hooks run and the services and pools close;
  * the log is flushed last.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type RequestListener, type Server } from 'node:http';
 import { type AddressInfo, Server as NetServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import Koa from 'koa';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { flushLog, serverLog } from './log.ts';
@@ -26,14 +24,13 @@ import { Operations, operationRoutes } from './operations.ts';
 import { RouteTable } from './route-table.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
 import { type BuiltServices, buildServices } from './services.ts';
-import { stages } from './stages.ts';
-import type { MuseumContext, MuseumState, Services } from './types.ts';
+import { requestHandler, stages } from './stages.ts';
+import type { MuseumContext, Services } from './types.ts';
 
 export interface MuseumServer {
   url: string;
   port: number;
   server: Server;
-  app: Koa<MuseumState>;
   services: Services;
   /** Health, readiness, metrics and the requests in flight. */
   operations: Operations;
@@ -77,8 +74,8 @@ async function serveWith(config: Config, services: BuiltServices, log: Logger): 
   for (const register of ROUTE_MODULES) register(table, services);
   operationRoutes(table, operations, config.metricsPort === undefined ? config.metricsToken : undefined);
 
-  const app = koaApp(table, operations, config, log);
-  const { server, lastConnectionAt } = nodeServer(config, operations, app, log);
+  const handler = requestHandler(stages({ table, log, trustProxy: config.trustProxy, operations }), log);
+  const { server, lastConnectionAt } = nodeServer(config, operations, handler, log);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.port, config.host, () => resolve());
@@ -100,7 +97,6 @@ async function serveWith(config: Config, services: BuiltServices, log: Logger): 
     url: `http://${host}:${port}`,
     port,
     server,
-    app,
     services,
     operations,
     metricsPort: metricsServer ? Operations.portOf(metricsServer) : undefined,
@@ -115,31 +111,14 @@ async function serveWith(config: Config, services: BuiltServices, log: Logger): 
   };
 }
 
-/** The Koa app: the stages of server/stages.ts, in their one order. */
-function koaApp(table: RouteTable, operations: Operations, config: Config, log: Logger): Koa<MuseumState> {
-  const app = new Koa<MuseumState>();
-  app.silent = true;
-  app.on('error', (err: NodeJS.ErrnoException) => {
-    // Clients that hang up mid-stream are normal (SSE, aborted downloads).
-    // A stream ended by a shutdown may still be written to by its source once.
-    if (
-      ['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE', 'ERR_STREAM_WRITE_AFTER_END', 'ERR_STREAM_DESTROYED'].includes(err.code ?? '')
-    )
-      return;
-    log.error({ err }, 'koa error');
-  });
-  for (const stage of stages({ table, log, trustProxy: config.trustProxy, operations })) app.use(stage);
-  return app;
-}
-
 /** The node server, not yet listening, with its guards. `lastConnectionAt` is when the last connection arrived while draining. */
 function nodeServer(
   config: Config,
   operations: Operations,
-  app: Koa<MuseumState>,
+  handler: RequestListener,
   log: Logger,
 ): { server: Server; lastConnectionAt: () => number } {
-  const server = createServer(serverOptions(config), app.callback());
+  const server = createServer(serverOptions(config), handler);
   server.on('clientError', clientErrorResponder());
   let lastConnectionAt = 0;
   server.on('connection', () => {

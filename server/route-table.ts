@@ -14,7 +14,6 @@
  * Paths match as @koa/router matched them: case-insensitively, a trailing slash allowed, parameters
  * percent-decoded.
  */
-import type { Middleware } from 'koa';
 import { parse as parseQueryString } from 'node:querystring';
 import compose from 'koa-compose';
 import { LRUCache } from 'lru-cache';
@@ -27,7 +26,7 @@ import { depthOf, jsonBody } from './middleware/json-body.ts';
 import { ipRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
 import { buildOpenApi, type OpenApiInfo } from './openapi.ts';
 import type { KeyStore } from './state/keys.ts';
-import type { Headers, MuseumMiddleware, MuseumState, RawAnswer, RouteContext, Services } from './types.ts';
+import type { Headers, MuseumMiddleware, RawAnswer, RouteContext, Services } from './types.ts';
 import { invalidInput } from './validation.ts';
 
 /** A route group: its declarations and handlers, given the server's services. */
@@ -119,7 +118,7 @@ class ParsedInputs {
 /** A declaration with its stages composed (the handler last). */
 interface CompiledRoute {
   readonly def: AnyRouteDef;
-  readonly run: Middleware<MuseumState>;
+  readonly run: MuseumMiddleware;
 }
 
 /** The declarations of one path (by method), and its headers. */
@@ -227,7 +226,7 @@ function send(ctx: RouteContext, answer: Answer): void {
   } else setAnswer(ctx, answer);
 }
 
-/** The parsers of a route's input (the query string parsed as Koa parses it). */
+/** The parsers of a route's input (the query string parsed by node's querystring, as Koa parsed it). */
 interface InputParsers {
   params: ParsedInputs | null;
   /** The path parameters as one key: the value itself when there is one, else their JSON array. */
@@ -381,8 +380,8 @@ export class RouteTable {
   }
 
   /** A route's own stages, in order: auth + key limit or IP limit → body → validation → handler. */
-  private stagesOf(def: AnyRouteDef): Array<Middleware<MuseumState>> {
-    const stages: Array<Middleware<MuseumState>> = [];
+  private stagesOf(def: AnyRouteDef): Array<MuseumMiddleware> {
+    const stages: Array<MuseumMiddleware> = [];
     if (def.access === 'key') stages.push(requireKey(this.deps.keys, this.deps.limiter));
     else if (def.access !== 'public') stages.push(requireBearer(def.access.bearer));
     if (def.ipLimit) stages.push(ipRateLimit(this.deps.limiter, def.ipLimit.name, def.ipLimit.perMinute));

@@ -1,24 +1,27 @@
 /**
- * The request path, in one order, for every request (http.createServer(app.callback()) is the only
+ * The request path, in one order, for every request (`requestHandler` is the node server's only
  * request handler):
  *
  *   connection guard → request id + client IP → access line + metrics (on close) → route match (+ the
  *   path's declared headers) → CORS (preflights from the table) → compression → error envelope →
  *   dispatch: 404 / 405, or the route's own stages — auth + key limit or IP limit → body → validation → handler
  *
- * Each stage is a small Koa middleware in its own file; the route's own stages are composed once per
- * declaration by the route table (server/route-table.ts).
+ * Each stage is a small middleware (Koa's shape: `(exchange, next)`, composed by koa-compose) in its
+ * own file; the route's own stages are composed once per declaration by the route table
+ * (server/route-table.ts). After the stages, `respond` writes the answer they built (exchange.ts).
  */
-import type { Middleware } from 'koa';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import compose from 'koa-compose';
 import type { Logger } from 'pino';
+import { Exchange, respond } from './exchange.ts';
 import { compressAnswers } from './middleware/compress.ts';
 import { cors } from './middleware/cors.ts';
-import { errorEnvelope } from './middleware/errors.ts';
+import { errorEnvelope, sendErrorAndClose } from './middleware/errors.ts';
 import { connectionGuard } from './middleware/guard.ts';
 import { observe, type RequestObserver } from './middleware/observe.ts';
 import { requestContext } from './middleware/request-id.ts';
 import type { RouteTable } from './route-table.ts';
-import type { MuseumMiddleware, MuseumState } from './types.ts';
+import type { MuseumMiddleware } from './types.ts';
 
 export interface StageDeps {
   table: RouteTable;
@@ -28,7 +31,7 @@ export interface StageDeps {
   operations: RequestObserver & { readonly draining: boolean };
 }
 
-export function stages({ table, log, trustProxy, operations }: StageDeps): Array<Middleware<MuseumState>> {
+export function stages({ table, log, trustProxy, operations }: StageDeps): MuseumMiddleware[] {
   return [
     connectionGuard(operations),
     requestContext({ trustProxy }),
@@ -47,5 +50,28 @@ function compression(): MuseumMiddleware {
   return function compressionStage(ctx, next) {
     const response = ctx.state.route?.response;
     return response && 'json' in response && response.precompressed ? next() : compress(ctx, next);
+  };
+}
+
+/** Errors of a client that went away mid-answer: normal (aborted downloads, closed event streams). */
+const CLIENT_GONE = new Set(['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE', 'ERR_STREAM_DESTROYED', 'ERR_STREAM_WRITE_AFTER_END']);
+
+/** The node server's request handler: each request an exchange through `list`, then its answer written. */
+export function requestHandler(list: MuseumMiddleware[], log: Logger): (req: IncomingMessage, res: ServerResponse) => void {
+  const run = compose(list);
+  const streamFailed = (err: NodeJS.ErrnoException) => {
+    if (!CLIENT_GONE.has(err.code ?? '')) log.error({ err }, 'answer stream failed');
+  };
+  return (req, res) => {
+    const ex = new Exchange(req, res);
+    run(ex).then(
+      () => respond(ex, streamFailed),
+      (err: unknown) => {
+        // Only a defect in a stage outside the error envelope gets here.
+        log.error({ err, requestId: ex.state.requestId }, 'request path failed');
+        if (!res.headersSent) sendErrorAndClose(res, 500, 'Internal server error');
+        else res.destroy();
+      },
+    );
   };
 }

@@ -4,11 +4,11 @@
  */
 import type { Readable } from 'node:stream';
 import type { Redis } from 'ioredis';
-import type { Middleware, ParameterizedContext } from 'koa';
 import type { Logger } from 'pino';
 import type { ArtifactFiles } from './artifact-files.ts';
 import type { Config } from './config.ts';
 import type { ContentStore } from './content.ts';
+import type { Exchange } from './exchange.ts';
 import type { Guide } from './guide/guide.ts';
 import type { SpeechClips } from './guide/speech.ts';
 import type { StarterJobs } from './guide/suggestions.ts';
@@ -40,10 +40,11 @@ export interface MuseumState {
   route?: AnyRouteDef;
 }
 
-export type MuseumContext = ParameterizedContext<MuseumState>;
-export type MuseumMiddleware = Middleware<MuseumState>;
-/** The context a route handler gets: its path parameters as sent (percent-decoded), before validation. */
-export type RouteContext = MuseumContext & { params: Record<string, string> };
+export type MuseumContext = Exchange;
+/** A stage of the request path: it may act before and after the stages after it (`next`), as Koa middleware does. */
+export type MuseumMiddleware = (ex: Exchange, next: () => Promise<void>) => Promise<void> | void;
+/** What a route handler gets: the exchange, its path parameters as sent (percent-decoded), before validation. */
+export type RouteContext = Exchange;
 
 /** Response headers as one object; precomputed sets are shared, never mutated. */
 export type Headers = Readonly<Record<string, string>>;

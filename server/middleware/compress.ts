@@ -1,43 +1,57 @@
 /**
  * Compression of the /v1 JSON answers made per request (search, characters, the Library, souls, the
- * guide, errors), with koa-compress: br or gzip as Accept-Encoding allows, from 1 KB up, with
- * `Vary: Accept-Encoding`. Answers that are already encoded (snapshot answers, compressed once per
- * bake: server/snapshot-answer.ts) pass untouched, and so does every event stream: a compressor
- * would hold its frames back until a block fills.
+ * guide, errors): br or gzip as Accept-Encoding allows (negotiated as the snapshot answers are), from
+ * 1 KB up, with `Vary: Accept-Encoding`. The body is whole in memory by then (≤ the answer caps), so
+ * one asynchronous zlib call compresses it off the event loop. Answers already encoded (snapshot
+ * answers, compressed once per bake: server/snapshot-answer.ts), event streams, HEAD and bodies that
+ * are not JSON bytes pass untouched.
  */
-import compress from 'koa-compress';
-import { constants as zlib } from 'node:zlib';
+import { Readable } from 'node:stream';
+import { promisify } from 'node:util';
+import { brotliCompress, constants as zlib, gzip } from 'node:zlib';
+import type { Exchange } from '../exchange.ts';
+import { JSON_TYPE } from '../http-conditional.ts';
+import { negotiateEncoding } from '../snapshot-answer.ts';
 import type { MuseumMiddleware } from '../types.ts';
 
 /** Smaller answers gain too little to pay for a compressor. */
 const COMPRESS_THRESHOLD = 1024;
+const brotli = promisify(brotliCompress);
+const gzipped = promisify(gzip);
+const ENCODE = {
+  br: (body: Buffer) => brotli(body, { params: { [zlib.BROTLI_PARAM_QUALITY]: 4, [zlib.BROTLI_PARAM_SIZE_HINT]: body.length } }),
+  gzip: (body: Buffer) => gzipped(body, { level: 6 }),
+};
 
-const compressJson = compress({
-  threshold: COMPRESS_THRESHOLD,
-  // Only JSON: event streams, audio, files and pages are not this stage's.
-  filter: (type) => type === 'application/json',
-  br: { params: { [zlib.BROTLI_PARAM_QUALITY]: 4 } },
-  gzip: { level: 6 },
-  deflate: false,
-});
-
-/** The matched route's declaration, when the route table records it (`ctx.state.route`). */
-type Declared = { route?: { response: object } };
-
-/** The compression stage of the /v1 JSON answers (place it outside the error envelope, so errors are compressed too). */
+/** The compression stage of the /v1 JSON answers (placed outside the error envelope, so errors are compressed too). */
 export function compressAnswers(): MuseumMiddleware {
-  return async function compressStage(ctx, next) {
-    if (!ctx.path.startsWith('/v1')) return next();
-    // Nothing to negotiate: the answer is identity whatever it is (koa-compress would parse the default).
-    if (ctx.get('Accept-Encoding') === '') {
-      ctx.vary('Accept-Encoding');
-      return next();
-    }
-    return compressJson(ctx, async () => {
-      await next();
-      // An event stream is known from its declaration, whatever type it ends up sent with.
-      const declared = (ctx.state as Declared).route?.response;
-      if (declared && 'sse' in declared) ctx.compress = false;
-    });
+  return async function compressStage(ex, next) {
+    if (!ex.path.startsWith('/v1')) return next();
+    ex.vary('Accept-Encoding');
+    await next();
+    const body = jsonBytes(ex);
+    if (body === null || body.length < COMPRESS_THRESHOLD) return;
+    const encoding = negotiateEncoding(ex.req.headers['accept-encoding']);
+    if (encoding === 'identity') return;
+    const compressed = await ENCODE[encoding](body);
+    ex.body = compressed;
+    ex.set('Content-Encoding', encoding);
+    ex.set('Content-Length', String(compressed.length));
   };
+}
+
+/** The answer as JSON bytes when it is one this stage may compress, else null (a JSON value is serialized here). */
+function jsonBytes(ex: Exchange): Buffer | null {
+  if (!ex.respond || ex.method === 'HEAD' || ex.answerHeader('Content-Encoding') !== undefined) return null;
+  const declared = ex.state.route?.response;
+  if (declared && 'sse' in declared) return null;
+  const type = ex.answerHeader('Content-Type');
+  if (type !== undefined && !type.startsWith('application/json')) return null;
+  const body = ex.body;
+  if (Buffer.isBuffer(body)) return type === undefined ? null : body;
+  if (body === null || typeof body !== 'object' || body instanceof Readable) return null;
+  const bytes = Buffer.from(JSON.stringify(body));
+  ex.body = bytes;
+  ex.type = JSON_TYPE;
+  return bytes;
 }

@@ -27,7 +27,6 @@ const CLIENT_MESSAGES: Record<number, string> = {
 };
 
 const NOT_FOUND = new HttpError(404, 'NOT_FOUND', 'Not found');
-const METHOD_NOT_ALLOWED = new HttpError(405, 'METHOD_NOT_ALLOWED', 'Method not allowed');
 const INTERNAL = new HttpError(500, 'INTERNAL', 'Internal server error');
 
 /** Serialized envelopes, once per error instance (the shared 401s and 429s are answered often). */
@@ -60,29 +59,17 @@ function httpErrorOf(err: unknown, log: Logger, request: { requestId: string; me
   return INTERNAL;
 }
 
-/** Set an answer (status, headers, body) on a Koa context. */
+/** Set an answer (status, headers, body) on the exchange. */
 export function setAnswer(ctx: MuseumContext, answer: RawAnswer): void {
-  ctx.status = answer.status;
-  ctx.set(answer.headers);
-  if (answer.body !== null) ctx.body = answer.body;
+  ctx.answer(answer);
 }
 
 export function errorEnvelope(log: Logger): MuseumMiddleware {
   return async function errorEnvelopeMiddleware(ctx, next) {
     try {
       await next();
-      if (ctx.status === 404 && ctx.body == null) {
-        setAnswer(ctx, errorAnswer(NOT_FOUND));
-      } else if (ctx.status === 405 && ctx.body == null) {
-        setAnswer(ctx, errorAnswer(METHOD_NOT_ALLOWED));
-      } else if (ctx.status === 501 && ctx.body == null) {
-        // A method the router does not know at all (PROPFIND, PURGE…): 405 on a route, else 404.
-        if (ctx.response.get('Allow')) setAnswer(ctx, errorAnswer(METHOD_NOT_ALLOWED));
-        else {
-          ctx.remove('Allow');
-          setAnswer(ctx, errorAnswer(NOT_FOUND));
-        }
-      }
+      // No stage answered (a handler that set nothing): 404, as an unknown path.
+      if (ctx.status === 404 && ctx.body === null && ctx.respond) setAnswer(ctx, errorAnswer(NOT_FOUND));
     } catch (err) {
       if (clientLeft(err, ctx.req)) {
         log.info({ requestId: ctx.state.requestId, method: ctx.method, url: ctx.url }, 'client left before sending its whole request');

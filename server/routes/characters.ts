@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { idParam, limitParam, pageParam, type RouteModule } from '../route-table.ts';
 import { notFound, unconfigured } from '../errors.ts';
+import { JSON_TYPE } from '../http-conditional.ts';
 import { type CharacterInclude, CharacterDetail, CharacterListMeta, CharacterSummary, CHARACTERS_SERVICE } from '../upstream/characters.ts';
 
 const INCLUDES: ReadonlySet<string> = new Set<CharacterInclude>(['profiles', 'codex']);
@@ -56,7 +57,7 @@ export const characterRoutes: RouteModule = (api, { characters: configured }) =>
     errors: [502, 503],
     async handler(ctx, { query }) {
       const body = await client().listBody(listQueryOf(query));
-      ctx.type = 'application/json';
+      ctx.type = JSON_TYPE;
       ctx.body = body.body;
     },
   });
@@ -75,7 +76,7 @@ export const characterRoutes: RouteModule = (api, { characters: configured }) =>
     async handler(ctx, { params, query }) {
       const body = await client().getBody(params.id, includesOf(query));
       if (!body) throw notFound(`Character ${params.id} not found`);
-      ctx.type = 'application/json';
+      ctx.type = JSON_TYPE;
       ctx.body = body.body;
     },
   });

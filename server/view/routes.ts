@@ -44,7 +44,7 @@ function viewRoom(snapshot: ContentSnapshot, id: number): ViewRoom | null {
 
 /** The page's `?variant=` (shown back to the reader, so only its first VARIANT_PARAM_MAX characters), or null. */
 function askedVariant(ctx: RouteContext): string | null {
-  const value = [ctx.query.variant].flat()[0];
+  const value = ctx.queryParam('variant');
   return value ? value.slice(0, VARIANT_PARAM_MAX) : null;
 }
 

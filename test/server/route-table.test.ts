@@ -1,5 +1,5 @@
 /**
- * The route table with the request path's stages (server/stages.ts), served by a real Koa server
+ * The route table with the request path's stages (server/stages.ts), served by a real node server
  * over HTTP: matching as @koa/router matched (case, trailing slash, percent-decoded parameters),
  * 404 and 405 envelopes, HEAD, preflights advertising the path's own methods, declared headers on
  * every answer of a path (errors and preflights too) and of an area, validation problems one per
@@ -7,16 +7,15 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import Koa from 'koa';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MemoryRateLimitStore } from '../../server/middleware/rate-limit.ts';
 import { idParam, limitParam, RouteTable } from '../../server/route-table.ts';
-import { stages } from '../../server/stages.ts';
+import { requestHandler, stages } from '../../server/stages.ts';
 import { openStateDb } from '../../server/state/db.ts';
 import { SqliteKeyStore } from '../../server/state/keys.ts';
-import type { MuseumContext, MuseumState } from '../../server/types.ts';
+import type { MuseumContext } from '../../server/types.ts';
 import { nodeRequest } from '../helpers/raw-http.ts';
 
 let server: Server;
@@ -87,11 +86,8 @@ function table(keys: SqliteKeyStore): RouteTable {
 beforeAll(async () => {
   const keys = new SqliteKeyStore(openStateDb(':memory:'));
   key = (await keys.create('route-table')).key;
-  const app = new Koa<MuseumState>();
-  app.silent = true;
-  for (const stage of stages({ table: table(keys), log: pino({ level: 'silent' }), trustProxy: false, operations: observer }))
-    app.use(stage);
-  server = createServer(app.callback());
+  const log = pino({ level: 'silent' });
+  server = createServer(requestHandler(stages({ table: table(keys), log, trustProxy: false, operations: observer }), log));
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
   port = (server.address() as AddressInfo).port;
 });

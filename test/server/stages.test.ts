@@ -8,15 +8,14 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import Koa from 'koa';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MemoryRateLimitStore } from '../../server/middleware/rate-limit.ts';
 import { RouteTable } from '../../server/route-table.ts';
-import { stages } from '../../server/stages.ts';
+import { requestHandler, stages } from '../../server/stages.ts';
 import { openStateDb } from '../../server/state/db.ts';
 import { SqliteKeyStore } from '../../server/state/keys.ts';
-import type { MuseumContext, MuseumState } from '../../server/types.ts';
+import type { MuseumContext } from '../../server/types.ts';
 import { capturedLogger } from '../helpers/logs.ts';
 import { nodeRequest } from '../helpers/raw-http.ts';
 
@@ -45,10 +44,7 @@ beforeAll(async () => {
       throw new Error('secret detail');
     },
   });
-  const app = new Koa<MuseumState>();
-  app.silent = true;
-  for (const stage of stages({ table, log, trustProxy: false, operations })) app.use(stage);
-  server = createServer(app.callback());
+  server = createServer(requestHandler(stages({ table, log, trustProxy: false, operations }), log));
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
   port = (server.address() as AddressInfo).port;
 });
