@@ -15,7 +15,6 @@
  * percent-decoded.
  */
 import { parse as parseQueryString } from 'node:querystring';
-import compose from 'koa-compose';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { HttpError } from './errors.ts';
@@ -26,7 +25,8 @@ import { depthOf, jsonBody } from './middleware/json-body.ts';
 import { ipRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
 import { buildOpenApi, type OpenApiInfo } from './openapi.ts';
 import type { KeyStore } from './state/keys.ts';
-import type { Headers, MuseumMiddleware, RawAnswer, RouteContext, Services } from './types.ts';
+import type { Exchange } from './exchange.ts';
+import type { Headers, RawAnswer, RouteContext, RouteStage, Services, Stage } from './types.ts';
 import { invalidInput } from './validation.ts';
 
 /** A route group: its declarations and handlers, given the server's services. */
@@ -115,10 +115,10 @@ class ParsedInputs {
   }
 }
 
-/** A declaration with its stages composed (the handler last). */
+/** A declaration with its own stages (the handler last). */
 interface CompiledRoute {
   readonly def: AnyRouteDef;
-  readonly run: MuseumMiddleware;
+  readonly stages: readonly RouteStage[];
 }
 
 /** The declarations of one path (by method), and its headers. */
@@ -173,6 +173,8 @@ export const idParam = (max = Number.MAX_SAFE_INTEGER) =>
 const NOT_FOUND = new HttpError(404, 'NOT_FOUND', 'Not found');
 const METHOD_NOT_ALLOWED = new HttpError(405, 'METHOD_NOT_ALLOWED', 'Method not allowed');
 const NO_INPUT = {};
+/** A remembered lookup that matched nothing. */
+const NO_MATCH = Symbol('no route');
 
 /** A path's key in the static map and in the pattern index: lower case, without a trailing slash. */
 const keyOf = (path: string): string => {
@@ -290,17 +292,19 @@ export class RouteTable {
   /** Pattern paths by the static prefix before their first parameter (`/v1/rooms/`), in registration order. */
   private readonly patterns = new Map<string, PathEntry[]>();
   private readonly areas: Area[] = [];
+  /** Paths looked up, and what they matched. */
+  private readonly found = new LRUCache<string, PathMatch | typeof NO_MATCH>({ max: 1024 });
 
   constructor(private readonly deps: { keys: KeyStore; limiter: RateLimitStore }) {}
 
   route<P extends AnyObject, Q extends AnyObject, B extends z.ZodType>(declaration: RouteDef<P, Q, B>): void {
     const def = declaration as unknown as AnyRouteDef;
+    this.found.clear();
     const entry = this.entryFor(def);
     if (entry.routes.has(def.method)) throw new Error(`${def.method} ${def.path} is declared twice`);
     if (def.headers && entry.headers && entry.headers !== def.headers) throw new Error(`${def.path}: its routes declare different headers`);
     entry.headers ??= def.headers;
-    const stages = this.stagesOf(def);
-    entry.routes.set(def.method, { def, run: stages.length === 1 ? stages[0]! : compose(stages) });
+    entry.routes.set(def.method, { def, stages: this.stagesOf(def) });
     entry.allow = [...entry.routes.keys()].flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ');
     this.routes.push(def);
   }
@@ -329,8 +333,19 @@ export class RouteTable {
     return this.routes.filter((def) => def.documented !== false);
   }
 
-  /** The declarations of a request path, if any. */
+  /**
+   * The declarations of a request path, if any, remembered by the path as sent (bounded): a repeated
+   * path — the same room's slots — costs one lookup instead of a case fold and a pattern match.
+   */
   lookup(path: string): PathMatch | null {
+    const remembered = this.found.get(path);
+    if (remembered !== undefined) return remembered === NO_MATCH ? null : remembered;
+    const match = this.search(path);
+    if (path.length <= MAX_REMEMBERED_INPUT) this.found.set(path, match ?? NO_MATCH);
+    return match;
+  }
+
+  private search(path: string): PathMatch | null {
     const found = this.staticPaths.get(keyOf(path));
     if (found) return { entry: found, params: NO_INPUT as Record<string, string> };
     const lower = path.toLowerCase();
@@ -341,55 +356,61 @@ export class RouteTable {
         const values = entry.pattern!.regex.exec(path);
         if (!values) continue;
         const params: Record<string, string> = {};
-        entry.pattern!.names.forEach((name, i) => (params[name] = decoded(values[i + 1]!)));
-        return { entry, params };
+        const { names } = entry.pattern!;
+        for (let i = 0; i < names.length; i++) params[names[i]!] = decoded(values[i + 1]!);
+        return { entry, params: Object.freeze(params) };
       }
     }
     return null;
   }
 
-  /** The route-match stage: `ctx.state.match`, the answering `ctx.state.route`, `ctx.params`, and the path's declared headers. */
-  match(): MuseumMiddleware {
-    return (ctx, next) => {
-      const path = ctx.path;
-      const match = this.lookup(path);
-      ctx.state.match = match;
-      if (match) {
-        (ctx as RouteContext).params = match.params;
-        ctx.state.route = match.entry.routes.get(ctx.method === 'HEAD' ? 'GET' : ctx.method)?.def;
-        if (match.entry.headers) ctx.set(match.entry.headers);
-      } else {
-        for (const area of this.areas) if (path.startsWith(area.prefix)) ctx.set(area.headers);
-      }
-      return next();
+  /** The route-match stage: `ex.state.match`, the answering `ex.state.route`, `ex.params`, and the path's declared headers. */
+  match(): Stage {
+    return {
+      request: (ex) => {
+        const path = ex.path;
+        const match = this.lookup(path);
+        ex.state.match = match;
+        if (match) {
+          ex.params = match.params;
+          ex.state.route = match.entry.routes.get(ex.method === 'HEAD' ? 'GET' : ex.method)?.def;
+          if (match.entry.headers) ex.set(match.entry.headers);
+        } else {
+          for (const area of this.areas) if (path.startsWith(area.prefix)) ex.set(area.headers);
+        }
+      },
     };
   }
 
-  /** The dispatch stage: 404, 405 (with `Allow`), or the matched route's own stages. */
-  dispatch(): MuseumMiddleware {
-    return (ctx, next) => {
-      const match = ctx.state.match;
-      if (!match) throw NOT_FOUND;
-      const route = match.entry.routes.get(ctx.method === 'HEAD' ? 'GET' : ctx.method);
-      if (!route) {
-        ctx.set('Allow', match.entry.allow);
-        throw METHOD_NOT_ALLOWED;
-      }
-      return route.run(ctx, next);
+  /** The dispatch stage: 404, 405 (with `Allow`), or the matched route's own stages, in order. */
+  dispatch(): Stage {
+    return {
+      request(ex) {
+        const match = ex.state.match;
+        if (!match) throw NOT_FOUND;
+        const route = match.entry.routes.get(ex.method === 'HEAD' ? 'GET' : ex.method);
+        if (!route) {
+          ex.set('Allow', match.entry.allow);
+          throw METHOD_NOT_ALLOWED;
+        }
+        return inSequence(route.stages, ex, 0);
+      },
     };
   }
 
   /** A route's own stages, in order: auth + key limit or IP limit → body → validation → handler. */
-  private stagesOf(def: AnyRouteDef): Array<MuseumMiddleware> {
-    const stages: Array<MuseumMiddleware> = [];
+  private stagesOf(def: AnyRouteDef): RouteStage[] {
+    const stages: RouteStage[] = [];
     if (def.access === 'key') stages.push(requireKey(this.deps.keys, this.deps.limiter));
     else if (def.access !== 'public') stages.push(requireBearer(def.access.bearer));
     if (def.ipLimit) stages.push(ipRateLimit(this.deps.limiter, def.ipLimit.name, def.ipLimit.perMinute));
     if (def.body) stages.push(jsonBody({ optional: def.bodyOptional, limit: def.bodyLimit }));
     const parsers = inputParsers(def);
-    stages.push(async (ctx) => {
-      const answer = await def.handler(ctx as RouteContext, inputOf(def, parsers, ctx as RouteContext));
-      if (answer !== undefined) send(ctx as RouteContext, answer);
+    stages.push(function handlerStage(ex) {
+      const answer = def.handler(ex, inputOf(def, parsers, ex));
+      // Most handlers answer at once (snapshot answers): no promise to wait for.
+      if (!(answer instanceof Promise)) return void (answer !== undefined && send(ex, answer));
+      return answer.then((awaited) => void (awaited !== undefined && send(ex, awaited)));
     });
     return stages;
   }
@@ -401,7 +422,7 @@ export class RouteTable {
     if (!isPattern) {
       let entry = this.staticPaths.get(key);
       if (!entry) {
-        const shadowedBy = this.lookup(def.path);
+        const shadowedBy = this.search(def.path);
         if (shadowedBy) throw new Error(`${def.path} would also match ${shadowedBy.entry.path}: declare paths that cannot overlap`);
         entry = { path: def.path, routes: new Map(), allow: '', headers: undefined, pattern: null };
         this.staticPaths.set(key, entry);
@@ -417,5 +438,13 @@ export class RouteTable {
       this.patterns.set(prefix, group);
     }
     return entry;
+  }
+}
+
+/** Run route stages in order from `from`, waiting only for those that return a promise. */
+function inSequence(stages: readonly RouteStage[], ex: Exchange, from: number): void | Promise<void> {
+  for (let i = from; i < stages.length; i++) {
+    const pending = stages[i]!(ex);
+    if (pending !== undefined) return pending.then(() => inSequence(stages, ex, i + 1));
   }
 }

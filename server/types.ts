@@ -41,8 +41,20 @@ export interface MuseumState {
 }
 
 export type MuseumContext = Exchange;
-/** A stage of the request path: it may act before and after the stages after it (`next`), as Koa middleware does. */
-export type MuseumMiddleware = (ex: Exchange, next: () => Promise<void>) => Promise<void> | void;
+/**
+ * A stage of the request path (server/stages.ts runs them): hooks of the exchange's lifecycle, as
+ * fastify's are. Each returns nothing, or a promise when it must wait (a database, a body to read).
+ */
+export interface Stage {
+  /** On the way in, in order; it may finish the exchange (`ex.finished`): no later stage's `request` runs. */
+  request?(ex: Exchange): void | Promise<void>;
+  /** On the way out, in reverse order, for every stage whose `request` ran. */
+  answer?(ex: Exchange): void | Promise<void>;
+  /** An error thrown by a later stage's `request`: turn it into the answer (the error envelope). */
+  error?(ex: Exchange, err: unknown): void;
+}
+/** A route's own stage (auth, limit, body, validation + handler): on the way in only. */
+export type RouteStage = (ex: Exchange) => void | Promise<void>;
 /** What a route handler gets: the exchange, its path parameters as sent (percent-decoded), before validation. */
 export type RouteContext = Exchange;
 

@@ -7,8 +7,9 @@ import { timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError } from '../errors.ts';
 import type { KeyStore } from '../state/keys.ts';
-import type { MuseumMiddleware } from '../types.ts';
-import { hitKeyLimit, keyLimitExceeded, keyLimitHeaders, type RateLimitStore } from './rate-limit.ts';
+import type { RouteStage } from '../types.ts';
+import type { Exchange } from '../exchange.ts';
+import { hitKeyLimit, keyLimitExceeded, keyLimitHeaders, type RateDecision, type RateLimitStore } from './rate-limit.ts';
 
 /** The key a request presents, from its X-API-Key or Authorization header values. */
 function keyFromHeaders(apiKey: string | undefined, authorization: string | undefined): string | null {
@@ -49,26 +50,32 @@ function authenticate(keys: KeyStore, presented: string | null): number | HttpEr
 }
 
 /** Keyed routes: the key must be active (401), and it is counted against its budget (429). */
-export function requireKey(keys: KeyStore, limiter: RateLimitStore): MuseumMiddleware {
-  return async function requireKeyMiddleware(ctx, next) {
-    const keyId = await authenticate(keys, presentedKey(ctx.req.headers));
-    if (keyId instanceof HttpError) throw keyId;
-    ctx.state.keyId = keyId;
-    const decision = await hitKeyLimit(limiter, keyId);
-    ctx.set(keyLimitHeaders(decision));
+export function requireKey(keys: KeyStore, limiter: RateLimitStore): RouteStage {
+  const counted = (ex: Exchange, decision: RateDecision) => {
+    ex.set(keyLimitHeaders(decision));
     if (!decision.allowed) throw keyLimitExceeded();
-    await next();
+  };
+  const admitted = (ex: Exchange, keyId: number | HttpError) => {
+    if (keyId instanceof HttpError) throw keyId;
+    ex.state.keyId = keyId;
+    const decision = hitKeyLimit(limiter, keyId);
+    return decision instanceof Promise ? decision.then((d) => counted(ex, d)) : counted(ex, decision);
+  };
+  // Synchronous while the key store and the limiter answer from memory (SQLite, the in-process
+  // limiter); a promise only when one of them must ask a server (PostgreSQL, Redis).
+  return function requireKeyStage(ex) {
+    const keyId = authenticate(keys, presentedKey(ex.req.headers));
+    return keyId instanceof Promise ? keyId.then((id) => admitted(ex, id)) : admitted(ex, keyId);
   };
 }
 
 /** Routes behind a fixed token (/metrics with METRICS_TOKEN): `Authorization: Bearer <token>`, compared in constant time. */
-export function requireBearer(token: string): MuseumMiddleware {
+export function requireBearer(token: string): RouteStage {
   const expected = Buffer.from(token);
-  return async function requireBearerMiddleware(ctx, next) {
-    const match = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('authorization'));
+  return function requireBearerStage(ex) {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(ex.get('authorization'));
     const presented = Buffer.from(match?.[1] ?? '');
     // Constant time for equal lengths; the length of a token is no secret worth the complexity.
     if (presented.length !== expected.length || !timingSafeEqual(presented, expected)) throw TOKEN_MISSING;
-    await next();
   };
 }

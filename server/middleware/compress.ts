@@ -12,7 +12,7 @@ import { brotliCompress, constants as zlib, gzip } from 'node:zlib';
 import type { Exchange } from '../exchange.ts';
 import { JSON_TYPE } from '../http-conditional.ts';
 import { negotiateEncoding } from '../snapshot-answer.ts';
-import type { MuseumMiddleware } from '../types.ts';
+import type { Stage } from '../types.ts';
 
 /** Smaller answers gain too little to pay for a compressor. */
 const COMPRESS_THRESHOLD = 1024;
@@ -23,28 +23,33 @@ const ENCODE = {
   gzip: (body: Buffer) => gzipped(body, { level: 6 }),
 };
 
-/** The compression stage of the /v1 JSON answers (placed outside the error envelope, so errors are compressed too). */
-export function compressAnswers(): MuseumMiddleware {
-  return async function compressStage(ex, next) {
-    if (!ex.path.startsWith('/v1')) return next();
-    ex.vary('Accept-Encoding');
-    await next();
-    const body = jsonBytes(ex);
-    if (body === null || body.length < COMPRESS_THRESHOLD) return;
-    const encoding = negotiateEncoding(ex.req.headers['accept-encoding']);
-    if (encoding === 'identity') return;
-    const compressed = await ENCODE[encoding](body);
-    ex.body = compressed;
-    ex.set('Content-Encoding', encoding);
-    ex.set('Content-Length', String(compressed.length));
+/** The compression stage of the /v1 JSON answers (placed before the error envelope, so errors are compressed too). */
+export function compressAnswers(): Stage {
+  return {
+    request(ex) {
+      if (ex.path.startsWith('/v1')) ex.vary('Accept-Encoding');
+    },
+    answer(ex) {
+      if (!ex.path.startsWith('/v1')) return;
+      const body = jsonBytes(ex);
+      if (body === null || body.length < COMPRESS_THRESHOLD) return;
+      const encoding = negotiateEncoding(ex.req.headers['accept-encoding']);
+      if (encoding === 'identity') return;
+      return ENCODE[encoding](body).then((compressed) => {
+        ex.body = compressed;
+        ex.set('Content-Encoding', encoding);
+        ex.set('Content-Length', String(compressed.length));
+      });
+    },
   };
 }
 
 /** The answer as JSON bytes when it is one this stage may compress, else null (a JSON value is serialized here). */
 function jsonBytes(ex: Exchange): Buffer | null {
   if (!ex.respond || ex.method === 'HEAD' || ex.answerHeader('Content-Encoding') !== undefined) return null;
+  // Known from the route's declaration: event streams, and answers that carry their own encodings.
   const declared = ex.state.route?.response;
-  if (declared && 'sse' in declared) return null;
+  if (declared && ('sse' in declared || ('json' in declared && declared.precompressed))) return null;
   const type = ex.answerHeader('Content-Type');
   if (type !== undefined && !type.startsWith('application/json')) return null;
   const body = ex.body;

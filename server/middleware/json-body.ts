@@ -4,21 +4,21 @@
  * oversized body is never buffered whole, nor parsed.
  */
 import { HttpError } from '../errors.ts';
-import type { MuseumContext, MuseumMiddleware } from '../types.ts';
+import type { MuseumContext, RouteStage } from '../types.ts';
 import { continueIfExpected } from './connections.ts';
 
 const JSON_BODY_LIMIT = 1024 * 1024;
 
-export function jsonBody(options: { optional?: boolean; limit?: number } = {}): MuseumMiddleware {
+export function jsonBody(options: { optional?: boolean; limit?: number } = {}): RouteStage {
   const limit = options.limit ?? JSON_BODY_LIMIT;
   const tooLarge = new HttpError(413, 'PAYLOAD_TOO_LARGE', `Request body exceeds ${sizeText(limit)}`);
-  return async function jsonBodyMiddleware(ctx, next) {
+  return async function jsonBodyStage(ctx) {
     const declared = Number(ctx.get('content-length') || 0);
     const hasBody = declared > 0 || ctx.get('transfer-encoding') !== '';
     if (!hasBody) {
       if (!options.optional) throw new HttpError(400, 'BAD_REQUEST', 'A JSON body is required');
       ctx.state.body = undefined;
-      return next();
+      return;
     }
     if (!ctx.is('application/json')) throw new HttpError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
     if (declared > limit) throw tooLarge;
@@ -26,14 +26,13 @@ export function jsonBody(options: { optional?: boolean; limit?: number } = {}): 
     const text = await readLimited(ctx, limit, tooLarge);
     if (options.optional && text.trim() === '') {
       ctx.state.body = undefined;
-      return next();
+      return;
     }
     try {
       ctx.state.body = JSON.parse(text);
     } catch {
       throw new HttpError(400, 'BAD_REQUEST', 'Request body is not valid JSON');
     }
-    await next();
   };
 }
 

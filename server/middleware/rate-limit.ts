@@ -6,7 +6,7 @@
 import { LRUCache } from 'lru-cache';
 import { clientBucket } from '../../common/net.ts';
 import { HttpError } from '../errors.ts';
-import type { MuseumMiddleware } from '../types.ts';
+import type { RouteStage } from '../types.ts';
 
 export interface RateDecision {
   allowed: boolean;
@@ -85,13 +85,12 @@ const KEY_LIMIT_EXCEEDED = new HttpError(429, 'RATE_LIMITED', 'Rate limit exceed
 export const keyLimitExceeded = (): HttpError => KEY_LIMIT_EXCEEDED;
 
 /** Per-client limit for a public route (`name` separates the budgets of different routes); an IPv6 client counts by its /64. */
-export function ipRateLimit(store: RateLimitStore, name: string, limit: number, windowMs = 60_000): MuseumMiddleware {
-  return async function ipRateLimitMiddleware(ctx, next) {
-    const decision = await store.hit(`ip:${name}:${clientBucket(ctx.state.clientIp)}`, limit, windowMs, Date.now());
-    ctx.set(rateLimitHeaders(limit, decision));
+export function ipRateLimit(store: RateLimitStore, name: string, limit: number, windowMs = 60_000): RouteStage {
+  return async function ipRateLimitStage(ex) {
+    const decision = await store.hit(`ip:${name}:${clientBucket(ex.state.clientIp)}`, limit, windowMs, Date.now());
+    ex.set(rateLimitHeaders(limit, decision));
     if (!decision.allowed) {
       throw new HttpError(429, 'RATE_LIMITED', `Rate limit exceeded: ${limit} requests per minute`, { 'Retry-After': '60' });
     }
-    await next();
   };
 }
