@@ -11,9 +11,9 @@
 import { type Document, ImageUtils, PropertyType, type Node, type Texture, type Transform } from '@gltf-transform/core';
 import { EXTTextureWebP } from '@gltf-transform/extensions';
 import { cloneDocument, compressTexture, dedup, draco, join, listTextureSlots, palette, prune, weld } from '@gltf-transform/functions';
-import sharp from 'sharp';
 import { ModelError, writeGlb } from './gltf-io.ts';
 import { OPTIMIZER_SETTINGS, type OptimizerSettings } from './settings.ts';
+import { alphaUnread, textureEncoder } from './texture-alpha.ts';
 import { isSlotNode, isSlotPrimitive, SLOT_NAME_PATTERN } from './slots/scene.ts';
 
 export { OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
@@ -82,7 +82,7 @@ async function compressOne(texture: Texture, settings: OptimizerSettings): Promi
   // A JPEG normal map is already lossy: lossless WebP only adds bytes, lossy WebP adds loss.
   if (lossless && mime === 'image/jpeg' && !mustResize) return;
   await compressTexture(texture, {
-    encoder: sharp,
+    encoder: textureEncoder(alphaUnread(texture)),
     targetFormat: 'webp',
     resize: mustResize ? [maxSize, maxSize] : undefined,
     ...(lossless ? losslessEncoding : { quality }),

@@ -11,9 +11,10 @@ export const OPTIMIZER_SETTINGS = {
    * must be images, SVG previews rasterized) — every room is re-checked once. 4: accessor bounds and
    * primitive modes written compactly (gltf-io compactJson). 5: Draco at speed 4 (see draco).
    * 6: meshopt and plain model variants, br/gz siblings of GLB and JSON files. 7: the plain variant's
-   * vertex attributes not interleaved (bake/variants.ts PLAIN_VERTEX_LAYOUT).
+   * vertex attributes not interleaved (bake/variants.ts PLAIN_VERTEX_LAYOUT). 8: textures whose alpha no
+   * material reads encoded without it (bake/texture-alpha.ts).
    */
-  revision: 7,
+  revision: 8,
   textures: {
     format: 'webp' as const,
     /** Longest side after resizing, in pixels. */

@@ -10,11 +10,11 @@
  */
 import { Document, GLB_BUFFER, ImageUtils, NodeIO, VertexLayout, type Texture } from '@gltf-transform/core';
 import { cloneDocument, compressTexture, dequantize, meshopt } from '@gltf-transform/functions';
-import sharp from 'sharp';
 import type { ModelVariantFacts } from '../artifacts/format.ts';
 import { sha256 } from '../artifacts/store.ts';
 import { ModelError, writeGlb } from './gltf-io.ts';
 import type { OptimizerSettings } from './settings.ts';
+import { alphaUnread, textureEncoder } from './texture-alpha.ts';
 
 export interface VariantGlb extends ModelVariantFacts {
   name: 'meshopt' | 'plain';
@@ -48,13 +48,21 @@ const DECODABLE = ['image/png', 'image/jpeg', 'image/webp'];
 
 const longestSide = (image: Uint8Array, mime: string) => Math.max(...((ImageUtils.getSize(image, mime) ?? [0, 0]) as [number, number]));
 
-/** A texture of a scratch document, resized to the plain variant's cap with glTF-Transform's compressTexture. */
-async function plainTexture(image: Uint8Array, mime: string, settings: OptimizerSettings): Promise<{ image: Uint8Array; mime: string }> {
+/**
+ * A texture of a scratch document, resized to the plain variant's cap with glTF-Transform's compressTexture
+ * (`dropAlpha`: what the texture's uses in the model say, see texture-alpha.ts; the scratch one has none).
+ */
+async function plainTexture(
+  image: Uint8Array,
+  mime: string,
+  settings: OptimizerSettings,
+  dropAlpha: boolean,
+): Promise<{ image: Uint8Array; mime: string }> {
   const { maxTextureSize, effort } = settings.variants.plain;
   const texture = new Document().createTexture().setImage(image).setMimeType(mime);
   const resize: [number, number] = [maxTextureSize, maxTextureSize];
   await compressTexture(texture, {
-    encoder: sharp,
+    encoder: textureEncoder(dropAlpha),
     targetFormat: 'webp',
     resize,
     quality: settings.textures.quality,
@@ -76,7 +84,7 @@ export function startPlainTextures(document: Document, settings: OptimizerSettin
   for (const texture of document.getRoot().listTextures()) {
     const [image, mime] = [texture.getImage(), texture.getMimeType()];
     if (!image || !DECODABLE.includes(mime) || longestSide(image, mime) <= maxTextureSize) continue;
-    const work = plainTexture(image, mime, settings);
+    const work = plainTexture(image, mime, settings, alphaUnread(texture));
     work.catch(() => undefined); // reported where the variant uses it
     early.set(texture, work);
   }
@@ -104,7 +112,7 @@ async function toPlain(document: Document, settings: OptimizerSettings, early: P
           `plain variant: texture ${texture.getURI() || texture.getName() || `#${i}`} is ${mime}, which needs a decoder`,
         );
       if (longestSide(image, mime) <= settings.variants.plain.maxTextureSize) return;
-      const resized = await (early.get(sha256(image)) ?? plainTexture(image, mime, settings));
+      const resized = await (early.get(sha256(image)) ?? plainTexture(image, mime, settings, alphaUnread(texture)));
       texture.setImage(resized.image).setMimeType(resized.mime);
     }),
   );

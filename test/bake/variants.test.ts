@@ -11,6 +11,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import sharp from 'sharp';
 import * as THREE from 'three';
 import { GLTFLoader } from 'three/examples/jsm/loaders/GLTFLoader.js';
 import { MeshoptDecoder } from 'three/examples/jsm/libs/meshopt_decoder.module.js';
@@ -163,6 +164,20 @@ describe('every room (7 sample rooms, cube-room, garage)', () => {
       const glb = await bytesOf(variantOf(room, 'meshopt'));
       await expect(loadInThree(glb, false), `room ${room.id}`).rejects.toThrow(/meshopt/i);
       expectAnchors(await loadInThree(glb, true), await slotsOf(room), `room ${room.id} meshopt`);
+    }
+  });
+
+  it('cube-room: its RGBA light map (material OPAQUE: alpha never read) has no alpha channel in any variant', async () => {
+    const cube = rooms.find((r) => r.id === 8)!;
+    for (const variant of cube.model_variants!) {
+      const { json, bin } = splitGlb(await bytesOf(variant));
+      const views = json.bufferViews as Array<{ byteOffset?: number; byteLength: number }>;
+      const images = (json.images as Array<{ bufferView: number; mimeType: string }>).filter((i) => i.mimeType === 'image/webp');
+      expect(images, variant.name).toHaveLength(1);
+      const view = views[images[0]!.bufferView]!;
+      const image = bin!.subarray(view.byteOffset ?? 0, (view.byteOffset ?? 0) + view.byteLength);
+      const { hasAlpha, channels } = await sharp(image).metadata();
+      expect({ hasAlpha, channels }, variant.name).toEqual({ hasAlpha: false, channels: 3 });
     }
   });
 
