@@ -5,10 +5,11 @@
  *
  * Content: the sample rooms and the real rooms of ../shared/assets/rooms (cube-room, garage; CC-BY,
  * see its LICENSES.md), baked by the project's bake (every model variant) into a temporary DATA_DIR.
- * For each model variant (draco, meshopt, plain) of each real room (and its source model, as a
- * reference), a fresh page per measurement (fresh browser context, HTTP cache disabled), over an
- * emulated visitor connection (CDP: 50 Mbit/s, 20 ms round trip) and over loopback (no transfer
- * time), the variants taking turns; medians of BENCH_ROUNDS (7):
+ * For each model variant (draco, meshopt, plain) of each real room (and, as references, its source
+ * model and its Draco model written with no geometry codec, which decodes nothing but the same
+ * textures), a fresh page per measurement (fresh browser
+ * context, HTTP cache disabled), over an emulated visitor connection (CDP: 50 Mbit/s, 20 ms round
+ * trip) and over loopback (no transfer time), the variants taking turns; medians of BENCH_ROUNDS (7):
  *  - request → parsed scene: a viewer page that has loaded no model and no decoder yet loads the
  *    model as the room page does (`museumViewer.measureLoad`: the decoder it needs requested beside
  *    it) up to GLTFLoader's parsed scene — the decoder's download and start included;
@@ -27,8 +28,9 @@ import { gzipSync } from 'node:zlib';
 import type { Browser, Page } from 'playwright-core';
 import pino from 'pino';
 import sharp from 'sharp';
-import type { Manifest, ManifestModelVariant } from '../artifacts/format.ts';
-import { publishManifest, readManifest } from '../artifacts/store.ts';
+import { filePath, type Manifest, type ManifestModelVariant } from '../artifacts/format.ts';
+import { putContentFile, publishManifest, readManifest } from '../artifacts/store.ts';
+import { readModel, writeGlb } from '../bake/gltf-io.ts';
 import { bakeRooms } from '../bake/pipeline.ts';
 import { writeSampleContent } from '../bake/sample/generate.ts';
 import { startServer } from '../server/app.ts';
@@ -173,11 +175,26 @@ async function measurePage(browser: Browser, roomUrl: string, variant: VariantNa
   }
 }
 
-/** A variant, or the source model for reference. */
-type Model = Pick<ManifestModelVariant, 'file' | 'extensions_required'> & { name: VariantName | 'source' };
+/** A variant, or a reference: the source model, or the Draco model with no geometry codec (see noCodecReference). */
+type Reference = 'source' | 'no-codec';
+type Model = Pick<ManifestModelVariant, 'file' | 'extensions_required'> & { name: VariantName | Reference };
+
+/**
+ * A load with no geometry codec: the Draco model's own geometry (decoded by glTF-Transform, float32)
+ * and its textures, the same bytes, written with no compression. It fetches no decoder and decodes
+ * nothing but the textures every variant has: where it is as fast as meshopt (the cube room), the
+ * geometry codec is off the critical path. Stored beside the bake's files: /files sends it br-encoded.
+ */
+async function noCodecReference(dataDir: string, draco: ManifestModelVariant): Promise<Model> {
+  const document = await readModel(readFileSync(filePath(dataDir, draco.file)));
+  for (const e of document.getRoot().listExtensionsUsed()) if (e.extensionName === 'KHR_draco_mesh_compression') e.dispose();
+  const glb = await writeGlb(document, { compact: true });
+  const required = draco.extensions_required.filter((e) => e !== 'KHR_draco_mesh_compression');
+  return { name: 'no-codec', file: await putContentFile(dataDir, glb, 'glb'), extensions_required: required };
+}
 
 interface VariantRow {
-  variant: VariantName | 'source';
+  variant: VariantName | Reference;
   bytes: number;
   wire_bytes: number;
   content_encoding: string;
@@ -216,6 +233,7 @@ async function measureRoom(
   manifest: Manifest,
   roomId: number,
   blankUrl: string,
+  dataDir: string,
 ): Promise<VariantRow[]> {
   const room = manifest.rooms.find((r) => r.id === roomId)!;
   const variants: Model[] = VARIANTS.map((name) => {
@@ -225,6 +243,7 @@ async function measureRoom(
   });
   // The source model (model_url) beside them, as the reference the optimized model was first measured against.
   variants.push({ name: 'source', file: room.model!, extensions_required: [] });
+  variants.push(await noCodecReference(dataDir, variants[0]! as ManifestModelVariant));
   const runs = variants.map(() => ({
     broadband: [] as ModelLoad[],
     loopback: [] as number[],
@@ -238,7 +257,7 @@ async function measureRoom(
       run.broadband.push(await retried(() => measureModel(browser, blankUrl, variant, BROADBAND)));
       run.loopback.push((await retried(() => measureModel(browser, blankUrl, variant, null))).ms);
       const name = variant.name;
-      if (name === 'source') continue; // not a variant: no page shows it
+      if (name === 'source' || name === 'no-codec') continue; // not a variant: no page shows it
       const page = await retried(() => measurePage(browser, `${serverUrl}/view/rooms/${roomId}`, name, BROADBAND));
       run.scene.push(page.scene);
       run.frame.push(page.frame);
@@ -407,10 +426,10 @@ async function main(): Promise<void> {
       const rooms = [];
       for (const room of REAL_ROOMS) {
         process.stderr.write(`measuring ${room.title} (${ROUNDS} rounds × ${VARIANTS.length} variants)…\n`);
-        const rows = await measureRoom(browser, server.url, manifest, room.id, blankUrl);
+        const rows = await measureRoom(browser, server.url, manifest, room.id, blankUrl, dataDir);
         printRoom(`${room.title}, medians of ${ROUNDS}, 50 Mbit/s + 20 ms unless loopback`, rows);
-        const row = (v: VariantName | 'source') => rows.find((r) => r.variant === v)!;
-        const ratio = (v: VariantName | 'source') => row(v).request_to_scene_ms / row('draco').request_to_scene_ms;
+        const row = (v: VariantName | Reference) => rows.find((r) => r.variant === v)!;
+        const ratio = (v: VariantName | Reference) => row(v).request_to_scene_ms / row('draco').request_to_scene_ms;
         // Each round's meshopt load beside the Draco load of the same round (they ran one after the other).
         const paired = median(row('meshopt').request_to_scene_rounds.map((ms, i) => ms / row('draco').request_to_scene_rounds[i]!));
         rooms.push({
@@ -421,6 +440,7 @@ async function main(): Promise<void> {
           meshopt_paired_ratio: Number(paired.toFixed(2)),
           plain_ratio: Number(ratio('plain').toFixed(2)),
           draco_to_source_ratio: Number((1 / ratio('source')).toFixed(2)),
+          no_codec_ratio: Number(ratio('no-codec').toFixed(2)),
         });
       }
       mkdirSync(SHOTS, { recursive: true });
@@ -437,6 +457,11 @@ async function main(): Promise<void> {
       console.log(
         `median room: ${ratio.toFixed(2)}× — target ≤ 0.6×: ${ratio <= 0.6 ? 'met' : 'MISSED'} ` +
           `(stretch ≤ 0.5×: ${ratio <= 0.5 ? 'met' : 'not met'})`,
+      );
+      console.log(
+        `no geometry codec (float32, the same textures: no decoder, nothing to decode but the textures) ÷ draco: ` +
+          `${rooms.map((r) => `${r.title.split(' (')[0]} ${r.no_codec_ratio}×`).join(', ')}; median room ` +
+          `${median(rooms.map((r) => r.no_codec_ratio)).toFixed(2)}×`,
       );
       const worstSource = Math.max(...rooms.map((r) => r.draco_to_source_ratio));
       console.log(
