@@ -21,6 +21,7 @@ export type Body = Buffer | string | Readable | object | null;
 const NO_PARAMS: Record<string, string> = Object.freeze({}) as Record<string, string>;
 /** Statuses that never carry a body (RFC 9110). */
 const EMPTY_STATUS = new Set([204, 205, 304]);
+const BODY_HEADERS = ['Content-Type', 'Content-Length', 'Transfer-Encoding'];
 
 export class Exchange {
   readonly state: MuseumState;
@@ -53,7 +54,8 @@ export class Exchange {
     const at = url.indexOf('?');
     this.path = pathOf(at < 0 ? url : url.slice(0, at));
     this.querystring = at < 0 ? '' : url.slice(at + 1);
-    this.state = { requestId: '', clientIp: '' };
+    // Every field from the start: one object shape for every request.
+    this.state = { requestId: '', clientIp: '', keyId: undefined, body: undefined, match: undefined, route: undefined };
   }
 
   get method(): string {
@@ -140,7 +142,10 @@ export class Exchange {
 
   /** Hand the status and headers to node (they leave with the first write): a stage that writes the body itself. */
   writeHead(): void {
-    this.res.writeHead(this.answerStatus, this.out);
+    // As node's flat [name, value, …] list: node stores a list with less work than an object (~0.5 µs).
+    const list: string[] = [];
+    for (const name in this.out) list.push(name, this.out[name]!);
+    this.res.writeHead(this.answerStatus, list);
   }
 
   /** Send the status and headers now (an event stream): the stage then writes the body itself. */
@@ -148,7 +153,6 @@ export class Exchange {
     this.writeHead();
     this.res.flushHeaders();
   }
-
 }
 
 /** The path of a request target: origin form as it is; absolute form (`http://host/p`) by its path. */
@@ -172,7 +176,7 @@ export function respond(ex: Exchange, onStreamError: (err: Error) => void): void
   const status = ex.status;
   const body = EMPTY_STATUS.has(status) ? null : bytesOrStream(ex);
   if (body === null) {
-    if (EMPTY_STATUS.has(status)) for (const name of ['Content-Type', 'Content-Length', 'Transfer-Encoding']) ex.remove(name);
+    if (EMPTY_STATUS.has(status)) for (const name of BODY_HEADERS) if (ex.answerHeader(name) !== undefined) ex.remove(name);
     ex.writeHead();
     res.end();
     return;

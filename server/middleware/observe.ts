@@ -6,7 +6,9 @@
  * route declared `logged: false` (health probes, /metrics) leaves neither. Until then the request is
  * in the registry of requests in flight (what the graceful shutdown and the gauges read).
  */
+import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
+import { accessLog } from '../log.ts';
 import type { Exchange } from '../exchange.ts';
 import type { MuseumContext, Stage } from '../types.ts';
 import { CLIENT_CLOSED_REQUEST } from './errors.ts';
@@ -19,14 +21,15 @@ export interface RequestObserver {
 
 export function observe(log: Logger, observer: RequestObserver): Stage {
   const { inFlight } = observer;
+  const accessLine = accessLog(log);
   const finished = (ex: Exchange) => {
     inFlight.delete(ex);
     const route = ex.state.route;
     if (route?.logged === false) return;
     const ms = performance.now() - ex.started;
     const { method } = ex;
-    const status = ex.req.complete ? ex.res.statusCode : CLIENT_CLOSED_REQUEST;
-    log.info({ requestId: ex.state.requestId, method, path: ex.path, status, ms: Math.round(ms * 100) / 100 }, 'request');
+    const status = wholeRequest(ex.req) ? ex.res.statusCode : CLIENT_CLOSED_REQUEST;
+    accessLine({ requestId: ex.state.requestId, method, path: ex.path, status, ms: Math.round(ms * 100) / 100 });
     if (route) observer.record(route.path, method, status, ms / 1000);
   };
   return {
@@ -37,9 +40,17 @@ export function observe(log: Logger, observer: RequestObserver): Stage {
     answer(ex) {
       const { req, res } = ex;
       // Answered: a whole request and its whole answer handed to the socket (the common case, at
-      // once); else when the response closes (a stream, a body still moving, a client gone).
-      if (req.complete && res.writableEnded && res.writableLength === 0) finished(ex);
+      // once), or a response already closed (its client gone); else when the response closes (a
+      // stream, a body still moving).
+      if ((wholeRequest(req) && res.writableEnded && res.writableLength === 0) || res.closed) finished(ex);
       else res.once('close', () => finished(ex));
     },
   };
 }
+
+/**
+ * The whole request is received: its body read to the end, or it has none (node marks a request
+ * without a body complete only after its handler has run, so it cannot say so yet).
+ */
+const wholeRequest = (req: IncomingMessage): boolean =>
+  req.complete || (req.headers['content-length'] === undefined && req.headers['transfer-encoding'] === undefined);
