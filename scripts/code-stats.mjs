@@ -12,7 +12,7 @@ const root = args.find((arg) => !arg.startsWith('--')) ?? '.';
 const option = (name, fallback) => Number(args.find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1] ?? fallback);
 const top = option('top', 10);
 const limit = option('limit', 140);
-const skippedDirectories = new Set(['node_modules', 'dist', '.git', 'data', 'content', 'state']);
+const skippedDirectories = new Set(['node_modules', 'dist', '.git', '.bench', 'data', 'content', 'state']);
 
 function* sourceFiles(directory) {
   for (const name of readdirSync(directory).sort()) {

@@ -1,12 +1,12 @@
 /**
- * Guards of the HTTP server itself, below Koa: what a client can hold without sending a request.
+ * Guards of the HTTP server itself, below the request path: what a client can hold without sending a request.
  *  - Time to receive a request: its headers (`headersTimeout`) and the whole request, body included
  *    (`requestTimeout`). Both stop counting once the request is received, so a response that runs
  *    for minutes (event streams) is not affected. A late request is answered 408 and closed.
  *  - Open connections per client (`maxConnectionsPerIp`; IPv6 by /64): one more is answered 503 `BUSY`
  *    and closed before any request is read. Behind TRUST_PROXY every connection comes from the
  *    proxy, so the cap is off unless set.
- *  - Requests node refuses before Koa — an HTTP/1.1 request without `Host`, an `Expect` other than
+ *  - Requests node refuses before the request path — an HTTP/1.1 request without `Host`, an `Expect` other than
  *    `100-continue` — get the error envelope with a request id instead of node's empty 400/417.
  *  - `Expect: 100-continue` is answered `100 Continue` only when a route starts reading the body
  *    (`continueIfExpected`), not by node up front: a refused request's body is never sent.

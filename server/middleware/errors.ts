@@ -48,7 +48,7 @@ function errorAnswer(error: HttpError): RawAnswer & { body: Buffer } {
 }
 
 /**
- * What a thrown value answers: an HttpError as it is, a client error raised by Koa itself (e.g.
+ * What a thrown value answers: an HttpError as it is, a client error raised by node or a library (e.g.
  * malformed URL encoding) with a generic message, anything else a generic 500 whose detail is logged.
  */
 function httpErrorOf(err: unknown, log: Logger, request: { requestId: string; method?: string; url?: string }): HttpError {
@@ -103,7 +103,7 @@ function bodyUnread(req: IncomingMessage): boolean {
   return Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
 }
 
-/** The headers and body of an error answered before Koa: the envelope, a fresh request id, CORS, `Connection: close`. */
+/** The headers and body of an error answered before the request path: the envelope, a fresh request id, CORS, `Connection: close`. */
 function closingErrorAnswer(status: number, message: string, code: ErrorCode, headers: Record<string, string>) {
   const body = JSON.stringify(envelope(message, code));
   return {
@@ -133,7 +133,7 @@ export function rawErrorResponse(
   return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head}\r\n${answer.body}`;
 }
 
-/** The same answer through node's response object (requests node refuses before Koa sees them); the connection closes after it. */
+/** The same answer through node's response object (requests node refuses before the request path sees them); the connection closes after it. */
 export function sendErrorAndClose(res: ServerResponse, status: number, message: string, code = codeForStatus(status)): void {
   const answer = closingErrorAnswer(status, message, code, {});
   lingerAfterLastAnswer(res.socket as Socket);
@@ -148,7 +148,7 @@ export function answerAndClose(socket: Duplex, response: string): void {
 
 /**
  * Requests node's HTTP parser rejects (invalid header bytes, oversized headers, bad framing) never
- * reach Koa; answer them with the envelope too instead of node's bare status line.
+ * reach the request path; answer them with the envelope too instead of node's bare status line.
  */
 export function clientErrorResponder() {
   return (err: NodeJS.ErrnoException, socket: Duplex): void => {

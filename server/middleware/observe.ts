@@ -1,7 +1,8 @@
 /**
  * The access line and the request metrics: once the answer is handed to the socket whole (or, for a
- * stream or an answer still being sent, when the response closes: finished, or its connection gone), one pino line `{ requestId, method, path, status, ms, msg: 'request' }` and the route's
- * count and latency, labelled by the route declaration that answered, never by raw URL; a client
+ * stream or an answer still being sent, when the response closes: finished, or its connection
+ * gone), one line `{ requestId, method, path, status, ms, msg: 'request' }` (server/log.ts
+ * `accessLog`) and the route's count and latency, labelled by the route declaration that answered, never by raw URL; a client
  * that left before sending its whole request is logged 499 (nginx's "client closed request"). A
  * route declared `logged: false` (health probes, /metrics) leaves neither. Until then the request is
  * in the registry of requests in flight (what the graceful shutdown and the gauges read).

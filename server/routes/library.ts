@@ -11,8 +11,9 @@
 import { once } from 'node:events';
 import type { ServerResponse } from 'node:http';
 import { setTimeout as delay } from 'node:timers/promises';
+import type { Logger } from 'pino';
 import { z } from 'zod';
-import type { RouteModule } from '../route-table.ts';
+import type { RouteModule, RouteTable } from '../route-table.ts';
 import { unconfigured } from '../errors.ts';
 import type { RouteContext } from '../types.ts';
 import { UpstreamError } from '../upstream/http.ts';
@@ -20,9 +21,11 @@ import {
   LIBRARY_SERVICE,
   LibraryAnswer,
   LibraryAskRequest,
+  type LibraryClient,
   LibraryCollection,
   LibrarySearchRequest,
   LibrarySearchResult,
+  type LibraryStream,
 } from '../upstream/library.ts';
 
 const SSE_HEADERS = {
@@ -56,12 +59,20 @@ async function drained(res: ServerResponse, deadlineMs: number): Promise<void> {
   }
 }
 
+/** The configured Library client, or the 503 `unconfigured` error when there is none. */
+type LibraryAccess = () => LibraryClient;
+
 export const libraryRoutes: RouteModule = (api, { library: configured, log }) => {
-  const client = () => {
+  const client: LibraryAccess = () => {
     if (!configured) throw unconfigured(LIBRARY_SERVICE);
     return configured;
   };
+  questionRoutes(api, client, log);
+  retrievalRoutes(api, client);
+};
 
+/** Asking the Library: the whole answer, or the answer streamed as it is written. */
+function questionRoutes(api: RouteTable, client: LibraryAccess, log: Logger): void {
   api.route({
     method: 'POST',
     path: '/v1/library/ask',
@@ -95,45 +106,67 @@ export const libraryRoutes: RouteModule = (api, { library: configured, log }) =>
     },
     errors: [502, 503],
     async handler(ctx, { body }) {
-      const library = client();
-      const gone = clientGone(ctx);
-      const stream = await library.askStream(body, { signal: gone });
-      const frames = stream[Symbol.asyncIterator]();
-      let first: IteratorResult<string>;
-      try {
-        first = await frames.next();
-      } catch (err) {
-        stream.close();
-        throw err;
-      }
-      if (gone.aborted) {
-        ctx.respond = false; // nobody is listening any more
-        return;
-      }
-      if (first.done) throw new UpstreamError(LIBRARY_SERVICE, 'body', '/api/ask/stream: the stream ended without a frame');
-
-      const res = ctx.res;
-      ctx.status = 200;
-      ctx.set(SSE_HEADERS);
-      ctx.flushHeaders();
-      ctx.respond = false; // we own the socket from here on
-      try {
-        let next: IteratorResult<string> = first;
-        while (!next.done) {
-          if (!res.write(next.value)) await drained(res, library.streamIdleMs);
-          if (res.destroyed) break;
-          next = await frames.next();
-        }
-      } catch (err) {
-        // Mid-stream failure (stall, reset, garbage): the head is sent, so end cleanly; logged by the client.
-        if (!(err instanceof UpstreamError)) log.error({ err, requestId: ctx.state.requestId }, 'library stream failed');
-      } finally {
-        stream.close();
-        if (!res.destroyed) res.end();
-      }
+      await libraryStream(ctx, client(), body, log);
     },
   });
+}
 
+/**
+ * The stream's handler: waits for the upstream's first frame (a failure before it is an ordinary
+ * error answer), then sends the head and relays every frame.
+ */
+async function libraryStream(ctx: RouteContext, library: LibraryClient, body: LibraryAskRequest, log: Logger): Promise<void> {
+  const gone = clientGone(ctx);
+  const stream = await library.askStream(body, { signal: gone });
+  const frames = stream[Symbol.asyncIterator]();
+  let first: IteratorResult<string>;
+  try {
+    first = await frames.next();
+  } catch (err) {
+    stream.close();
+    throw err;
+  }
+  if (gone.aborted) {
+    ctx.respond = false; // nobody is listening any more
+    return;
+  }
+  if (first.done) throw new UpstreamError(LIBRARY_SERVICE, 'body', '/api/ask/stream: the stream ended without a frame');
+
+  ctx.status = 200;
+  ctx.set(SSE_HEADERS);
+  ctx.flushHeaders();
+  ctx.respond = false; // we own the socket from here on
+  await relayFrames(ctx, stream, first, frames, library.streamIdleMs, log);
+}
+
+/** Writes the frames to the socket as they arrive, until the upstream closes, then ends the response. */
+async function relayFrames(
+  ctx: RouteContext,
+  stream: LibraryStream,
+  first: IteratorResult<string>,
+  frames: AsyncIterator<string>,
+  idleMs: number,
+  log: Logger,
+): Promise<void> {
+  const res = ctx.res;
+  try {
+    let next: IteratorResult<string> = first;
+    while (!next.done) {
+      if (!res.write(next.value)) await drained(res, idleMs);
+      if (res.destroyed) break;
+      next = await frames.next();
+    }
+  } catch (err) {
+    // Mid-stream failure (stall, reset, garbage): the head is sent, so end cleanly; logged by the client.
+    if (!(err instanceof UpstreamError)) log.error({ err, requestId: ctx.state.requestId }, 'library stream failed');
+  } finally {
+    stream.close();
+    if (!res.destroyed) res.end();
+  }
+}
+
+/** Retrieval without an answer: search, and the collections a question may be scoped to. */
+function retrievalRoutes(api: RouteTable, client: LibraryAccess): void {
   api.route({
     method: 'POST',
     path: '/v1/library/search',
@@ -164,4 +197,4 @@ export const libraryRoutes: RouteModule = (api, { library: configured, log }) =>
       ctx.body = { data: await library.collections({ signal: clientGone(ctx) }) };
     },
   });
-};
+}
