@@ -8,7 +8,14 @@
 import { workerData } from 'node:worker_threads';
 import sharp from 'sharp';
 import type { Document } from '@gltf-transform/core';
-import { type FileRef, type ManifestModelVariant, RoomSlotData, SLOT_DATA_VERSION, type SlotSummary } from '../artifacts/format.ts';
+import {
+  type FileRef,
+  type ManifestModelVariant,
+  type RoomSlot,
+  RoomSlotData,
+  SLOT_DATA_VERSION,
+  type SlotSummary,
+} from '../artifacts/format.ts';
 import { putContentFile } from '../artifacts/store.ts';
 import { renderPlanPng } from './report.ts';
 import {
@@ -19,10 +26,18 @@ import {
   type OptimizerSettings,
   type StepName,
 } from './optimize.ts';
-import { compareSlots, computeSlots, embedAnchors, SLOT_ALGORITHM, type RoomKind, type SlotChanges } from './slots/index.ts';
-import { readSource, readSourceModel, type ModelFiles } from './source-model.ts';
+import {
+  compareSlots,
+  computeSlots,
+  embedAnchors,
+  SLOT_ALGORITHM,
+  type RoomKind,
+  type SlotChanges,
+  type SlotEngineResult,
+} from './slots/index.ts';
+import { readSource, readSourceModel, type ModelFiles, type SourceModel } from './source-model.ts';
 import { makeThumbnail, publishablePreview } from './thumbnail.ts';
-import { glbFacts, makeVariants, startPlainTextures, type VariantGlb } from './variants.ts';
+import { glbFacts, makeVariants, type PlainTextures, startPlainTextures, type VariantGlb } from './variants.ts';
 import { serveJobs } from './workers.ts';
 
 export interface RoomJob {
@@ -112,36 +127,26 @@ async function bakePreview(path: string, dataDir: string, maxPixels: number): Pr
   return { image, thumbnail };
 }
 
-/**
- * Bake one room. Throws (one line) when the room cannot be baked; nothing is published here.
- *
- * The slot engine is main-thread JavaScript; image work (preview, thumbnail, the model's textures,
- * the plan picture) runs on sharp's threads and file writes on libuv's. So the image and file work
- * starts first and runs while the engine does: every output is the same bytes as in sequence.
- */
-/** `onStep` hears each step as it begins (`bake room` shows them: a large model takes seconds). */
-export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = () => {}): Promise<RoomBakeResult> {
-  const startedAt = performance.now();
-  const settings = job.settings ?? OPTIMIZER_SETTINGS;
-  const preview = job.image ? started(bakePreview(job.image.path, job.dataDir, settings.maxTexturePixels)) : null;
-  onStep('reading the model');
+/** The source model read and checked, model_url's GLB being stored, and the texture work started. */
+async function readModel(job: RoomJob, settings: OptimizerSettings) {
   const source = await readSourceModel(job.model);
   assertTextureSizes(source.document, settings.maxTexturePixels);
   const model = started(putContentFile(job.dataDir, source.glb, 'glb'));
   // The textures change in the Document: model_url's GLB was packed above, and the engine never reads them.
   const plainTextures = job.modelVariants !== false ? startPlainTextures(source.document, settings) : null;
   const textures = started(startTextureCompression(source.document, settings));
-  // On the Document before the optimizer changes it.
-  const previous = job.previousSlots ?? null;
-  const withPlan = job.planPicture !== false;
-  onStep('placing the slot anchors');
+  return { source, model, plainTextures, textures };
+}
+
+/** The slot anchors, placed on the source Document before the optimizer changes it; the plan picture started. */
+function placeAnchors(job: RoomJob, source: SourceModel) {
   const slots = computeSlots(source.document, {
     roomId: job.roomId,
     onchainSlots: job.onchainSlots,
     modelSha256: source.sha256,
     kind: job.kind,
-    previous,
-    plan: withPlan,
+    previous: job.previousSlots ?? null,
+    plan: job.planPicture !== false,
   });
   const slotData: RoomSlotData = {
     version: SLOT_DATA_VERSION,
@@ -159,25 +164,34 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   const planPicture = slots.plan
     ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png')))
     : null;
-  onStep('compressing the textures');
-  await textures;
-  const plainTexturesKeyed = plainTextures?.keyed();
+  return { slots, slotData, slotJson, planPicture };
+}
+
+/**
+ * The optimized (Draco) model, being stored, and the meshopt and plain variants, stored. The
+ * variants start from the optimizer's document before Draco: their texture work runs on sharp's
+ * threads while the Draco model is encoded and written, and their files are stored (br/gz siblings
+ * compressed on libuv's threads) as soon as both are made, not after the Draco model.
+ */
+async function optimizeWithVariants(
+  job: RoomJob,
+  settings: OptimizerSettings,
+  source: SourceModel,
+  anchors: RoomSlot[],
+  plainTextures: PlainTextures | undefined,
+) {
   // The optimized model carries every anchor in its slot nodes (the source stays as it is).
   const finish = (document: Document) => {
-    if (!slots.slots.length) return false;
-    embedAnchors(document, slots.slots);
+    if (!anchors.length) return false;
+    embedAnchors(document, anchors);
     return true;
   };
-  // The variants start from the optimizer's document before Draco: their texture work runs on
-  // sharp's threads while the Draco model is encoded and written, and their files are stored (br/gz
-  // siblings compressed on libuv's threads) as soon as both are made, not after the Draco model.
   const variantsWork: { started: Promise<Array<VariantGlb & { file: FileRef }>> | null } = { started: null };
   const storeVariants = (prepared: Document) =>
-    makeVariants(prepared, settings, finish, plainTexturesKeyed).then((made) =>
+    makeVariants(prepared, settings, finish, plainTextures).then((made) =>
       Promise.all(made.map(async (v) => ({ ...v, file: await putContentFile(job.dataDir, v.glb, 'glb') }))),
     );
   const withVariants = job.modelVariants !== false;
-  onStep('optimizing the model');
   const optimized = await optimizeModel({
     source: source.glb,
     read: source.read,
@@ -186,13 +200,45 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     finish,
     prepared: withVariants ? (document) => (variantsWork.started = started(storeVariants(document))) : undefined,
   });
-  if (optimized.isSource && slots.slots.length) {
+  if (optimized.isSource && anchors.length) {
     // Cannot happen (embedding forces a written model); guards the slot node contract.
     throw new Error('optimized model lost its slot anchors');
   }
   const draco = started(putContentFile(job.dataDir, optimized.glb, 'glb'));
   if (withVariants && !variantsWork.started) throw new Error('the optimizer gave no prepared document for the model variants');
   const variants = variantsWork.started ? await variantsWork.started : [];
+  return { optimized, draco, variants };
+}
+
+/** Everything operators should know, once each: the engine's warnings, a shortfall, the optimizer's notes. */
+function roomWarnings(slots: SlotEngineResult, optimizerWarnings: string[]): string[] {
+  const warnings = [...slots.warnings, ...optimizerWarnings];
+  if (slots.shortfall)
+    warnings.push(`only ${slots.shortfall.placed} of ${slots.shortfall.expected} slots placed: ${slots.shortfall.reason}`);
+  return [...new Set(warnings)];
+}
+
+/**
+ * Bake one room. Throws (one line) when the room cannot be baked; nothing is published here.
+ * `onStep` hears each step as it begins (`bake room` shows them: a large model takes seconds).
+ *
+ * The slot engine is main-thread JavaScript; image work (preview, thumbnail, the model's textures,
+ * the plan picture) runs on sharp's threads and file writes on libuv's. So the image and file work
+ * starts first and runs while the engine does: every output is the same bytes as in sequence.
+ */
+export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = () => {}): Promise<RoomBakeResult> {
+  const startedAt = performance.now();
+  const settings = job.settings ?? OPTIMIZER_SETTINGS;
+  const preview = job.image ? started(bakePreview(job.image.path, job.dataDir, settings.maxTexturePixels)) : null;
+  onStep('reading the model');
+  const { source, model, plainTextures, textures } = await readModel(job, settings);
+  onStep('placing the slot anchors');
+  const { slots, slotData, slotJson, planPicture } = placeAnchors(job, source);
+  onStep('compressing the textures');
+  await textures;
+  const plainTexturesKeyed = plainTextures?.keyed();
+  onStep('optimizing the model');
+  const { optimized, draco, variants } = await optimizeWithVariants(job, settings, source, slots.slots, plainTexturesKeyed);
 
   const [modelRef, modelOptimized, slotFile, images, planRef] = await Promise.all([
     model,
@@ -205,10 +251,6 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     { name: 'draco', file: modelOptimized, ...(await glbFacts(optimized.glb)) },
     ...variants.map(({ name, file, extensions_required, max_texture_size }) => ({ name, file, extensions_required, max_texture_size })),
   ];
-
-  const warnings = [...slots.warnings, ...optimized.warnings];
-  if (slots.shortfall)
-    warnings.push(`only ${slots.shortfall.placed} of ${slots.shortfall.expected} slots placed: ${slots.shortfall.reason}`);
   return {
     roomId: job.roomId,
     model: modelRef,
@@ -218,10 +260,10 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     thumbnail: images?.thumbnail ?? null,
     slot_data: slotFile,
     slot_summary: summarizeSlots(slotData),
-    slotChanges: compareSlots(previous?.slots ?? null, slotData.slots),
+    slotChanges: compareSlots(job.previousSlots?.slots ?? null, slotData.slots),
     slotData,
     engine: { kind: slots.kind, kindEvidence: slots.kindEvidence, planPicture: planRef },
-    warnings: [...new Set(warnings)],
+    warnings: roomWarnings(slots, optimized.warnings),
     optimizerWarnings: optimized.warnings,
     optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },
     variantsMs: Object.fromEntries(variants.map((v) => [v.name, v.ms])),
