@@ -68,7 +68,9 @@ const destinations = new WeakMap<Logger, DestinationStream>();
 
 /** One request's access line. */
 export interface AccessLine {
+  /** A token ([\w.:-], server/middleware/request-id.ts): written as it is. */
   requestId: string;
+  /** An HTTP method as node's parser admits it (a token): written as it is. */
   method: string;
   path: string;
   status: number;
@@ -88,7 +90,8 @@ export function accessLog(log: Logger): (line: AccessLine) => void {
   return (line) => {
     if (!log.isLevelEnabled('info')) return;
     destination.write(
-      `{"level":30,"time":${Date.now()},"requestId":${JSON.stringify(line.requestId)},"method":${JSON.stringify(line.method)},` +
+      // The id is a token (request-id.ts) and the method one (node's parser): only the path needs escaping.
+      `{"level":30,"time":${Date.now()},"requestId":"${line.requestId}","method":"${line.method}",` +
         `"path":${JSON.stringify(line.path)},"status":${line.status},"ms":${line.ms},"msg":"request"}\n`,
     );
   };

@@ -26,11 +26,9 @@ const ENCODE = {
 /** The compression stage of the /v1 JSON answers (placed before the error envelope, so errors are compressed too). */
 export function compressAnswers(): Stage {
   return {
-    request(ex) {
-      if (ex.path.startsWith('/v1')) ex.vary('Accept-Encoding');
-    },
     answer(ex) {
-      if (!ex.path.startsWith('/v1')) return;
+      if (!ex.path.startsWith('/v1') || precompressed(ex)) return;
+      ex.vary('Accept-Encoding');
       const body = jsonBytes(ex);
       if (body === null || body.length < COMPRESS_THRESHOLD) return;
       const encoding = negotiateEncoding(ex.req.headers['accept-encoding']);
@@ -44,12 +42,18 @@ export function compressAnswers(): Stage {
   };
 }
 
+/** The route's answers carry their own encodings and `Vary` (snapshot answers, compressed once per bake). */
+const precompressed = (ex: Exchange): boolean => {
+  const declared = ex.state.route?.response;
+  return declared !== undefined && 'json' in declared && declared.precompressed === true;
+};
+
 /** The answer as JSON bytes when it is one this stage may compress, else null (a JSON value is serialized here). */
 function jsonBytes(ex: Exchange): Buffer | null {
   if (!ex.respond || ex.method === 'HEAD' || ex.answerHeader('Content-Encoding') !== undefined) return null;
-  // Known from the route's declaration: event streams, and answers that carry their own encodings.
+  // An event stream is known from its route's declaration, whatever type it is sent with.
   const declared = ex.state.route?.response;
-  if (declared && ('sse' in declared || ('json' in declared && declared.precompressed))) return null;
+  if (declared && 'sse' in declared) return null;
   const type = ex.answerHeader('Content-Type');
   if (type !== undefined && !type.startsWith('application/json')) return null;
   const body = ex.body;
