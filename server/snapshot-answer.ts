@@ -74,6 +74,9 @@ function representation(body: Buffer, etag: string, encoding: Encoding, cacheCon
   return { etag, ok: { status: 200, headers, body }, notModified: { status: 304, headers: validators, body: null } };
 }
 
+/** A representation's 200, or its 304 when the request's If-None-Match names it. */
+const answerOf = (r: Representation, ifNoneMatch: string | undefined): RawAnswer => (etagMatches(ifNoneMatch, r.etag) ? r.notModified : r.ok);
+
 export interface SnapshotAnswerOptions {
   cacheControl: string;
   effort?: Effort;
@@ -108,8 +111,8 @@ export class SnapshotAnswer {
     const encoding = negotiateEncoding(req.headers['accept-encoding']);
     const chosenRepresentation = encoding === 'identity' ? this.identity : this.representation(encoding);
     const ifNoneMatch = req.headers['if-none-match'];
-    const respond = (r: Representation) => (etagMatches(ifNoneMatch, r.etag) ? r.notModified : r.ok);
-    return chosenRepresentation instanceof Promise ? chosenRepresentation.then(respond) : respond(chosenRepresentation);
+    if (chosenRepresentation instanceof Promise) return chosenRepresentation.then((r) => answerOf(r, ifNoneMatch));
+    return answerOf(chosenRepresentation, ifNoneMatch);
   }
 
   /** The representation in this encoding, compressed on first use; identity when encoding saves nothing. */
