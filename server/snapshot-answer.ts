@@ -75,7 +75,8 @@ function representation(body: Buffer, etag: string, encoding: Encoding, cacheCon
 }
 
 /** A representation's 200, or its 304 when the request's If-None-Match names it. */
-const answerOf = (r: Representation, ifNoneMatch: string | undefined): RawAnswer => (etagMatches(ifNoneMatch, r.etag) ? r.notModified : r.ok);
+const answerOf = (r: Representation, ifNoneMatch: string | undefined): RawAnswer =>
+  etagMatches(ifNoneMatch, r.etag) ? r.notModified : r.ok;
 
 export interface SnapshotAnswerOptions {
   cacheControl: string;

@@ -133,7 +133,10 @@ export function rawErrorResponse(
   return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head}\r\n${answer.body}`;
 }
 
-/** The same answer through node's response object (requests node refuses before the request path sees them); the connection closes after it. */
+/**
+ * The same answer through node's response object (requests node refuses before the request path sees
+ * them); the connection closes after it.
+ */
 export function sendErrorAndClose(res: ServerResponse, status: number, message: string, code = codeForStatus(status)): void {
   const answer = closingErrorAnswer(status, message, code, {});
   lingerAfterLastAnswer(res.socket as Socket);

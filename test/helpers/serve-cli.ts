@@ -5,7 +5,9 @@ import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 /** The environment without anything a developer's shell may set for the museum. */
-export const { STATE_DB: _s, DATA_DIR: _d, DATABASE_URL: _u, PUBLIC_URL: _p, HOST: _h, PORT: _o, ...CLI_ENV } = process.env;
+export const CLI_ENV: NodeJS.ProcessEnv = Object.fromEntries(
+  Object.entries(process.env).filter(([name]) => !['STATE_DB', 'DATA_DIR', 'DATABASE_URL', 'PUBLIC_URL', 'HOST', 'PORT'].includes(name)),
+);
 
 const children: ChildProcess[] = [];
 

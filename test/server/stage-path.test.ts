@@ -80,7 +80,7 @@ describe('the stage runner', () => {
       expect(json).toEqual({ early: true });
     });
 
-    it(`hands what a stage throws to the nearest earlier error hook, then unwinds from there (${wait ? 'asynchronous' : 'synchronous'})`, async () => {
+    it(`hands what a stage throws to the nearest earlier error hook, then unwinds (${wait ? 'asynchronous' : 'synchronous'})`, async () => {
       const trace: string[] = [];
       const { answer, json } = await run([
         writer,
