@@ -20,7 +20,6 @@ import { z } from 'zod';
 import { HttpError } from './errors.ts';
 import { JSON_TYPE } from './http-conditional.ts';
 import { requireBearer, requireKey } from './middleware/auth.ts';
-import { setAnswer } from './middleware/errors.ts';
 import { depthOf, jsonBody } from './middleware/json-body.ts';
 import { ipRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
 import { buildOpenApi, type OpenApiInfo } from './openapi.ts';
@@ -225,7 +224,7 @@ function send(ctx: RouteContext, answer: Answer): void {
   if (Buffer.isBuffer(answer)) {
     ctx.type = JSON_TYPE;
     ctx.body = answer;
-  } else setAnswer(ctx, answer);
+  } else ctx.answer(answer);
 }
 
 /** The parsers of a route's input (the query string parsed by node's querystring, as Koa parsed it). */

@@ -13,7 +13,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { codeForStatus, envelope, envelopeOf, type ErrorCode, HttpError } from '../errors.ts';
 import { JSON_TYPE } from '../http-conditional.ts';
-import type { MuseumContext, RawAnswer, Stage } from '../types.ts';
+import type { RawAnswer, Stage } from '../types.ts';
 import { CORS_HEADERS } from './cors.ts';
 import { lingerAfterLastAnswer, lingeringClose, isLingering } from './lingering-close.ts';
 import { freshRequestId } from './request-id.ts';
@@ -59,11 +59,6 @@ function httpErrorOf(err: unknown, log: Logger, request: { requestId: string; me
   return INTERNAL;
 }
 
-/** Set an answer (status, headers, body) on the exchange. */
-export function setAnswer(ctx: MuseumContext, answer: RawAnswer): void {
-  ctx.answer(answer);
-}
-
 export function errorEnvelope(log: Logger): Stage {
   return {
     error(ex, err) {
@@ -78,11 +73,11 @@ export function errorEnvelope(log: Logger): Stage {
         ex.set('Connection', 'close');
         lingerAfterLastAnswer(ex.req.socket);
       }
-      setAnswer(ex, errorAnswer(httpErrorOf(err, log, { requestId: ex.state.requestId, method: ex.method, url: ex.url })));
+      ex.answer(errorAnswer(httpErrorOf(err, log, { requestId: ex.state.requestId, method: ex.method, url: ex.url })));
     },
     answer(ex) {
       // No stage answered (a handler that set nothing): 404, as an unknown path.
-      if (ex.status === 404 && ex.body === null && ex.respond) setAnswer(ex, errorAnswer(NOT_FOUND));
+      if (ex.status === 404 && ex.body === null && ex.respond) ex.answer(errorAnswer(NOT_FOUND));
     },
   };
 }

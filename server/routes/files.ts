@@ -15,7 +15,6 @@ import type { RouteModule } from '../route-table.ts';
 import { answerFile, type ArtifactFiles, fileResponse } from '../artifact-files.ts';
 import { notFound } from '../errors.ts';
 import { VARIANT_FORMATS, VARIANT_WIDTH } from '../image-variants.ts';
-import { setAnswer } from '../middleware/errors.ts';
 import { FILE_RESPONSE_HEADERS, FILES_PATH_PREFIX } from '../middleware/file-headers.ts';
 import type { RawAnswer } from '../types.ts';
 
@@ -78,11 +77,11 @@ export const filesRoutes: RouteModule = (api, { files, variants }) => {
     errors: [304, 400, 404, 416, 503],
     headers: FILE_RESPONSE_HEADERS,
     async handler(ctx, { params, query }) {
-      if (query.width === undefined && query.format === undefined) return setAnswer(ctx, await plainFile(files, params.name, ctx.req));
+      if (query.width === undefined && query.format === undefined) return ctx.answer(await plainFile(files, params.name, ctx.req));
       const file = await files.byName(params.name);
       if (!file) throw notFound();
       const target = await variants.variant(params.name, file, query, ctx.get('if-none-match'), ctx.state.clientIp);
-      setAnswer(ctx, await fileResponse(files, 'status' in target ? target : answerFile(target, ctx.method, ctx.headers)));
+      ctx.answer(await fileResponse(files, 'status' in target ? target : answerFile(target, ctx.method, ctx.headers)));
     },
   });
 };
