@@ -142,10 +142,14 @@ describe('the linger is bounded', () => {
     return new Promise((resolve) => {
       const started = Date.now();
       const chunks: Buffer[] = [];
-      // Half-open allowed: the client goes on sending after the server ended its side.
-      const socket = net.connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true }, () => socket.write(head));
       const filler = Buffer.alloc(chunk, 0x20);
-      const timer = setInterval(() => socket.writable && socket.write(filler), everyMs);
+      let timer: NodeJS.Timeout | undefined;
+      // Half-open allowed: the client goes on sending after the server ended its side. The body starts
+      // once the head is written: a timer started before the connection could put filler ahead of it.
+      const socket = net.connect({ port: server.port, host: '127.0.0.1', allowHalfOpen: true }, () => {
+        socket.write(head);
+        timer = setInterval(() => socket.writable && socket.write(filler), everyMs);
+      });
       socket.on('data', (d: Buffer) => chunks.push(d));
       socket.on('error', () => undefined);
       socket.on('close', () => {
