@@ -6,7 +6,10 @@ export DATA_DIR ?= data
 export STATE_DB ?= state/museum.db
 CONTENT_DIR ?= content
 
-.PHONY: run test install build deps sample bake serve typecheck lint unused client bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer clean
+# VITEST_ARGS: passed to vitest by `make test` and `make test-node24` (files to run, reporters).
+VITEST_ARGS ?=
+
+.PHONY: run test test-node24 install build deps sample bake serve typecheck lint unused client bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer clean
 
 # Install npm packages (lockfile-exact) and the few Debian packages the project uses.
 install: node_modules/.install-stamp
@@ -54,7 +57,13 @@ unused: install
 test: deps build lint
 	npx tsc --noEmit -p .
 	npx tsc --noEmit -p viewer
-	npx vitest run
+	npx vitest run $(VITEST_ARGS)
+
+# The vitest suite on Node 24 LTS, as CI runs it after `make test` (scripts/node24.sh: Node 24 from the npm
+# registry, cached; its own install tree .node24/, since better-sqlite3 is built per Node ABI: node_modules stays Node 20's).
+test-node24:
+	bash scripts/system-deps.sh
+	bash scripts/node24.sh test $(VITEST_ARGS)
 
 bench: bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer
 bench-bake: install
