@@ -16,10 +16,15 @@ import { randomRoom } from './rooms/random.ts';
 const SHA_A = 'a'.repeat(64);
 const SHA_B = 'b'.repeat(64);
 
-const published = (slots: RoomSlot[], model: string): RoomSlotData => ({
+/** The optimized model's file id: what `model` names, while the carry-over follows `source_model`. */
+const OPTIMIZED = 'c'.repeat(64);
+
+const published = (slots: RoomSlot[], sourceModel: string): RoomSlotData => ({
   version: SLOT_DATA_VERSION,
   room: 7,
-  model,
+  model: OPTIMIZED,
+  source_model: sourceModel,
+  models: [sourceModel, OPTIMIZED],
   generated_at: '2026-01-01T00:00:00.000Z',
   algorithm: SLOT_ALGORITHM,
   slots,
@@ -156,7 +161,7 @@ describe('slot engine: anchors of another algorithm revision', () => {
     expect(again.slots.map((s) => s.id)).toEqual(fresh.slots.map((s) => s.id));
     expect(pose(again.slots[1]!)).not.toEqual(pose(blocked));
     for (const i of [0, 2, 3, 4, 5]) expect(pose(again.slots[i]!)).toEqual(pose(fresh.slots[i]!));
-    // This revision's own data on the same model is trusted as published.
+    // This revision's own data on the same source model is trusted as published (whatever file `model` names).
     const trusted = computeSlots(document, {
       roomId: 3,
       onchainSlots: 6,
