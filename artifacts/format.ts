@@ -17,6 +17,17 @@ export const SLOT_DATA_VERSION = 1 as const;
 
 /** Material of slot placeholder quads, authored and embedded. */
 export const SLOT_MATERIAL_NAME = 'Slot Placeholder';
+/**
+ * The original's placeholder material, which generated `Auto_NNN` quads carry (decisions,
+ * "Artifacts"): a faint blue pane in any generic viewer, never an opaque colour.
+ */
+export const SLOT_PLACEHOLDER_LOOK = {
+  baseColorFactor: [0.37, 0.69, 1, 0.25],
+  alphaMode: 'BLEND',
+  doubleSided: true,
+  metallicFactor: 0,
+  roughnessFactor: 1,
+} as const;
 /** Node names recognised as placeholders: `Slot_12`, `slot_0007`, `Auto_003`, Blender's `Slot_003.001`. */
 export const SLOT_NAME_PATTERN = /^(slot|auto)_(\d+)(?:\.\d+)?$/i;
 /** Canonical slot ids as published (JSON and node names of the optimized GLB). */
@@ -43,16 +54,27 @@ const Quat = z.tuple([z.number(), z.number(), z.number(), z.number()]);
 type Vec3 = z.infer<typeof Vec3>;
 type Quat = z.infer<typeof Quat>;
 
+/**
+ * Where the anchors are (decisions, "Artifacts": frame and units): the glTF scene's own frame —
+ * right-handed, +Y up, metres, every node transform of the default scene applied — the frame the
+ * model itself is in. Engines with a left-handed convention convert them as they do the model.
+ */
+const FRAME = "the glTF scene's frame (right-handed, +Y up, metres)";
+const LEFT_HANDED =
+  'Engines with a left-handed convention (Babylon.js under its __root__ node, Unity) convert it as they convert the model itself';
+
 export const RoomSlot = z
   .object({
     id: z.string().regex(SLOT_ID_PATTERN).describe('Slot_NNN (authored node) or Auto_NNN (generated)'),
     index: z.number().int().min(1).describe('1-based slot number'),
     source: z.enum(['authored', 'generated']),
-    position: Vec3.describe('anchor centre, room-local'),
-    quaternion: Quat.describe('orientation [x,y,z,w]; local +Z = facing, +Y = upright'),
-    width: z.number().positive(),
-    height: z.number().positive(),
-    facing: Vec3.describe('unit vector equal to the quaternion +Z'),
+    position: Vec3.describe(`anchor centre [x, y, z] in ${FRAME}. ${LEFT_HANDED}.`),
+    quaternion: Quat.describe(
+      `orientation [x, y, z, w] in ${FRAME}: local +Z = facing (towards the viewer), local +Y = up. ${LEFT_HANDED}.`,
+    ),
+    width: z.number().positive().describe('frame width in metres (along the local +X axis)'),
+    height: z.number().positive().describe('frame height in metres (along the local +Y axis)'),
+    facing: Vec3.describe(`unit vector towards the viewer, equal to the quaternion's +Z, in ${FRAME}`),
     flipped: z.boolean().describe('authored normal pointed into the wall and was flipped'),
     ambiguous: z.boolean().describe('evidence could not decide; the interior tie-break did'),
     // Optional measured facts (additions allowed by the issue; the seed fields keep their meaning).
@@ -72,23 +94,78 @@ export const SlotShortfall = z.object({
 });
 export type SlotShortfall = z.infer<typeof SlotShortfall>;
 
+const FileId = z.string().regex(/^[0-9a-f]{64}$/);
+
 export const RoomSlotData = z
   .object({
     version: z.literal(SLOT_DATA_VERSION),
     room: z.number().int(),
-    model: z
-      .string()
-      .regex(/^[0-9a-f]{64}$/)
-      .describe('sha256 of the source model file (behind model_url)'),
+    model: FileId.describe(
+      'file id (sha256, the name of its /files/<sha256>.glb URL) of the model a client loads by default: the optimized model behind ' +
+        "model_optimized_url, or the source model's when none is baked. The anchors hold in every file of `models`.",
+    ),
+    source_model: FileId.describe('sha256 of the source model file (behind model_url) the anchors were computed from'),
+    models: z
+      .array(FileId)
+      .min(1)
+      .describe(
+        'every file id the anchors hold in: the source model, then each model variant (draco, meshopt, plain, …) in model_variants order. ' +
+          'A client loading a file whose id is not here should not trust these anchors for it.',
+      ),
     generated_at: z.string(),
     algorithm: z.string().describe('slot algorithm revision; changes whenever its output can change'),
-    slots: z.array(RoomSlot),
+    slots: z.array(RoomSlot).describe(`the anchors, in ${FRAME}; every optimized model carries each one as its Slot_NNN / Auto_NNN node`),
     onchain_slots: z.number().int().min(0).optional(),
     shortfall: SlotShortfall.nullable().optional(),
     warnings: z.array(z.string()).optional(),
   })
   .meta({ id: 'RoomSlotData' });
 export type RoomSlotData = z.infer<typeof RoomSlotData>;
+
+/** The file ids of RoomSlotData: which files its anchors were computed from and hold in. */
+export type SlotDataModels = Pick<RoomSlotData, 'model' | 'source_model' | 'models'>;
+
+/**
+ * `model`, `source_model` and `models` of a room's slot data from the files its anchors are embedded
+ * in: `variants` as the room lists them (draco = the optimized model first), so every later variant
+ * is named without more code.
+ */
+export function slotDataModels(files: {
+  source: Pick<FileRef, 'sha256'>;
+  optimized: Pick<FileRef, 'sha256'> | null;
+  variants: ReadonlyArray<{ file: Pick<FileRef, 'sha256'> }>;
+}): SlotDataModels {
+  const source_model = files.source.sha256;
+  const model = files.optimized?.sha256 ?? source_model;
+  const models = [...new Set([source_model, model, ...files.variants.map((v) => v.file.sha256)])];
+  return { model, source_model, models };
+}
+
+/** Slot data written before 2026-12-02: its `model` named the source file, and it had no source_model / models. */
+const LegacyRoomSlotData = RoomSlotData.omit({ source_model: true, models: true });
+
+/**
+ * Slot data as published, validated. Slot data written before `source_model` existed is read as
+ * what it meant: its anchors were computed from `model` (the source file) and, when `room` is the
+ * manifest entry published with it (the same source), hold in that room's optimized model and
+ * variants too. Without the room (a file given to `bake room --previous`), only the source is known.
+ * Throws the schema's error when the value is neither.
+ */
+export function readRoomSlotData(
+  value: unknown,
+  room: Pick<ManifestRoom, 'model' | 'model_optimized' | 'model_variants'> | null,
+): RoomSlotData {
+  const current = RoomSlotData.safeParse(value);
+  if (current.success) return current.data;
+  const legacy = LegacyRoomSlotData.safeParse(value);
+  if (!legacy.success || (value as { source_model?: unknown }).source_model !== undefined) throw current.error;
+  const { version, room: roomId, model, ...rest } = legacy.data;
+  const source = room?.model?.sha256 === model ? room.model : null;
+  const models = source
+    ? slotDataModels({ source, optimized: room!.model_optimized, variants: room!.model_variants ?? [] })
+    : { model, source_model: model, models: [model] };
+  return { version, room: roomId, ...models, ...rest };
+}
 
 // ---------------------------------------------------------------------------------------------
 // Public content shapes (spec: Collection, Media, Artwork)
@@ -167,9 +244,14 @@ export const Room = z
     token_id: z.string().nullable().describe('the room token id in decimal (a string: token ids exceed 2^53), or null'),
     image_url: z.string().nullable(),
     thumbnail_url: z.string().nullable(),
-    model_url: z.string().nullable(),
-    model_optimized_url: z.string().nullable(),
-    slot_data_url: z.string().nullable(),
+    model_url: z.string().nullable().describe('the source model (GLB), as the architect made it'),
+    model_optimized_url: z
+      .string()
+      .nullable()
+      .describe(
+        'the optimized model (Draco, WebP textures) carrying every anchor as its Slot_NNN / Auto_NNN node; the file clients load by default',
+      ),
+    slot_data_url: z.string().nullable().describe('the baked anchors (RoomSlotData), public'),
     model_variants: z
       .array(RoomModelVariant)
       .describe('the optimized model in each variant a client can pick from (every one carries the same Slot_/Auto_ anchor nodes)')
@@ -199,6 +281,10 @@ export const Room = z
         ],
       }),
   })
+  .describe(
+    `Every model of a room (model_url, model_optimized_url, each model variant) is in one frame, ${FRAME}, never re-centred or ` +
+      `re-scaled, and the slot anchors are in it too. ${LEFT_HANDED}.`,
+  )
   .meta({ id: 'Room' });
 export type Room = z.infer<typeof Room>;
 

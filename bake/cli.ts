@@ -279,20 +279,29 @@ interface RoomOptions {
 async function bakeOneRoom(model: string, opts: RoomOptions, command: Command): Promise<void> {
   const started = performance.now();
   const step = (what: string) => err(`bake room: ${what} (${formatMs(performance.now() - started)})`);
-  const [{ SourceResolver, modelFiles }, { bakeRoom }, { artifactPaths, filePath, RoomSlotData }, { withLosslessNormals }, { readFile }] =
-    await Promise.all([
-      import('./fetch.ts'),
-      import('./room.ts'),
-      import('../artifacts/format.ts'),
-      import('./settings.ts'),
-      import('node:fs/promises'),
-    ]);
+  const [
+    { SourceResolver, modelFiles },
+    { bakeRoom },
+    { artifactPaths, filePath, readRoomSlotData },
+    { withLosslessNormals },
+    { readFile },
+  ] = await Promise.all([
+    import('./fetch.ts'),
+    import('./room.ts'),
+    import('../artifacts/format.ts'),
+    import('./settings.ts'),
+    import('node:fs/promises'),
+  ]);
   let previousSlots = null;
   if (opts.previous) {
-    const parsed = RoomSlotData.safeParse(await readFile(opts.previous, 'utf8').then(JSON.parse, () => null));
-    // A usage error found by the action: commander prints it and exits with 2 (a thrown error would be silent).
-    if (!parsed.success) command.error(`error: --previous ${opts.previous} is not readable RoomSlotData`, { exitCode: 2 });
-    previousSlots = parsed.data;
+    const value: unknown = await readFile(opts.previous, 'utf8').then(JSON.parse, () => null);
+    try {
+      // No manifest beside it: slot data written before source_model existed is known for its source only.
+      previousSlots = readRoomSlotData(value, null);
+    } catch {
+      // A usage error found by the action: commander prints it and exits with 2 (a thrown error would be silent).
+      command.error(`error: --previous ${opts.previous} is not readable RoomSlotData`, { exitCode: 2 });
+    }
   }
   const dataDir = resolve(opts.out);
   const resolver = new SourceResolver({ baseDir: process.cwd(), cacheDir: artifactPaths(dataDir).cache });

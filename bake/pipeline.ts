@@ -20,7 +20,8 @@ import {
   type Manifest,
   MANIFEST_FORMAT,
   type ManifestRoom,
-  RoomSlotData,
+  readRoomSlotData,
+  type RoomSlotData,
 } from '../artifacts/format.ts';
 import {
   DataDirBusyError,
@@ -264,7 +265,7 @@ async function publishedSlotData(dataDir: string, room: ManifestRoom | null): Pr
   const bytes = await readFileRef(dataDir, room?.slot_data ?? null);
   if (!bytes) return null;
   try {
-    return RoomSlotData.parse(JSON.parse(bytes.toString('utf8')));
+    return readRoomSlotData(JSON.parse(bytes.toString('utf8')), room);
   } catch {
     return null;
   }

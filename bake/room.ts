@@ -7,6 +7,7 @@
  */
 import { workerData } from 'node:worker_threads';
 import sharp from 'sharp';
+import type { z } from 'zod';
 import type { Document } from '@gltf-transform/core';
 import {
   type FileRef,
@@ -14,6 +15,7 @@ import {
   type RoomSlot,
   RoomSlotData,
   SLOT_DATA_VERSION,
+  slotDataModels,
   type SlotSummary,
 } from '../artifacts/format.ts';
 import { putContentFile } from '../artifacts/store.ts';
@@ -98,17 +100,24 @@ function summarizeSlots(data: RoomSlotData): SlotSummary {
   };
 }
 
+/** The slot data without the ids of the files it holds in (known once the models are written). */
+const SlotAnchors = RoomSlotData.omit({ model: true, source_model: true, models: true });
+type SlotAnchors = z.infer<typeof SlotAnchors>;
+
 /**
- * The slot data's JSON, parsed back with the schema the server's snapshot uses: engine output the
+ * Data as its JSON, parsed back with the schema the server's snapshot uses: engine output the
  * server would refuse (NaN written as null, a malformed id) fails this room alone, here.
  */
-export function slotDataJson(data: RoomSlotData): string {
+function checkedJson<T>(schema: z.ZodType<T>, data: T): string {
   const json = JSON.stringify(data);
-  const checked = RoomSlotData.safeParse(JSON.parse(json));
+  const checked = schema.safeParse(JSON.parse(json));
   if (checked.success) return json;
   const issues = checked.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`);
   throw new Error(`slot data fails the RoomSlotData schema: ${issues.join('; ')}`);
 }
+
+/** The slot data's JSON, checked as the server reads it. */
+export const slotDataJson = (data: RoomSlotData): string => checkedJson(RoomSlotData, data);
 
 /** A promise whose failure is reported where it is awaited, not as an unhandled rejection meanwhile. */
 function started<T>(work: Promise<T>): Promise<T> {
@@ -148,10 +157,9 @@ function placeAnchors(job: RoomJob, source: SourceModel) {
     previous: job.previousSlots ?? null,
     plan: job.planPicture !== false,
   });
-  const slotData: RoomSlotData = {
+  const anchors: SlotAnchors = {
     version: SLOT_DATA_VERSION,
     room: job.roomId,
-    model: source.sha256,
     generated_at: new Date().toISOString(),
     algorithm: SLOT_ALGORITHM,
     slots: slots.slots,
@@ -160,11 +168,21 @@ function placeAnchors(job: RoomJob, source: SourceModel) {
     warnings: slots.warnings,
   };
   // Checked before anything else is built from the anchors (plan picture, embedded nodes).
-  const slotJson = slotDataJson(slotData);
+  checkedJson(SlotAnchors, anchors);
   const planPicture = slots.plan
     ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png')))
     : null;
-  return { slots, slotData, slotJson, planPicture };
+  return { slots, anchors, planPicture };
+}
+
+/**
+ * The slot data, once every model it holds in is written: `model` names the optimized (Draco)
+ * model a client loads by default, `models` every variant in the room's order (decisions, "Artifacts").
+ */
+function slotDataOf(anchors: SlotAnchors, source: FileRef, variants: ManifestModelVariant[]): RoomSlotData {
+  const draco = variants.find((v) => v.name === 'draco')?.file ?? null;
+  const { version, room, ...rest } = anchors;
+  return { version, room, ...slotDataModels({ source, optimized: draco, variants }), ...rest };
 }
 
 /**
@@ -233,24 +251,25 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   onStep('reading the model');
   const { source, model, plainTextures, textures } = await readModel(job, settings);
   onStep('placing the slot anchors');
-  const { slots, slotData, slotJson, planPicture } = placeAnchors(job, source);
+  const { slots, anchors, planPicture } = placeAnchors(job, source);
   onStep('compressing the textures');
   await textures;
   const plainTexturesKeyed = plainTextures?.keyed();
   onStep('optimizing the model');
   const { optimized, draco, variants } = await optimizeWithVariants(job, settings, source, slots.slots, plainTexturesKeyed);
 
-  const [modelRef, modelOptimized, slotFile, images, planRef] = await Promise.all([
-    model,
-    draco,
-    putContentFile(job.dataDir, slotJson, 'json'),
+  const [modelRef, modelOptimized, dracoFacts] = await Promise.all([model, draco, glbFacts(optimized.glb)]);
+  const modelVariants: ManifestModelVariant[] = [
+    { name: 'draco', file: modelOptimized, ...dracoFacts },
+    ...variants.map(({ name, file, extensions_required, max_texture_size }) => ({ name, file, extensions_required, max_texture_size })),
+  ];
+  // Written after the models: it names every file its anchors hold in.
+  const slotData = slotDataOf(anchors, modelRef, modelVariants);
+  const [slotFile, images, planRef] = await Promise.all([
+    putContentFile(job.dataDir, slotDataJson(slotData), 'json'),
     preview,
     planPicture,
   ]);
-  const modelVariants: ManifestModelVariant[] = [
-    { name: 'draco', file: modelOptimized, ...(await glbFacts(optimized.glb)) },
-    ...variants.map(({ name, file, extensions_required, max_texture_size }) => ({ name, file, extensions_required, max_texture_size })),
-  ];
   return {
     roomId: job.roomId,
     model: modelRef,

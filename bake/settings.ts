@@ -12,9 +12,10 @@ export const OPTIMIZER_SETTINGS = {
    * primitive modes written compactly (gltf-io compactJson). 5: Draco at speed 4 (see draco).
    * 6: meshopt and plain model variants, br/gz siblings of GLB and JSON files. 7: the plain variant's
    * vertex attributes not interleaved (bake/variants.ts PLAIN_VERTEX_LAYOUT). 8: textures whose alpha no
-   * material reads encoded without it (bake/texture-alpha.ts).
+   * material reads encoded without it (bake/texture-alpha.ts). 9: generated placeholders in the original's
+   * faint blue material, and slot data naming the optimized model (`model`, `source_model`, `models`).
    */
-  revision: 8,
+  revision: 9,
   textures: {
     format: 'webp' as const,
     /** Longest side after resizing, in pixels. */

@@ -628,14 +628,6 @@ export interface components {
                 message: string;
             }[];
         };
-        ErrorEnvelope: {
-            errors: {
-                extensions: {
-                    code: string;
-                };
-                message: string;
-            }[];
-        };
         /** @description museum-exhibition@1: what the guide reads of an exhibition (other keys are ignored) */
         ExhibitionDocument: {
             /** @constant */
@@ -890,12 +882,24 @@ export interface components {
                 message: string;
             }[];
         };
+        RequestError: {
+            errors: {
+                extensions: {
+                    /** @enum {string} */
+                    code: "BAD_REQUEST";
+                };
+                message: string;
+            }[];
+        };
+        /** @description Every model of a room (model_url, model_optimized_url, each model variant) is in one frame, the glTF scene's frame (right-handed, +Y up, metres), never re-centred or re-scaled, and the slot anchors are in it too. Engines with a left-handed convention (Babylon.js under its __root__ node, Unity) convert it as they convert the model itself. */
         Room: {
             architect: string;
             description: string;
             id: number;
             image_url: string | null;
+            /** @description the optimized model (Draco, WebP textures) carrying every anchor as its Slot_NNN / Auto_NNN node; the file clients load by default */
             model_optimized_url: string | null;
+            /** @description the source model (GLB), as the architect made it */
             model_url: string | null;
             /**
              * @description the optimized model in each variant a client can pick from (every one carries the same Slot_/Auto_ anchor nodes)
@@ -934,6 +938,7 @@ export interface components {
              */
             model_variants: components["schemas"]["RoomModelVariant"][];
             series: string;
+            /** @description the baked anchors (RoomSlotData), public */
             slot_data_url: string | null;
             slots: number;
             thumbnail_url: string | null;
@@ -965,7 +970,7 @@ export interface components {
             };
             /** @description which evidence decided the facing */
             evidence?: string;
-            /** @description unit vector equal to the quaternion +Z */
+            /** @description unit vector towards the viewer, equal to the quaternion's +Z, in the glTF scene's frame (right-handed, +Y up, metres) */
             facing: [
                 number,
                 number,
@@ -973,18 +978,19 @@ export interface components {
             ];
             /** @description authored normal pointed into the wall and was flipped */
             flipped: boolean;
+            /** @description frame height in metres (along the local +Y axis) */
             height: number;
             /** @description Slot_NNN (authored node) or Auto_NNN (generated) */
             id: string;
             /** @description 1-based slot number */
             index: number;
-            /** @description anchor centre, room-local */
+            /** @description anchor centre [x, y, z] in the glTF scene's frame (right-handed, +Y up, metres). Engines with a left-handed convention (Babylon.js under its __root__ node, Unity) convert it as they convert the model itself. */
             position: [
                 number,
                 number,
                 number
             ];
-            /** @description orientation [x,y,z,w]; local +Z = facing, +Y = upright */
+            /** @description orientation [x, y, z, w] in the glTF scene's frame (right-handed, +Y up, metres): local +Z = facing (towards the viewer), local +Y = up. Engines with a left-handed convention (Babylon.js under its __root__ node, Unity) convert it as they convert the model itself. */
             quaternion: [
                 number,
                 number,
@@ -993,14 +999,17 @@ export interface components {
             ];
             /** @enum {string} */
             source: "authored" | "generated";
+            /** @description frame width in metres (along the local +X axis) */
             width: number;
         };
         RoomSlotData: {
             /** @description slot algorithm revision; changes whenever its output can change */
             algorithm: string;
             generated_at: string;
-            /** @description sha256 of the source model file (behind model_url) */
+            /** @description file id (sha256, the name of its /files/<sha256>.glb URL) of the model a client loads by default: the optimized model behind model_optimized_url, or the source model's when none is baked. The anchors hold in every file of `models`. */
             model: string;
+            /** @description every file id the anchors hold in: the source model, then each model variant (draco, meshopt, plain, …) in model_variants order. A client loading a file whose id is not here should not trust these anchors for it. */
+            models: string[];
             onchain_slots?: number;
             room: number;
             shortfall?: {
@@ -1008,7 +1017,10 @@ export interface components {
                 placed: number;
                 reason: string;
             } | null;
+            /** @description the anchors, in the glTF scene's frame (right-handed, +Y up, metres); every optimized model carries each one as its Slot_NNN / Auto_NNN node */
             slots: components["schemas"]["RoomSlot"][];
+            /** @description sha256 of the source model file (behind model_url) the anchors were computed from */
+            source_model: string;
             /** @constant */
             version: 1;
             warnings?: string[];
@@ -1469,6 +1481,28 @@ export interface components {
                 "application/json": components["schemas"]["RateLimitedError"];
             };
         };
+        /** @description The request could not be read: 400 (no Host header, or malformed), 408 (not received in time), 417 (an Expect other than 100-continue) or 431 (headers too large); the connection is closed after it */
+        RequestError: {
+            headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "errors": [
+                 *         {
+                 *           "message": "The Host header is required",
+                 *           "extensions": {
+                 *             "code": "BAD_REQUEST"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["RequestError"];
+            };
+        };
         /** @description Missing, unknown or revoked API key */
         UnauthorizedError: {
             headers: {
@@ -1659,6 +1693,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description The file (Content-Type from its extension; ETag = its sha256; Cache-Control: public, max-age=31536000, immutable; HEAD and a single byte Range supported). GLB and JSON files are sent Content-Encoding br or gzip when Accept-Encoding allows and it saves bytes (precompressed at bake; Vary: Accept-Encoding; ETag `"<sha256>.br"` / `"<sha256>.gz"` per representation); a Range request gets the identity bytes. With width/format: the transformed image, cached. */
             200: {
                 headers: {
@@ -1714,6 +1749,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -1788,6 +1824,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -1887,6 +1924,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -1965,6 +2003,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2039,6 +2078,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2106,6 +2146,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2187,6 +2228,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2259,6 +2301,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2315,6 +2358,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2376,6 +2420,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2498,6 +2543,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2542,6 +2588,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2587,6 +2634,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description mp3 audio */
             200: {
                 headers: {
@@ -2615,6 +2663,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2684,6 +2733,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description Frames `data: <JSON>`: {content} token chunks, {sources}, {graph_context}, {thinking} and {sub_questions} (use_agentic), then {done: true}, possibly followed by {memory_update} (the conversation memory to keep for the next question) and, when the Library restarts, an `event: shutdown` frame; the stream ends when the Library closes it. Comment lines (`: ping`) are heartbeats. */
             200: {
                 headers: {
@@ -2724,6 +2774,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2779,6 +2830,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2831,6 +2883,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2902,6 +2955,7 @@ export interface operations {
             };
         };
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -2937,6 +2991,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description Frames `data: <JSON>` + blank line: `{type:"hello",here,at}` on connect, `{type:"arrived"|"left",here,at}` (above a few hundred listeners coalesced to at most one per short interval carrying the current `here`), `{type:"library-search",handle,at}`, and a `: keepalive` comment every 25 s. `at` is milliseconds since the epoch. */
             200: {
                 headers: {
@@ -2967,6 +3022,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -3007,6 +3063,26 @@ export interface operations {
                      *                 "EXT_texture_webp"
                      *               ],
                      *               "max_texture_size": 2048
+                     *             },
+                     *             {
+                     *               "name": "meshopt",
+                     *               "url": "https://museum.example/files/d6810f5d6560d7454b6b2364315eea29c867362723b3876b90f67d4c634a0a3a.glb",
+                     *               "bytes": 180000,
+                     *               "extensions_required": [
+                     *                 "EXT_meshopt_compression",
+                     *                 "KHR_mesh_quantization",
+                     *                 "EXT_texture_webp"
+                     *               ],
+                     *               "max_texture_size": 2048
+                     *             },
+                     *             {
+                     *               "name": "plain",
+                     *               "url": "https://museum.example/files/db0b60aa7c11d26582a7e6b9e669d211a3a7ec5952a2be7f7dadb8efd80101b3.glb",
+                     *               "bytes": 410000,
+                     *               "extensions_required": [
+                     *                 "EXT_texture_webp"
+                     *               ],
+                     *               "max_texture_size": 1024
                      *             }
                      *           ]
                      *         },
@@ -3065,6 +3141,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -3104,6 +3181,26 @@ export interface operations {
                      *               "EXT_texture_webp"
                      *             ],
                      *             "max_texture_size": 2048
+                     *           },
+                     *           {
+                     *             "name": "meshopt",
+                     *             "url": "https://museum.example/files/d6810f5d6560d7454b6b2364315eea29c867362723b3876b90f67d4c634a0a3a.glb",
+                     *             "bytes": 180000,
+                     *             "extensions_required": [
+                     *               "EXT_meshopt_compression",
+                     *               "KHR_mesh_quantization",
+                     *               "EXT_texture_webp"
+                     *             ],
+                     *             "max_texture_size": 2048
+                     *           },
+                     *           {
+                     *             "name": "plain",
+                     *             "url": "https://museum.example/files/db0b60aa7c11d26582a7e6b9e669d211a3a7ec5952a2be7f7dadb8efd80101b3.glb",
+                     *             "bytes": 410000,
+                     *             "extensions_required": [
+                     *               "EXT_texture_webp"
+                     *             ],
+                     *             "max_texture_size": 1024
                      *           }
                      *         ]
                      *       }
@@ -3147,6 +3244,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -3163,7 +3261,14 @@ export interface operations {
                      *       "data": {
                      *         "version": 1,
                      *         "room": 1,
-                     *         "model": "1183d06082e403ccd6b8ebb4f6262102b29e8a3b9fd49275e7ad57366c77eb83",
+                     *         "model": "6fd89a0feab19cde53814b5a54aea578dda63861f5a5268a4fd3eeeae888ea2a",
+                     *         "source_model": "1183d06082e403ccd6b8ebb4f6262102b29e8a3b9fd49275e7ad57366c77eb83",
+                     *         "models": [
+                     *           "1183d06082e403ccd6b8ebb4f6262102b29e8a3b9fd49275e7ad57366c77eb83",
+                     *           "6fd89a0feab19cde53814b5a54aea578dda63861f5a5268a4fd3eeeae888ea2a",
+                     *           "d6810f5d6560d7454b6b2364315eea29c867362723b3876b90f67d4c634a0a3a",
+                     *           "db0b60aa7c11d26582a7e6b9e669d211a3a7ec5952a2be7f7dadb8efd80101b3"
+                     *         ],
                      *         "generated_at": "2025-01-01T00:00:00.000Z",
                      *         "algorithm": "fixture-slots@1",
                      *         "slots": [
@@ -3294,6 +3399,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -3409,6 +3515,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {
@@ -3482,6 +3589,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
+            "4XX": components["responses"]["RequestError"];
             /** @description OK */
             200: {
                 headers: {

@@ -16,7 +16,7 @@ import {
   type Manifest,
   type ManifestRoom,
   type Room,
-  RoomSlotData,
+  readRoomSlotData,
 } from '../artifacts/format.ts';
 import { emptyManifest, readManifest } from '../artifacts/store.ts';
 
@@ -73,7 +73,7 @@ async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: str
   for (const room of manifest.rooms) {
     roomsById.set(room.id, room);
     if (room.slot_data) {
-      const data = RoomSlotData.parse(JSON.parse(await fs.readFile(filePath(dataDir, room.slot_data), 'utf8')));
+      const data = readRoomSlotData(JSON.parse(await fs.readFile(filePath(dataDir, room.slot_data), 'utf8')), room);
       slotBodies.set(room.id, freeze({ data }));
     }
     rooms.push({

@@ -35,15 +35,9 @@ export interface OpenApiInfo {
   title: string;
   version: string;
   description: string;
-  /** PUBLIC_URL: offered as a second server; the first is the origin the document was fetched from. */
-  publicUrl: string;
+  /** OpenAPI 3.1 License Object: an SPDX identifier (never also a url). */
+  license: { name: string; identifier: string };
 }
-
-const ErrorEnvelope = z
-  .object({
-    errors: z.array(z.object({ message: z.string(), extensions: z.object({ code: z.string() }) })).min(1),
-  })
-  .meta({ id: 'ErrorEnvelope' });
 
 interface ErrorStatus {
   schema: string;
@@ -51,17 +45,26 @@ interface ErrorStatus {
   description: string;
   /** The example's message. */
   message: string;
+  /** Each error names the input field at fault (`extensions.field`). */
+  namesField: boolean;
 }
-const errorStatus = (schema: string, codes: ErrorCode[], description: string, message: string): ErrorStatus => ({
+const errorStatus = (schema: string, codes: ErrorCode[], description: string, message: string, namesField = false): ErrorStatus => ({
   schema,
   codes,
   description,
   message,
+  namesField,
 });
 
 /** Each error status: its schema's name, the codes it carries, what it means and an example message. */
 const ERROR_STATUSES: Record<number, ErrorStatus> = {
-  400: errorStatus('BadRequestError', ['BAD_REQUEST'], 'Invalid request: one error per problem, each naming its field', 'q is required'),
+  400: errorStatus(
+    'BadRequestError',
+    ['BAD_REQUEST'],
+    'Invalid request: one error per problem, each naming its field',
+    'q is required',
+    true,
+  ),
   401: errorStatus('UnauthorizedError', ['UNAUTHORIZED'], 'Missing, unknown or revoked API key', 'Invalid or revoked API key'),
   404: errorStatus('NotFoundError', ['NOT_FOUND'], 'Not found', 'Not found'),
   409: errorStatus('ConflictError', ['CONFLICT'], 'Conflict', 'This exhibition id belongs to another owner'),
@@ -83,6 +86,18 @@ const ERROR_STATUSES: Record<number, ErrorStatus> = {
   ),
 };
 
+/**
+ * Any operation's other 4XX: refusals of the request path before any route sees the request, each
+ * with the envelope and a request id (server/middleware/connections.ts, errors.ts).
+ */
+const REQUEST_ERROR = errorStatus(
+  'RequestError',
+  ['BAD_REQUEST'],
+  'The request could not be read: 400 (no Host header, or malformed), 408 (not received in time), ' +
+    '417 (an Expect other than 100-continue) or 431 (headers too large); the connection is closed after it',
+  'The Host header is required',
+);
+
 const header = (description: string, schema: Record<string, unknown> = { type: 'string' }) => ({ description, schema });
 const HEADERS = {
   'X-Request-Id': header("This request's id (yours when you sent a valid X-Request-Id, else a new one); logs carry it"),
@@ -102,24 +117,22 @@ const HEADERS = {
 type HeaderName = keyof typeof HEADERS;
 const headerRefs = (names: HeaderName[]) => Object.fromEntries(names.map((name) => [name, { $ref: `#/components/headers/${name}` }]));
 
-/** An error status's envelope: its codes as an enum; a 400 also names the field at fault. */
-function errorSchema(status: number): Record<string, unknown> {
-  const { codes } = ERROR_STATUSES[status]!;
+/** An error status's envelope: its codes as an enum; a route's 400 (`names`) also names the field at fault. */
+function errorSchema({ codes, namesField }: ErrorStatus): Record<string, unknown> {
   const extensions: Record<string, unknown> = {
     type: 'object',
     required: ['code'],
     properties: {
       code: { type: 'string', enum: codes },
-      ...(status === 400 ? { field: { type: 'string', description: 'the query parameter, or the dotted body path, at fault' } } : {}),
+      ...(namesField ? { field: { type: 'string', description: 'the query parameter, or the dotted body path, at fault' } } : {}),
     },
   };
   const error = { type: 'object', required: ['message', 'extensions'], properties: { message: { type: 'string' }, extensions } };
   return { type: 'object', required: ['errors'], properties: { errors: { type: 'array', minItems: 1, items: error } } };
 }
 
-function errorExample(status: number): unknown {
-  const { codes, message } = ERROR_STATUSES[status]!;
-  return { errors: [{ message, extensions: { code: codes[0], ...(status === 400 ? { field: 'q' } : {}) } }] };
+function errorExample({ codes, message, namesField }: ErrorStatus): unknown {
+  return { errors: [{ message, extensions: { code: codes[0], ...(namesField ? { field: 'q' } : {}) } }] };
 }
 
 /** Response objects stay open to new fields: drop zod's `additionalProperties: false` from output schemas. */
@@ -151,11 +164,10 @@ export function buildOpenApi(routes: readonly DocumentedRoute[], info: OpenApiIn
     }
     return relink(json) as Record<string, unknown>;
   };
-  schemaOf(ErrorEnvelope, 'output');
-  for (const [status, { schema }] of Object.entries(ERROR_STATUSES)) components[schema] = errorSchema(Number(status));
+  for (const status of [...Object.values(ERROR_STATUSES), REQUEST_ERROR]) components[status.schema] = errorSchema(status);
+  const errorResponses: Record<string, unknown> = { [REQUEST_ERROR.schema]: requestErrorResponse() };
 
   const paths: Record<string, Record<string, unknown>> = {};
-  const errorResponses: Record<string, unknown> = {};
   const operationIds = new Set<string>();
   for (const def of routes) {
     if ('html' in def.response) continue;
@@ -179,12 +191,10 @@ export function buildOpenApi(routes: readonly DocumentedRoute[], info: OpenApiIn
   }
   return {
     openapi: '3.1.0',
-    info: { title: info.title, version: info.version, description: info.description },
-    // Relative first: "Try it out" in /docs and generated clients reach the origin the document came from.
-    servers: [
-      { url: '/', description: 'The origin this document was fetched from' },
-      { url: info.publicUrl, description: "This server's PUBLIC_URL" },
-    ],
+    info: { title: info.title, version: info.version, description: info.description, license: info.license },
+    // Relative only: "Try it out" in /docs reaches the origin the page came from, and no deployment's
+    // own address is baked into the types a code generator makes of this document.
+    servers: [{ url: '/', description: 'The origin this document was fetched from (a client sets its own base URL)' }],
     paths,
     components: {
       schemas: components,
@@ -259,7 +269,15 @@ function responsesOf(def: DocumentedRoute, schemaOf: SchemaOf, errorResponses: R
     errorResponses[name] ??= errorResponse(status, status === 401 ? [] : limited);
     responses[String(status)] = { $ref: `#/components/responses/${name}` };
   }
+  responses['4XX'] = { $ref: `#/components/responses/${REQUEST_ERROR.schema}` };
   return responses;
+}
+
+/** The 4XX range of every operation: answered before routing, so with a request id but no rate-limit headers. */
+function requestErrorResponse(): Record<string, unknown> {
+  const schema = { $ref: `#/components/schemas/${REQUEST_ERROR.schema}` };
+  const content = { 'application/json': { schema, example: errorExample(REQUEST_ERROR) } };
+  return { description: REQUEST_ERROR.description, headers: headerRefs(['X-Request-Id']), content };
 }
 
 /** An error answer: its envelope (codes as an enum) with an example, and its headers. */
@@ -268,9 +286,10 @@ function errorResponse(status: number, limited: HeaderName[]): Record<string, un
   const names: HeaderName[] = ['X-Request-Id', ...limited];
   if (status === 401) names.push('WWW-Authenticate');
   if (status === 429 || status === 503) names.push('Retry-After');
-  const schema = { $ref: `#/components/schemas/${known ? known.schema : 'ErrorEnvelope'}` };
-  const content = { 'application/json': { schema, ...(known ? { example: errorExample(status) } : {}) } };
-  return { description: known?.description ?? 'Error', headers: headerRefs(names), content };
+  if (!known) throw new Error(`error status ${status} has no description in server/openapi.ts ERROR_STATUSES`);
+  const schema = { $ref: `#/components/schemas/${known.schema}` };
+  const content = { 'application/json': { schema, example: errorExample(known) } };
+  return { description: known.description, headers: headerRefs(names), content };
 }
 
 /**

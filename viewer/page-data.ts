@@ -14,8 +14,6 @@ export interface ViewRoom {
   modelOptimized: boolean;
   /** The source model (for benchmarks and comparison). */
   sourceModelUrl: string | null;
-  /** sha256 of the room's current source model: slot data for another model is stale. */
-  modelSha256: string | null;
   /** `/v1/rooms/{id}/slots`, or null when no slot data is baked. */
   slotsUrl: string | null;
   /** The baked model variants (Room.model_variants); empty for a room baked before variants. */

@@ -59,14 +59,29 @@ export async function loadRoom(stage: Stage, room: ViewRoom, asked: string | nul
   }
   await model;
   if (!room.slotsUrl) warnings.push('No slot data has been baked for this room yet.');
-  if (slotData && room.modelSha256 && slotData.model !== room.modelSha256) {
-    warnings.push(
-      `The slot data was baked for another model (${slotData.model.slice(0, 12)}…) than the room's current model ` +
-        `(${room.modelSha256.slice(0, 12)}…): anchors may be wrong until the room is re-baked.`,
-    );
-  }
+  const stale = slotData && staleFor(slotData, choice.url);
+  if (stale) warnings.push(stale);
   const frames = slotData ? new FrameSet(stage, slotData.slots) : null;
   return { frames, slotData, warnings, modelLoadMs, model: choice, modelParsedAt };
+}
+
+/** `/files/<sha256>.<ext>`: the file id is the name (artifacts/format.ts FILE_NAME_PATTERN; the bundle imports no zod). */
+const FILE_URL = /\/files\/([0-9a-f]{64})\.[a-z0-9]{2,5}$/;
+
+/** The file id of a `/files/<sha256>.glb` URL (RoomSlotData names files so), or null for any other URL. */
+const fileIdOf = (url: string): string | null => FILE_URL.exec(new URL(url, 'http://origin.invalid').pathname)?.[1] ?? null;
+
+/**
+ * Why the slot data does not hold in the model shown, or null when it does: the shown file must be
+ * its `model` or one of its `models` (the files the bake embedded its anchors in).
+ */
+function staleFor(slotData: RoomSlotData, shownUrl: string | null): string | null {
+  const shown = shownUrl ? fileIdOf(shownUrl) : null;
+  if (!shown || shown === slotData.model || slotData.models.includes(shown)) return null;
+  return (
+    `The slot data was baked for another model (${slotData.model.slice(0, 12)}…) than the one shown ` +
+    `(${shown.slice(0, 12)}…): anchors may be wrong until the room is re-baked.`
+  );
 }
 
 /** Where to stand to see a slot whole: in front of it along its facing, inside the open space. */

@@ -11,6 +11,7 @@ import { Document, type Material, type Node, type Texture } from '@gltf-transfor
 
 import { SLOT_MATERIAL_NAME } from '../../artifacts/format.ts';
 import { add, cross, normalize as norm, quatFromBasis, scale, sub, type V3 } from '../../common/vec.ts';
+import { createSlotPlaceholderMaterial } from '../slots/embed.ts';
 
 export { SLOT_MATERIAL_NAME, type V3 };
 
@@ -185,9 +186,9 @@ export class RoomBuilder {
     return this.document.createTexture(uri).setImage(image).setMimeType(mimeType).setURI(uri);
   }
 
-  /** The material every slot placeholder carries. */
+  /** The material every slot placeholder carries: the museum's convention, a faint blue pane (as generated ones are). */
   get slotPlaceholderMaterial(): Material {
-    this.slotMaterial ??= this.document.createMaterial(SLOT_MATERIAL_NAME).setBaseColorFactor([1, 0, 1, 1]).setDoubleSided(true);
+    this.slotMaterial ??= createSlotPlaceholderMaterial(this.document);
     return this.slotMaterial;
   }
 

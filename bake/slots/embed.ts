@@ -4,12 +4,13 @@
  * (+Z = resolved facing, +Y up), scale 1 — and its mesh is a quad centred on the node's origin in
  * its XY plane, width × height, facing +Z (two triangles wound counter-clockwise seen from +Z).
  * Authored placeholders keep their material and UVs (each corner takes the UV of the authored vertex
- * nearest to it); generated ones instance one quad mesh per frame size with the `Slot Placeholder`
- * material. Works on the optimized document only: the source model is never changed.
+ * nearest to it); generated ones instance one quad mesh per frame size with the original's
+ * `Slot Placeholder` material (a faint blue pane, SLOT_PLACEHOLDER_LOOK). Works on the optimized
+ * document only: the source model is never changed.
  */
 import type { Accessor, Document, Material, Mesh, Node, Primitive } from '@gltf-transform/core';
 import { clearNodeParent } from '@gltf-transform/functions';
-import { isSlotMaterialName, type RoomSlot, SLOT_MATERIAL_NAME, SLOT_QUAD_MESH_NAME } from '../../artifacts/format.ts';
+import { type RoomSlot, SLOT_MATERIAL_NAME, SLOT_PLACEHOLDER_LOOK, SLOT_QUAD_MESH_NAME } from '../../artifacts/format.ts';
 import { rotateByQuaternion, sub, transformPoint, type Mat4, type Quat, type V3 } from '../../common/vec.ts';
 import { extractSlotQuads } from './extract.ts';
 import { sceneOf } from './scene.ts';
@@ -113,6 +114,18 @@ function seat(node: Node, slot: RoomSlot): void {
     .setScale([1, 1, 1]);
 }
 
+/** A `Slot Placeholder` material as the original makes it: faint blue, alpha 0.25, blended, double-sided, matte. */
+export function createSlotPlaceholderMaterial(document: Document): Material {
+  const look = SLOT_PLACEHOLDER_LOOK;
+  return document
+    .createMaterial(SLOT_MATERIAL_NAME)
+    .setBaseColorFactor([...look.baseColorFactor])
+    .setAlphaMode(look.alphaMode)
+    .setDoubleSided(look.doubleSided)
+    .setMetallicFactor(look.metallicFactor)
+    .setRoughnessFactor(look.roughnessFactor);
+}
+
 export function embedAnchors(document: Document, slots: RoomSlot[]): void {
   if (!slots.length) return;
   const root = document.getRoot();
@@ -139,9 +152,8 @@ export function embedAnchors(document: Document, slots: RoomSlot[]): void {
   // Generated anchors without a node: new Auto_NNN nodes, one quad mesh per frame size.
   const rest = slots.filter((s) => !placed.has(s.id));
   if (!rest.length) return;
-  const material =
-    root.listMaterials().find((m) => isSlotMaterialName(m.getName())) ??
-    document.createMaterial(SLOT_MATERIAL_NAME).setBaseColorFactor([1, 0, 1, 1]).setDoubleSided(true);
+  // Never the model's own material of that name: a generated quad always looks as the original's do.
+  const material = createSlotPlaceholderMaterial(document);
   const buffer = root.listBuffers()[0] ?? document.createBuffer();
   const uvs = new Map([['TEXCOORD_0', document.createAccessor().setType('VEC2').setArray(expand(UNIT_UVS, 2)).setBuffer(buffer)]]);
   const quads = new Map<string, Mesh>();

@@ -36,7 +36,7 @@ import { buildWorldScene, type WorldScene } from './scene.ts';
 export { SLOT_ALGORITHM } from './algorithm.ts';
 export { embedAnchors } from './embed.ts';
 export { compareSlots, type SlotChanges } from './changes.ts';
-export { type RoomPlan } from './plan.ts';
+export type { RoomPlan } from './plan.ts';
 export type { RoomKind } from './probe.ts';
 
 export interface SlotEngineOptions {
@@ -49,7 +49,8 @@ export interface SlotEngineOptions {
   kind?: RoomKind;
   /**
    * The room's previously published slot data: its generated anchors that are still valid keep
-   * their ids and poses (stable anchors). Without it, the result depends on the model and N only.
+   * their ids and poses (stable anchors); they stand unchecked when its `source_model` is this
+   * model. Without it, the result depends on the model and N only.
    */
   previous?: RoomSlotData | null;
   /** Engine tunables; SLOT_ENGINE_DEFAULTS for what is not given. */
@@ -119,7 +120,7 @@ function previousAnchors(options: SlotEngineOptions): PreviousAnchors | null {
   const slots = previous?.slots.filter((s) => s.source === 'generated') ?? [];
   // Computed by this algorithm on this model: nothing to re-check. Another algorithm revision (or
   // model) re-validates every anchor against today's rules, keeping the ids of those that pass.
-  const sameModel = previous?.model === options.modelSha256 && previous?.algorithm === SLOT_ALGORITHM;
+  const sameModel = previous?.source_model === options.modelSha256 && previous?.algorithm === SLOT_ALGORITHM;
   return previous && slots.length ? { slots, sameModel } : null;
 }
 

@@ -4,7 +4,7 @@
  * snapshot answers (strong ETag, 304, br/gzip compressed once).
  */
 import { z } from 'zod';
-import type { RouteTable, RouteModule } from '../route-table.ts';
+import type { RouteModule } from '../route-table.ts';
 import type { OpenApiInfo } from '../openapi.ts';
 import { PUBLIC_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
 
@@ -14,16 +14,19 @@ const DESCRIPTION =
   "The museum's published collections, artworks with normalized media, 3D rooms with baked wall-slot anchors, characters, search, the " +
   'Library, souls, presence and the exhibition guide.';
 
-/** What the document says about itself; `publicUrl` is offered as a second server beside this origin. */
-const openApiInfo = (publicUrl: string): OpenApiInfo => ({
+/**
+ * What the document says about itself. The same on every deployment (it names no server of its
+ * own): the license is the API description's, so clients may be generated from it freely; the
+ * museum's content (artwork media, room models, images) keeps its own rights.
+ */
+const OPENAPI_INFO: OpenApiInfo = {
   title: API_NAME,
   version: API_VERSION,
-  description: DESCRIPTION,
-  publicUrl,
-});
-
-/** The OpenAPI document of a route table, as GET /v1/openapi.json serves it. */
-const openApiDocument = (api: RouteTable, publicUrl: string) => api.openapi(openApiInfo(publicUrl));
+  description:
+    `${DESCRIPTION} Positions, orientations and sizes of rooms and slots are in the glTF scene's frame (right-handed, +Y up, ` +
+    'metres). This description is CC0 1.0; artwork media, room models and images keep their own rights.',
+  license: { name: 'CC0 1.0 Universal (this API description)', identifier: 'CC0-1.0' },
+};
 
 const Index = z.object({
   data: z.object({
@@ -77,6 +80,6 @@ export const metaRoutes: RouteModule = (api, { config }) => {
     access: 'public',
     response: { json: z.record(z.string(), z.unknown()), precompressed: true },
     errors: [304],
-    handler: (ctx) => (openapi ??= SnapshotAnswer.of(openApiDocument(api, config.publicUrl), publicAnswer)).answer(ctx.req),
+    handler: (ctx) => (openapi ??= SnapshotAnswer.of(api.openapi(OPENAPI_INFO), publicAnswer)).answer(ctx.req),
   });
 };

@@ -31,7 +31,6 @@ function viewRoom(snapshot: ContentSnapshot, id: number): ViewRoom | null {
     modelUrl: path(room.model_optimized) ?? path(room.model),
     modelOptimized: room.model_optimized !== null,
     sourceModelUrl: path(room.model),
-    modelSha256: room.model?.sha256 ?? null,
     slotsUrl: room.slot_data ? `/v1/rooms/${room.id}/slots` : null,
     variants: (room.model_variants ?? []).map((v) => ({
       name: v.name,

@@ -89,7 +89,7 @@ describe('baking the sample content', () => {
     expect(await readFile(artifactPaths(data).report, 'utf8')).toBe(await readFile(filePath(data, manifest.report!), 'utf8'));
   });
 
-  it('stores the .glb source byte for byte as model_url, and slot data for that file', async () => {
+  it('stores the .glb source byte for byte as model_url, and slot data naming the files its anchors hold in', async () => {
     const manifest = (await readManifest(data))!;
     for (const room of manifest.rooms) {
       const source = await readFile(
@@ -97,7 +97,11 @@ describe('baking the sample content', () => {
       );
       expect(room.model!.sha256).toBe(sha256(source));
       const slotData = RoomSlotData.parse(JSON.parse(await readFile(filePath(data, room.slot_data!), 'utf8')));
-      expect(slotData.model).toBe(room.model!.sha256);
+      // `model` is the file a client loads by default (decisions, "Artifacts"): the optimized model.
+      expect(slotData.model).toBe(room.model_optimized!.sha256);
+      expect(slotData.source_model).toBe(room.model!.sha256);
+      expect(slotData.models).toEqual([room.model!.sha256, ...room.model_variants!.map((v) => v.file.sha256)]);
+      expect(room.model_variants!.map((v) => v.name)).toEqual(expect.arrayContaining(['draco', 'meshopt', 'plain']));
       expect(slotData.room).toBe(room.id);
       expect(slotData.slots).toHaveLength(room.slots);
       expect(room.slot_summary!.count).toBe(room.slots);
@@ -321,7 +325,8 @@ describe('sources', () => {
     expect(room.model!.sha256).not.toBe(sha256(await readFile(gltf)));
     expect((await validate(packed)).errors).toBe(0);
     const slotData = RoomSlotData.parse(JSON.parse(await readFile(filePath(data, room.slot_data!), 'utf8')));
-    expect(slotData.model).toBe(room.model!.sha256);
+    expect(slotData.source_model).toBe(room.model!.sha256);
+    expect(slotData.model).toBe(room.model_optimized!.sha256);
     expect(slotData.slots.map((s) => s.id)).toEqual(['Auto_001', 'Auto_002', 'Auto_003']);
   }, 120_000);
 

@@ -20,6 +20,8 @@ function qa(result: SlotEngineResult, roomId: number): Pick<QaRoom, 'slotData' |
     version: 1,
     room: roomId,
     model: SHA,
+    source_model: SHA,
+    models: [SHA],
     generated_at: 'now',
     algorithm: SLOT_ALGORITHM,
     slots: result.slots,

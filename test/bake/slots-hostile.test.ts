@@ -88,7 +88,8 @@ describe('slot engine: hostile models', () => {
   it('fails slot data the server would refuse with the schema path, before it is written', () => {
     const { b } = room(['Slot_001']);
     const slots = computeSlots(b.document, { roomId: 1, onchainSlots: 1, modelSha256: SHA, plan: false }).slots;
-    const data: RoomSlotData = { version: 1, room: 1, model: SHA, generated_at: '', algorithm: 'x', slots: [{ ...slots[0]!, width: NaN }] };
+    const ids = { model: SHA, source_model: SHA, models: [SHA] };
+    const data: RoomSlotData = { version: 1, room: 1, ...ids, generated_at: '', algorithm: 'x', slots: [{ ...slots[0]!, width: NaN }] };
     expect(() => slotDataJson(data)).toThrow(/^slot data fails the RoomSlotData schema: slots\.0\.width: /);
     expect(RoomSlotData.parse(JSON.parse(slotDataJson({ ...data, slots })))).toBeTruthy();
   });

@@ -7,7 +7,7 @@
  * (checked with the independent brute-force ray caster over a dense grid).
  */
 import { describe, expect, it } from 'vitest';
-import { type RoomSlot, type RoomSlotData, SLOT_DATA_VERSION } from '../../artifacts/format.ts';
+import { readRoomSlotData, type RoomSlot, type RoomSlotData, SLOT_DATA_VERSION } from '../../artifacts/format.ts';
 import { RoomBuilder } from '../../bake/sample/room-builder.ts';
 import { compareSlots, computeSlots, SLOT_ALGORITHM } from '../../bake/slots/index.ts';
 import { bruteWorld, castRay, rotate } from './rooms/geometry.ts';
@@ -16,10 +16,15 @@ import { randomRoom } from './rooms/random.ts';
 const SHA_A = 'a'.repeat(64);
 const SHA_B = 'b'.repeat(64);
 
-const published = (slots: RoomSlot[], model: string): RoomSlotData => ({
+/** The optimized model's file id: what `model` names, while the carry-over follows `source_model`. */
+const OPTIMIZED = 'c'.repeat(64);
+
+const published = (slots: RoomSlot[], sourceModel: string): RoomSlotData => ({
   version: SLOT_DATA_VERSION,
   room: 7,
-  model,
+  model: OPTIMIZED,
+  source_model: sourceModel,
+  models: [sourceModel, OPTIMIZED],
   generated_at: '2026-01-01T00:00:00.000Z',
   algorithm: SLOT_ALGORITHM,
   slots,
@@ -156,7 +161,7 @@ describe('slot engine: anchors of another algorithm revision', () => {
     expect(again.slots.map((s) => s.id)).toEqual(fresh.slots.map((s) => s.id));
     expect(pose(again.slots[1]!)).not.toEqual(pose(blocked));
     for (const i of [0, 2, 3, 4, 5]) expect(pose(again.slots[i]!)).toEqual(pose(fresh.slots[i]!));
-    // This revision's own data on the same model is trusted as published.
+    // This revision's own data on the same source model is trusted as published (whatever file `model` names).
     const trusted = computeSlots(document, {
       roomId: 3,
       onchainSlots: 6,
@@ -164,6 +169,22 @@ describe('slot engine: anchors of another algorithm revision', () => {
       previous: { ...old, algorithm: SLOT_ALGORITHM },
     });
     expect(trusted.slots[1]).toEqual(blocked);
+  });
+});
+
+describe('slot engine: slot data written before source_model existed', () => {
+  it('is read as computed from its `model` (then the source file): its anchors stand as published on that model', () => {
+    const document = furnished();
+    const fresh = computeSlots(document, { roomId: 3, onchainSlots: 6, modelSha256: SHA_A });
+    const moved: RoomSlot = { ...fresh.slots[1]!, position: [1.5, 1.3, 0.005] };
+    const { source_model: _, models: __, ...current } = { ...published([fresh.slots[0]!, moved, ...fresh.slots.slice(2)], SHA_A) };
+    const legacy = { ...current, model: SHA_A };
+    const previous = readRoomSlotData(legacy, null);
+    expect(previous).toMatchObject({ model: SHA_A, source_model: SHA_A, models: [SHA_A] });
+    // Trusted as published on the same source model (no re-check moved slot 2)…
+    expect(computeSlots(document, { roomId: 3, onchainSlots: 6, modelSha256: SHA_A, previous }).slots[1]).toEqual(moved);
+    // …and re-validated on another one.
+    expect(computeSlots(document, { roomId: 3, onchainSlots: 6, modelSha256: SHA_B, previous }).slots[1]).not.toEqual(moved);
   });
 });
 

@@ -28,6 +28,7 @@ import {
   type RoomSlot,
   type RoomSlotData,
   SLOT_DATA_VERSION,
+  slotDataModels,
   type SlotSummary,
 } from '../../artifacts/format.ts';
 import { publishManifest, putContentFile } from '../../artifacts/store.ts';
@@ -413,11 +414,12 @@ export async function publishFixtureBake(dataDir: string, options: FixtureOption
   const vaultModel = await put('room3.model', await roomGlb('Vault', 'museum fixture vault'), 'glb');
 
   const slotData = new Map<number, RoomSlotData>();
-  const slotFile = async (room: number, model: FileRef, slots: RoomSlot[], onchain: number) => {
+  const slotFile = async (room: number, files: { model: FileRef; optimized: FileRef | null }, slots: RoomSlot[], onchain: number) => {
+    const optimized = files.optimized ? [{ file: files.optimized }] : [];
     const data: RoomSlotData = {
       version: SLOT_DATA_VERSION,
       room,
-      model: model.sha256,
+      ...slotDataModels({ source: files.model, optimized: files.optimized, variants: optimized }),
       generated_at: generatedAt,
       algorithm: FIXTURE_ALGORITHM,
       slots,
@@ -445,7 +447,7 @@ export async function publishFixtureBake(dataDir: string, options: FixtureOption
       model_optimized: atrium.optimized,
       image: atrium.image,
       thumbnail: atrium.thumbnail,
-      slot_data: await slotFile(1, atrium.model, atriumSlots, 3),
+      slot_data: await slotFile(1, atrium, atriumSlots, 3),
       slot_summary: summaryOf(atriumSlots, 3),
       bake: bake(sha('a1')),
     },
@@ -461,7 +463,7 @@ export async function publishFixtureBake(dataDir: string, options: FixtureOption
       model_optimized: null,
       image: garden.image,
       thumbnail: garden.thumbnail,
-      slot_data: await slotFile(2, garden.model, gardenSlots, 4),
+      slot_data: await slotFile(2, { model: garden.model, optimized: null }, gardenSlots, 4),
       slot_summary: summaryOf(gardenSlots, 4),
       bake: bake(sha('b2')),
     },

@@ -5,9 +5,9 @@
  *   validateAgainstOpenApi(doc, 'GET', '/v1/artworks/101', res.status, await res.json());
  *
  * `path` may be a concrete request path (query string ignored) or a documented template. The status
- * must be documented for the operation; a JSON body is validated with ajv (draft 2020-12) against the
- * response schema, `#/components/schemas/…` references resolved; a documented response without
- * content (304) must come without a body. Throws an Error listing the problems.
+ * must be documented for the operation (itself, or its `4XX` range); a JSON body is validated with
+ * ajv (draft 2020-12) against the response schema, `#/components/schemas/…` references resolved; a
+ * documented response without content (304) must come without a body. Throws an Error listing the problems.
  */
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 
@@ -56,7 +56,8 @@ export function openApiProblems(doc: OpenApiDoc, method: string, path: string, s
   if (!template) return [`${path} matches no documented path`];
   const operation = doc.paths[template]![method.toLowerCase()];
   if (!operation) return [`${method} ${template} is not documented`];
-  const documented = operation.responses[String(status)] ?? operation.responses.default;
+  // OpenAPI: the status itself, else its range (`4XX`), else `default`.
+  const documented = operation.responses[String(status)] ?? operation.responses[`${String(status)[0]}XX`] ?? operation.responses.default;
   const response = documented && resolveResponse(doc, documented);
   if (!response)
     return [`${method} ${template}: status ${status} is not documented (documented: ${Object.keys(operation.responses).join(', ')})`];

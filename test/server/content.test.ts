@@ -5,6 +5,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Artwork, Collection } from '../../artifacts/format.ts';
+import { publishManifest, putContentFile } from '../../artifacts/store.ts';
 import { type FixtureBake, publishFixtureBake } from '../helpers/artifacts.ts';
 import { errorOf, startTestServer, type TestServer } from '../helpers/server.ts';
 
@@ -329,5 +330,29 @@ describe('rooms', () => {
     }
     const slots = await server.get(local(atrium.slot_data_url!), { key: null });
     expect(((await slots.json()) as { data: unknown }).data).toEqual(fx.slotData.get(1));
+  });
+});
+
+describe('slot data written before source_model existed (the bake before the 2026-12-02 change)', () => {
+  it('is served as what it meant: computed from the source file, holding in the optimized model the manifest names', async () => {
+    const old = await startTestServer();
+    try {
+      const bake = await publishFixtureBake(old.dataDir);
+      const atrium = bake.manifest.rooms.find((r) => r.id === 1)!;
+      const { source_model: _, models: __, ...current } = bake.slotData.get(1)!;
+      // As the earlier bake wrote it: `model` named the source file.
+      const legacy = { ...current, model: atrium.model!.sha256 };
+      const slotFile = await putContentFile(old.dataDir, Buffer.from(JSON.stringify(legacy)), 'json');
+      const rooms = bake.manifest.rooms.map((r) => (r.id === 1 ? { ...r, slot_data: slotFile } : r));
+      await publishManifest(old.dataDir, { ...bake.manifest, bake_id: 'legacy', rooms });
+      await old.services.content.reload();
+      const res = await old.get('/v1/rooms/1/slots', { key: null });
+      expect(res.status).toBe(200);
+      const { data } = (await res.json()) as { data: Record<string, unknown> };
+      expect(data).toEqual({ ...bake.slotData.get(1) });
+      expect(data).toMatchObject({ model: atrium.model_optimized!.sha256, source_model: atrium.model!.sha256 });
+    } finally {
+      await old.close();
+    }
   });
 });

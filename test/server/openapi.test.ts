@@ -6,7 +6,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type FixtureBake, publishFixtureBake } from '../helpers/artifacts.ts';
-import { nodeRequest, type RawResponse } from '../helpers/raw-http.ts';
+import { nodeRequest, type RawResponse, rawRequest } from '../helpers/raw-http.ts';
 import { type OpenApiDoc, type OpenApiOperation, openApiProblems, resolveResponse, validateAgainstOpenApi } from '../helpers/openapi.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
 
@@ -50,11 +50,11 @@ async function exchange(
 }
 
 describe('the document', () => {
-  it('is OpenAPI 3.1 with info, servers, security schemes and the content routes', () => {
+  it('is OpenAPI 3.1 with info, its license, a relative server, security schemes and the content routes', () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(doc).toMatchObject({
-      info: { title: expect.any(String), version: '1.0.0' },
-      servers: [{ url: '/' }, { url: 'http://museum.test' }],
+      // OpenAPI 3.1's License Object: a name and an SPDX identifier (never also a url).
+      info: { title: expect.any(String), version: '1.0.0', license: { name: expect.any(String), identifier: 'CC0-1.0' } },
       components: {
         securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'X-API-Key' }, bearer: { type: 'http', scheme: 'bearer' } },
       },
@@ -74,7 +74,44 @@ describe('the document', () => {
     }
     expect(doc.components!.schemas).toHaveProperty('RoomSlotData');
     expect(doc.components!.schemas).toHaveProperty('Artwork');
-    expect(doc.components!.schemas).toHaveProperty('ErrorEnvelope');
+    expect((doc as unknown as { info: { license: object } }).info.license).not.toHaveProperty('url');
+  });
+
+  it("names no deployment's own address: one relative server, and the same document whatever PUBLIC_URL is", async () => {
+    expect((doc as { servers?: unknown }).servers).toEqual([{ url: '/', description: expect.any(String) }]);
+    expect(JSON.stringify(doc)).not.toContain('museum.test');
+    const other = await startTestServer({ env: { PUBLIC_URL: 'https://elsewhere.example' } });
+    try {
+      const served = await (await other.get('/v1/openapi.json', { key: null })).text();
+      expect(served).toBe(JSON.stringify(doc));
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('declares no component nothing uses', () => {
+    const text = JSON.stringify({ paths: doc.paths, components: { ...doc.components, schemas: undefined } });
+    const schemas = doc.components!.schemas!;
+    const used = new Set<string>();
+    const visit = (json: string) => {
+      for (const [, name] of json.matchAll(/"#\/components\/schemas\/([^"]+)"/g)) {
+        if (used.has(name!)) continue;
+        used.add(name!);
+        visit(JSON.stringify(schemas[name!]));
+      }
+    };
+    visit(text);
+    expect(Object.keys(schemas).filter((name) => !used.has(name))).toEqual([]);
+    const responses = Object.keys(doc.components!.responses!);
+    expect(responses.filter((name) => !text.includes(`"#/components/responses/${name}"`))).toEqual([]);
+  });
+
+  it('declares a 4XX answer for every operation (/v1, /v1/openapi.json and the presence stream included)', () => {
+    const without = operations().filter(({ operation }) => !Object.keys(operation.responses).some((status) => status.startsWith('4')));
+    expect(without.map(({ method, template }) => `${method} ${template}`)).toEqual([]);
+    for (const path of ['/v1', '/v1/openapi.json', '/v1/presence/stream']) {
+      expect(doc.paths[path]!.get!.responses['4XX'], path).toEqual({ $ref: '#/components/responses/RequestError' });
+    }
   });
 
   it("documents the collection filter (a parent slug matches its children's artworks)", () => {
@@ -138,7 +175,9 @@ describe('the document', () => {
 
   it('catches a response that does not match (the validator is not vacuous)', () => {
     expect(openApiProblems(doc, 'GET', '/v1/artworks/101', 200, { data: { id: 'one' } }).length).toBeGreaterThan(0);
-    expect(openApiProblems(doc, 'GET', '/v1/rooms', 418, {}).join()).toMatch(/not documented/);
+    expect(openApiProblems(doc, 'GET', '/v1/rooms', 302, {}).join()).toMatch(/not documented/);
+    // Any other 4XX is the 4XX range's envelope: a body that is not one does not validate.
+    expect(openApiProblems(doc, 'GET', '/v1', 431, { error: 'too large' }).length).toBeGreaterThan(0);
     expect(openApiProblems(doc, 'GET', '/v1/rooms/1/slots', 404, { error: 'nope' }).length).toBeGreaterThan(0);
     expect(openApiProblems(doc, 'GET', '/v1/nothing/here', 200, {}).join()).toMatch(/no documented path/);
   });
@@ -212,7 +251,8 @@ describe('fit for code generators (decisions.md "Clients of the HTTP API")', () 
       for (const [status, response] of responsesOf(operation)) {
         const names = Object.keys(response.headers ?? {});
         const want = ['X-Request-Id'];
-        if (keyed && status !== '401') want.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
+        // The 4XX range is answered before routing: no key was looked at, nothing counted.
+        if (keyed && status !== '401' && status !== '4XX') want.push('X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset');
         if (status === '429' || status === '503') want.push('Retry-After');
         if (status === '401') want.push('WWW-Authenticate');
         if (validated && (status === '200' || status === '304')) want.push('ETag', 'Cache-Control', 'Vary');
@@ -332,6 +372,18 @@ describe('real responses of the content routes validate', () => {
     ];
     for (const [path, status, key, headers] of cases) {
       expect((await exchange('GET', path, { key, headers })).status, path).toBe(status);
+    }
+    // Refused before routing (HTTP/1.1 without Host, a header line node cannot parse): the 4XX range's envelope.
+    for (const path of ['/v1', '/v1/openapi.json', '/v1/presence/stream', '/v1/rooms']) {
+      for (const request of [
+        `GET ${path} HTTP/1.1\r\nConnection: close\r\n\r\n`,
+        `GET ${path} HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n`,
+      ]) {
+        const res = await rawRequest(server.port, request);
+        expect(res.status, `${path}: ${JSON.stringify(request)}`).toBe(400);
+        expect(res.headers['x-request-id']).toBeTruthy();
+        validateAgainstOpenApi(doc, 'GET', path, res.status, JSON.parse(res.body.toString()));
+      }
     }
     const { key } = await server.services.keys.create('openapi-exhausted');
     await Promise.all(Array.from({ length: 120 }, () => server.get('/v1/rooms', { key })));

@@ -26,7 +26,6 @@ const room = (over: Partial<ViewRoom> = {}): ViewRoom => ({
   modelUrl: '/files/draco.glb',
   modelOptimized: true,
   sourceModelUrl: '/files/source.glb',
-  modelSha256: 'a'.repeat(64),
   slotsUrl: '/v1/rooms/1/slots',
   variants: VARIANTS,
   ...over,

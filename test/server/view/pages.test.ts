@@ -32,7 +32,6 @@ describe('viewer pages', () => {
           modelUrl: '/files/a.glb',
           modelOptimized: true,
           sourceModelUrl: '/files/b.glb',
-          modelSha256: 'f'.repeat(64),
           slotsUrl: '/v1/rooms/1/slots',
           variants: [],
         },
