@@ -49,11 +49,14 @@ async function ioWith(needed: Codec[]): Promise<NodeIO> {
     return new NodeIO().setLogger(new Logger(Logger.Verbosity.ERROR)).registerExtensions(ALL_EXTENSIONS);
   })();
   const io = await ioPromise;
-  for (const name of needed) {
-    if (!codecs.has(name)) codecs.set(name, CODECS[name]());
-    io.registerDependencies({ [name]: await codecs.get(name)! });
-  }
+  for (const name of needed) io.registerDependencies({ [name]: await codec(name) });
   return io;
+}
+
+/** The codec module of this thread, instantiated the first time it is asked for. */
+function codec(name: Codec): Promise<unknown> {
+  if (!codecs.has(name)) codecs.set(name, CODECS[name]());
+  return codecs.get(name)!;
 }
 
 /** The configured NodeIO of this thread, with every codec registered. */
@@ -206,17 +209,98 @@ function checkRanges(json: GLTF.IGLTF, bufferBytes: Array<number | null>): void 
 
 /**
  * Every accessor is allocated in full on read, whether its data is in a bufferView, zero-filled (no
- * bufferView: sparse or not), or decoded from Draco: the ranges above cannot bound that, the
- * declared element count does.
+ * bufferView: sparse or not), or decoded: the ranges above cannot bound that, the element count
+ * does. Accessors a Draco primitive fills count what the decoder makes of its buffer (once per
+ * primitive, however many share the buffer), and a meshopt bufferView its decoded count × byteStride
+ * (in 4-byte elements): a 48 KB model must not declare 240 elements and decode 384 M.
  */
-function checkAccessorTotal(json: GLTF.IGLTF, max: number): void {
-  let total = 0;
-  for (const accessor of json.accessors ?? []) total += accessor.count * (TYPE_COMPONENTS[accessor.type] ?? 1);
+async function checkElementTotal(json: GLTF.IGLTF, resources: Record<string, Uint8Array>, max: number): Promise<void> {
+  const draco = await dracoDecodedElements(json, resources);
+  const meshopt = meshoptDecodedElements(json);
+  let total = draco.elements + meshopt;
+  (json.accessors ?? []).forEach((accessor, i) => {
+    if (!draco.accessors.has(i)) total += accessor.count * (TYPE_COMPONENTS[accessor.type] ?? 1);
+  });
   if (total > max) {
+    const what = draco.elements + meshopt > 0 ? 'decodes to' : 'declares';
+    const how = draco.elements + meshopt > 0 ? ', Draco and meshopt data as decoded' : '';
     throw new ModelError(
-      `model declares ${total.toLocaleString('en')} accessor elements (count × components), over the limit of ${max.toLocaleString('en')}`,
+      `model ${what} ${total.toLocaleString('en')} accessor elements (count × components${how}), over the limit of ${max.toLocaleString('en')}`,
     );
   }
+}
+
+type DracoPrimitive = { bufferView: number; attributes: Record<string, number> };
+type DracoCounts = { points: number; faces: number };
+
+/**
+ * Elements the Draco extension will allocate, and the accessors it fills. Each distinct buffer is
+ * decoded once here to read its point and face counts (Draco has no header-only count); the
+ * extension then copies num_points × components per attribute and num_faces × 3 indices for every
+ * primitive that references it.
+ */
+async function dracoDecodedElements(
+  json: GLTF.IGLTF,
+  resources: Record<string, Uint8Array>,
+): Promise<{ elements: number; accessors: Set<number> }> {
+  const accessors = new Set<number>();
+  if (!(json.extensionsUsed ?? []).includes('KHR_draco_mesh_compression')) return { elements: 0, accessors };
+  const counts = new Map<number, DracoCounts>();
+  let elements = 0;
+  for (const primitive of (json.meshes ?? []).flatMap((mesh) => mesh.primitives)) {
+    const draco = primitive.extensions?.KHR_draco_mesh_compression as DracoPrimitive | undefined;
+    if (!draco) continue;
+    let count = counts.get(draco.bufferView);
+    if (!count) {
+      count = await dracoCounts(json, resources, draco.bufferView);
+      counts.set(draco.bufferView, count);
+    }
+    for (const semantic of Object.keys(draco.attributes ?? {})) {
+      const index = primitive.attributes[semantic];
+      if (index === undefined) continue;
+      accessors.add(index);
+      elements += count.points * (TYPE_COMPONENTS[json.accessors?.[index]?.type ?? 'SCALAR'] ?? 1);
+    }
+    if (primitive.indices !== undefined) {
+      accessors.add(primitive.indices);
+      elements += count.faces * 3;
+    }
+  }
+  return { elements, accessors };
+}
+
+/** Point and face counts of one Draco bufferView, decoded and released at once. */
+async function dracoCounts(json: GLTF.IGLTF, resources: Record<string, Uint8Array>, bufferView: number): Promise<DracoCounts> {
+  const view = json.bufferViews?.[bufferView];
+  if (!view) throw new ModelError(`a Draco primitive names bufferView ${bufferView}, which does not exist`);
+  const buffer = json.buffers?.[view.buffer];
+  const resource = buffer?.uri ? resources[buffer.uri] : resources[GLB_BUFFER];
+  if (!resource) throw new ModelError(`the Draco data of bufferView ${bufferView} is not in any buffer`);
+  const data = BufferUtils.toView(resource, view.byteOffset ?? 0, view.byteLength);
+  // biome-ignore lint/suspicious/noExplicitAny: draco3dgltf's emscripten module is untyped here
+  const module = (await codec('draco3d.decoder')) as any;
+  const decoder = new module.Decoder();
+  const input = new module.DecoderBuffer();
+  const mesh = new module.Mesh();
+  try {
+    input.Init(data, data.length);
+    if (!decoder.DecodeBufferToMesh(input, mesh).ok()) throw new ModelError(`the Draco data of bufferView ${bufferView} cannot be decoded`);
+    return { points: mesh.num_points(), faces: mesh.num_faces() };
+  } finally {
+    module.destroy(mesh);
+    module.destroy(input);
+    module.destroy(decoder);
+  }
+}
+
+/** 4-byte elements the meshopt extension allocates: each compressed bufferView decodes to count × byteStride bytes. */
+function meshoptDecodedElements(json: GLTF.IGLTF): number {
+  let bytes = 0;
+  for (const view of json.bufferViews ?? []) {
+    const meshopt = view.extensions?.EXT_meshopt_compression as { count?: number; byteStride?: number } | undefined;
+    if (meshopt) bytes += (meshopt.count ?? 0) * (meshopt.byteStride ?? 0);
+  }
+  return Math.ceil(bytes / 4);
 }
 
 const isDataUri = (uri: string) => uri.startsWith('data:');
@@ -282,7 +366,7 @@ async function parseModel(bytes: Uint8Array, loadResource?: ResourceLoader): Pro
     return resources[buffer.uri]!.byteLength;
   });
   checkRanges(json, bufferBytes);
-  checkAccessorTotal(json, BAKE_LIMITS.maxAccessorElements);
+  await checkElementTotal(json, resources, BAKE_LIMITS.maxAccessorElements);
   (json.images ?? []).forEach((image, i) => {
     if (image.bufferView === undefined && image.uri === undefined) throw new ModelError(`image ${i} has neither a uri nor a bufferView`);
   });

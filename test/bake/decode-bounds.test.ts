@@ -1,0 +1,112 @@
+// Geometry is bounded by what the bake decodes, not by what a model declares (issue 43): a small
+// Draco or meshopt model that decodes to tens of millions of elements fails its room with one line
+// before the decode, and the good room of the batch publishes.
+import { mkdtempSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { KHRDracoMeshCompression } from '@gltf-transform/extensions';
+import { describe, expect, it } from 'vitest';
+import { readManifest } from '../../artifacts/store.ts';
+import { getIO, readModel } from '../../bake/gltf-io.ts';
+import { bakeRooms, type BakeSummary } from '../../bake/pipeline.ts';
+import { contentRoom, joinGlb, smallRoomGlb, splitGlb } from './fixtures.ts';
+
+const tmp = (prefix: string) => mkdtempSync(join(tmpdir(), prefix));
+
+/** Bake a good room (1) and `bad` (2) together; the summary, the published room ids and room 2's reason. */
+async function bakeWithGood(bad: { name: string; bytes: Uint8Array }) {
+  const content = tmp('museum-decode-');
+  await writeFile(join(content, 'good.glb'), await smallRoomGlb());
+  await writeFile(join(content, bad.name), bad.bytes);
+  await writeFile(join(content, 'rooms.json'), JSON.stringify([contentRoom(1, 'good.glb'), contentRoom(2, bad.name)]));
+  const data = tmp('museum-decode-data-');
+  const summary: BakeSummary = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 2 });
+  const published = (await readManifest(data))?.rooms.map((r) => r.id);
+  return { summary, published, reason: summary.rooms.find((r) => r.id === 2)!.reason };
+}
+
+/** A flat side × side grid of points (two triangles per cell) added to the small room, Draco-compressed. */
+async function dracoGridRoom(side: number): Promise<Uint8Array> {
+  const document = await readModel(await smallRoomGlb('Bomb'));
+  const positions = new Float32Array(side * side * 3);
+  for (let i = 0; i < side * side; i++) positions.set([(i % side) / side, 0.01, Math.floor(i / side) / side], i * 3);
+  const indices = new Uint32Array((side - 1) * (side - 1) * 6);
+  let n = 0;
+  for (let y = 0; y < side - 1; y++) {
+    for (let x = 0; x < side - 1; x++) {
+      const a = y * side + x;
+      indices.set([a, a + side, a + 1, a + 1, a + side, a + side + 1], n);
+      n += 6;
+    }
+  }
+  const buffer = document.getRoot().listBuffers()[0]!;
+  const primitive = document
+    .createPrimitive()
+    .setAttribute('POSITION', document.createAccessor().setType('VEC3').setArray(positions).setBuffer(buffer))
+    .setIndices(document.createAccessor().setType('SCALAR').setArray(indices).setBuffer(buffer));
+  const mesh = document.createMesh('Grid').addPrimitive(primitive);
+  document.getRoot().listScenes()[0]!.addChild(document.createNode('Grid').setMesh(mesh));
+  document.createExtension(KHRDracoMeshCompression).setRequired(true);
+  return (await getIO()).writeBinary(document);
+}
+
+/**
+ * The bomb: the grid's Draco primitive repeated `copies` times in its mesh, each copy with accessors
+ * of its own that declare 3 elements, all decoding the one Draco buffer.
+ */
+function repeatDracoPrimitive(glb: Uint8Array, copies: number): Buffer {
+  const { json, bin } = splitGlb(glb);
+  type Primitive = { attributes: Record<string, number>; indices?: number; extensions?: Record<string, unknown> };
+  const accessors = json.accessors as Array<Record<string, unknown>>;
+  const meshes = json.meshes as Array<{ name?: string; primitives: Primitive[] }>;
+  const grid = meshes.find((m) => m.name === 'Grid')!;
+  const original = grid.primitives[0]!;
+  const copyAccessor = (index: number) => accessors.push({ ...accessors[index], count: 3 }) - 1;
+  for (let i = 0; i < copies; i++) {
+    const attributes = Object.fromEntries(Object.entries(original.attributes).map(([name, index]) => [name, copyAccessor(index)]));
+    grid.primitives.push({ ...original, attributes, indices: copyAccessor(original.indices!) });
+  }
+  return joinGlb(Buffer.from(JSON.stringify(json)), bin);
+}
+
+describe('decoded geometry bounds', () => {
+  it('a Draco buffer shared by many primitives counts once per primitive, as decoded: the room fails before decoding them', async () => {
+    // 250,000 points and 496,008 triangles: 2,238,024 elements per decode; 23 decodes are over 50 M.
+    const bomb = repeatDracoPrimitive(await dracoGridRoom(500), 22);
+    expect(bomb.byteLength).toBeLessThan(1_000_000);
+    const { summary, published, reason } = await bakeWithGood({ name: 'bomb.glb', bytes: bomb });
+    expect(reason).toMatch(
+      /^model decodes to [\d,]+ accessor elements \(count × components, Draco and meshopt data as decoded\), over the limit of 50,000,000$/,
+    );
+    const total = Number(/decodes to ([\d,]+)/.exec(reason!)![1]!.replaceAll(',', ''));
+    expect(total).toBeGreaterThanOrEqual(23 * 2_238_024);
+    expect(summary.rooms.find((r) => r.id === 1)!.status).toBe('baked');
+    expect(published).toEqual([1]);
+  }, 120_000);
+
+  it('a meshopt bufferView counts its decoded count × byteStride: a tiny file declaring 240 MB fails at once', async () => {
+    const { json, bin } = splitGlb(await smallRoomGlb('Meshopt'));
+    const buffers = json.buffers as Array<Record<string, unknown>>;
+    buffers.push({ byteLength: 60_000_000 * 4, extensions: { EXT_meshopt_compression: { fallback: true } } });
+    (json.bufferViews as Array<Record<string, unknown>>).push({
+      buffer: buffers.length - 1,
+      byteLength: 60_000_000 * 4,
+      byteStride: 12,
+      extensions: {
+        EXT_meshopt_compression: { buffer: 0, byteOffset: 0, byteLength: 16, byteStride: 12, count: 20_000_000, mode: 'ATTRIBUTES' },
+      },
+    });
+    json.extensionsUsed = [...((json.extensionsUsed as string[]) ?? []), 'EXT_meshopt_compression'];
+    json.extensionsRequired = ['EXT_meshopt_compression'];
+    const { summary, published, reason } = await bakeWithGood({
+      name: 'meshopt.glb',
+      bytes: joinGlb(Buffer.from(JSON.stringify(json)), bin),
+    });
+    expect(reason).toMatch(
+      /^model decodes to [\d,]+ accessor elements \(count × components, Draco and meshopt data as decoded\), over the limit/,
+    );
+    expect(summary.rooms.find((r) => r.id === 1)!.status).toBe('baked');
+    expect(published).toEqual([1]);
+  }, 120_000);
+});
