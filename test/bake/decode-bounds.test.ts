@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { KHRDracoMeshCompression } from '@gltf-transform/extensions';
 import { describe, expect, it } from 'vitest';
 import { readManifest } from '../../artifacts/store.ts';
-import { getIO, readModel } from '../../bake/gltf-io.ts';
+import { getIO, readModel, writeGlb } from '../../bake/gltf-io.ts';
 import { bakeRooms, type BakeSummary } from '../../bake/pipeline.ts';
 import { contentRoom, joinGlb, smallRoomGlb, splitGlb } from './fixtures.ts';
 
@@ -105,6 +105,31 @@ describe('decoded geometry bounds', () => {
     });
     expect(reason).toMatch(
       /^model decodes to [\d,]+ accessor elements \(count × components, Draco and meshopt data as decoded\), over the limit/,
+    );
+    expect(summary.rooms.find((r) => r.id === 1)!.status).toBe('baked');
+    expect(published).toEqual([1]);
+  }, 120_000);
+});
+
+/** The small room with a point cloud of `count` points (POINTS mode, no indices). */
+async function pointCloudRoom(count: number): Promise<Uint8Array> {
+  const document = await readModel(await smallRoomGlb('Points'));
+  const positions = new Float32Array(count * 3);
+  for (let i = 0; i < count; i++)
+    positions.set([((i % 1000) / 1000) * 4 - 2, 1 + Math.floor(i / 1_000_000), ((Math.floor(i / 1000) % 1000) / 1000) * 4 - 2], i * 3);
+  const buffer = document.getRoot().listBuffers()[0]!;
+  const accessor = document.createAccessor().setType('VEC3').setArray(positions).setBuffer(buffer);
+  const primitive = document.createPrimitive().setMode(0).setAttribute('POSITION', accessor);
+  const node = document.createNode('Cloud').setMesh(document.createMesh('Cloud').addPrimitive(primitive));
+  document.getRoot().listScenes()[0]!.addChild(node);
+  return writeGlb(document);
+}
+
+describe('points and lines', () => {
+  it('a point cloud counts against the drawn-primitive cap like triangles: 1.2 M points fail the room', async () => {
+    const { summary, published, reason } = await bakeWithGood({ name: 'points.glb', bytes: await pointCloudRoom(1_200_000) });
+    expect(reason).toBe(
+      "model draws more than 1,000,000 triangles (points and line segments count as triangles; meshes counted once per node and instance using them): over the bake's limit",
     );
     expect(summary.rooms.find((r) => r.id === 1)!.status).toBe('baked');
     expect(published).toEqual([1]);

@@ -20,7 +20,7 @@ import { computeSlots } from '../../bake/slots/index.ts';
 
 const SHA = '7'.repeat(64);
 const OVER_CAP =
-  /^model draws more than 1,000,000 triangles \(meshes counted once per node and instance using them\): over the bake's limit$/;
+  /^model draws more than 1,000,000 triangles \(points and line segments count as triangles; meshes counted once per node and instance using them\): over the bake's limit$/;
 
 /** A closed 6 × 6 × 3 m room with a placeholder per name along the north wall. */
 function room(slotNames: string[] = []): { b: RoomBuilder; slots: Node[] } {
