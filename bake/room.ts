@@ -39,7 +39,15 @@ import {
 } from './slots/index.ts';
 import { readSource, readSourceModel, type ModelFiles, type SourceModel } from './source-model.ts';
 import { makeThumbnail, publishablePreview } from './thumbnail.ts';
-import { glbFacts, makeVariants, type PlainTextures, startPlainTextures, type VariantGlb } from './variants.ts';
+import {
+  checkVariantSizes,
+  glbFacts,
+  makeVariants,
+  type PlainTextures,
+  startPlainTextures,
+  type VariantGlb,
+  VariantSizeError,
+} from './variants.ts';
 import { serveJobs } from './workers.ts';
 
 export interface RoomJob {
@@ -206,9 +214,10 @@ async function optimizeWithVariants(
   };
   const variantsWork: { started: Promise<Array<VariantGlb & { file: FileRef }>> | null } = { started: null };
   const storeVariants = (prepared: Document) =>
-    makeVariants(prepared, settings, finish, plainTextures).then((made) =>
-      Promise.all(made.map(async (v) => ({ ...v, file: await putContentFile(job.dataDir, v.glb, 'glb') }))),
-    );
+    makeVariants(prepared, settings, finish, plainTextures).then((made) => {
+      checkVariantSizes(made, source.glb.byteLength);
+      return Promise.all(made.map(async (v) => ({ ...v, file: await putContentFile(job.dataDir, v.glb, 'glb') })));
+    });
   const withVariants = job.modelVariants !== false;
   const optimized = await optimizeModel({
     source: source.glb,
@@ -224,8 +233,18 @@ async function optimizeWithVariants(
   }
   const draco = started(putContentFile(job.dataDir, optimized.glb, 'glb'));
   if (withVariants && !variantsWork.started) throw new Error('the optimizer gave no prepared document for the model variants');
-  const variants = variantsWork.started ? await variantsWork.started : [];
-  return { optimized, draco, variants };
+  const { variants, variantsWarning } = await variantsWithinBounds(variantsWork.started);
+  return { optimized, draco, variants, variantsWarning };
+}
+
+/** The stored variants, or none and the one line saying why when they are over their size bound. */
+async function variantsWithinBounds<T>(work: Promise<T[]> | null): Promise<{ variants: T[]; variantsWarning: string | null }> {
+  try {
+    return { variants: work ? await work : [], variantsWarning: null };
+  } catch (err) {
+    if (err instanceof VariantSizeError) return { variants: [], variantsWarning: err.message };
+    throw err;
+  }
 }
 
 /** Everything operators should know, once each: the engine's warnings, a shortfall, the optimizer's notes. */
@@ -256,7 +275,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   await textures;
   const plainTexturesKeyed = plainTextures?.keyed();
   onStep('optimizing the model');
-  const { optimized, draco, variants } = await optimizeWithVariants(job, settings, source, slots.slots, plainTexturesKeyed);
+  const { optimized, draco, variants, variantsWarning } = await optimizeWithVariants(job, settings, source, slots.slots, plainTexturesKeyed);
 
   const [modelRef, modelOptimized, dracoFacts] = await Promise.all([model, draco, glbFacts(optimized.glb)]);
   const modelVariants: ManifestModelVariant[] = [
@@ -282,7 +301,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     slotChanges: compareSlots(job.previousSlots?.slots ?? null, slotData.slots),
     slotData,
     engine: { kind: slots.kind, kindEvidence: slots.kindEvidence, planPicture: planRef },
-    warnings: roomWarnings(slots, optimized.warnings),
+    warnings: roomWarnings(slots, variantsWarning ? [...optimized.warnings, variantsWarning] : optimized.warnings),
     optimizerWarnings: optimized.warnings,
     optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },
     variantsMs: Object.fromEntries(variants.map((v) => [v.name, v.ms])),

@@ -93,6 +93,13 @@ export const BAKE_LIMITS = {
    * million costs the engine ~180 MB more resident memory and under a second.
    */
   maxDrawnTriangles: 1_000_000,
+  /**
+   * A model variant (meshopt, plain) is at most this many times its source model's bytes, and at most
+   * maxVariantBytes: decoding a compact source (Draco, points) into a plain GLB made one 61× its source.
+   * Past either, the room publishes without its variants (the Draco model and anchors still do).
+   */
+  maxVariantSourceRatio: 64,
+  maxVariantBytes: 256 * 1024 * 1024,
   /** Highest Slot_NNN / Auto_NNN number taken as written; a higher one is renumbered (warning). */
   maxSlotNumber: 9999,
   /** A room still baking after this is stopped (its worker terminated) and fails. */

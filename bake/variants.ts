@@ -13,7 +13,7 @@ import { cloneDocument, compressTexture, dequantize, meshopt } from '@gltf-trans
 import type { ModelVariantFacts } from '../artifacts/format.ts';
 import { sha256 } from '../artifacts/store.ts';
 import { ModelError, writeGlb } from './gltf-io.ts';
-import type { OptimizerSettings } from './settings.ts';
+import { BAKE_LIMITS, type OptimizerSettings } from './settings.ts';
 import { alphaUnread, textureEncoder } from './texture-alpha.ts';
 
 export interface VariantGlb extends ModelVariantFacts {
@@ -160,6 +160,26 @@ async function variant(
   } catch (err) {
     throw new Error(`the ${name} model variant could not be made: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
   }
+}
+
+/** Variants over their size bound (BAKE_LIMITS.maxVariantSourceRatio / maxVariantBytes): the room publishes without them. */
+export class VariantSizeError extends Error {
+  override name = 'VariantSizeError';
+}
+
+/** The bytes a variant of a source of `sourceBytes` may take. */
+export const maxVariantBytes = (sourceBytes: number, limits = BAKE_LIMITS): number =>
+  Math.min(limits.maxVariantSourceRatio * sourceBytes, limits.maxVariantBytes);
+
+/** Throws a VariantSizeError (one line) when a made variant is over its bound; nothing has been stored yet. */
+export function checkVariantSizes(made: VariantGlb[], sourceBytes: number, limits = BAKE_LIMITS): void {
+  const max = maxVariantBytes(sourceBytes, limits);
+  const over = made.find((v) => v.glb.byteLength > max);
+  if (!over) return;
+  const mb = (bytes: number) => `${(bytes / 1e6).toFixed(1)} MB`;
+  throw new VariantSizeError(
+    `model variants left out: the ${over.name} variant is ${mb(over.glb.byteLength)}, over the bound of ${mb(max)} (${limits.maxVariantSourceRatio}× the ${mb(sourceBytes)} source model, at most ${mb(limits.maxVariantBytes)})`,
+  );
 }
 
 /**

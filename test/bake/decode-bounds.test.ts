@@ -135,3 +135,21 @@ describe('points and lines', () => {
     expect(published).toEqual([1]);
   }, 120_000);
 });
+
+describe('variant size', () => {
+  it('a variant over 64× its source model leaves the variants out with one line; the Draco model and anchors publish', async () => {
+    // 490,000 Draco points in a few hundred KB: the plain variant stores them raw.
+    const source = await dracoGridRoom(700);
+    const content = tmp('museum-variant-size-');
+    await writeFile(join(content, 'grid.glb'), source);
+    await writeFile(join(content, 'rooms.json'), JSON.stringify([contentRoom(1, 'grid.glb')]));
+    const data = tmp('museum-variant-size-data-');
+    const summary = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1 });
+    console.log(source.byteLength, JSON.stringify(summary.rooms[0]));
+    const room = (await readManifest(data))!.rooms[0]!;
+    expect(room.model_variants.map((v) => v.name)).toEqual(['draco']);
+    const warning = summary.rooms[0]!.warnings!.find((w) => w.startsWith('model variants left out'));
+    expect(warning).toMatch(/^model variants left out: the (plain|meshopt) variant is [\d.]+ MB, over the bound of [\d.]+ MB \(64× the [\d.]+ MB source model, at most 268.4 MB\)$/);
+    expect(room.slot_data).toBeTruthy();
+  }, 180_000);
+});
