@@ -275,7 +275,13 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   await textures;
   const plainTexturesKeyed = plainTextures?.keyed();
   onStep('optimizing the model');
-  const { optimized, draco, variants, variantsWarning } = await optimizeWithVariants(job, settings, source, slots.slots, plainTexturesKeyed);
+  const { optimized, draco, variants, variantsWarning } = await optimizeWithVariants(
+    job,
+    settings,
+    source,
+    slots.slots,
+    plainTexturesKeyed,
+  );
 
   const [modelRef, modelOptimized, dracoFacts] = await Promise.all([model, draco, glbFacts(optimized.glb)]);
   const modelVariants: ManifestModelVariant[] = [
