@@ -405,11 +405,9 @@ export class RouteTable {
     if (def.ipLimit) stages.push(ipRateLimit(this.deps.limiter, def.ipLimit.name, def.ipLimit.perMinute));
     if (def.body) stages.push(jsonBody({ optional: def.bodyOptional, limit: def.bodyLimit }));
     const parsers = inputParsers(def);
-    stages.push(function handlerStage(ex) {
-      const answer = def.handler(ex, inputOf(def, parsers, ex));
-      // Most handlers answer at once (snapshot answers): no promise to wait for.
-      if (!(answer instanceof Promise)) return void (answer !== undefined && send(ex, answer));
-      return answer.then((awaited) => void (awaited !== undefined && send(ex, awaited)));
+    stages.push(async function handlerStage(ex) {
+      const answer = await def.handler(ex, inputOf(def, parsers, ex));
+      if (answer !== undefined) send(ex, answer);
     });
     return stages;
   }
