@@ -17,14 +17,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { flushLog, serverLog } from './log.ts';
-import { guardConnections, serverOptions } from './middleware/connections.ts';
+import { guardConnections, refusedBeforeRouting, serverOptions } from './middleware/connections.ts';
+import { museumApp } from './koa-app.ts';
 import { clientErrorResponder } from './middleware/errors.ts';
 import type { RateLimitStore } from './middleware/rate-limit.ts';
 import { Operations, operationRoutes } from './operations.ts';
 import { RouteTable } from './route-table.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
 import { type BuiltServices, buildServices } from './services.ts';
-import { requestHandler, stages } from './stages.ts';
 import type { MuseumContext, Services } from './types.ts';
 
 export interface MuseumServer {
@@ -74,7 +74,11 @@ async function serveWith(config: Config, services: BuiltServices, log: Logger): 
   for (const register of ROUTE_MODULES) register(table, services);
   operationRoutes(table, operations, config.metricsPort === undefined ? config.metricsToken : undefined);
 
-  const handler = requestHandler(stages({ table, log, trustProxy: config.trustProxy, operations }), log);
+  const koa = museumApp({ table, log, trustProxy: config.trustProxy, operations }).callback();
+  // Only what must be refused before Koa sees a request (over the per-IP cap, no Host) comes first.
+  const handler: RequestListener = (req, res) => {
+    if (!refusedBeforeRouting(req, res)) void koa(req, res);
+  };
   const { server, lastConnectionAt } = nodeServer(config, operations, handler, log);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
