@@ -46,7 +46,7 @@ const precompressed = (ctx: MuseumContext): boolean => {
 
 /** The answer as JSON bytes when it is one this middleware may compress, else null (a JSON value is serialized here). */
 function jsonBytes(ctx: MuseumContext): Buffer | null {
-  if (ctx.respond === false || ctx.method === 'HEAD' || ctx.response.has('Content-Encoding')) return null;
+  if (ctx.respond === false || ctx.method === 'HEAD' || ctx.response.get('Content-Encoding') !== undefined) return null;
   // An event stream is known from its route's declaration, whatever type it is sent with.
   const declared = ctx.state.route?.response;
   if (declared && 'sse' in declared) return null;
