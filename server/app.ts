@@ -12,7 +12,7 @@
  * the log is flushed last.
  */
 import { createServer, type RequestListener, type Server } from 'node:http';
-import { type AddressInfo, Server as NetServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
@@ -170,10 +170,9 @@ async function shutDownGracefully(running: Running, drainDelayMs: number, graceM
   // Closing a listener resets connections still in its accept queue: wait (bounded) until
   // new connections stop arriving, as they do once the load balancer has seen /readyz fail.
   while (Date.now() - lastConnectionAt() < 100 && Date.now() - started < graceMs / 2) await sleep(25);
-  // Stop listening without http.Server#close's closing of idle connections: one accepted a
-  // moment ago may be idle only because its request has not arrived yet, and cutting it
-  // would reset that request. Every response now says Connection: close instead.
-  const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+  // Stop listening (public http.Server#close, which also closes the connections idle right now;
+  // busy ones answer with Connection: close and end after their answer).
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   // Streams opened during the delay end too.
   await endStreams();
   await sleep(Math.min(250, drainDelayMs));
