@@ -29,11 +29,10 @@ export function museumApp({ table, log, trustProxy, operations }: AppDeps): Koa<
   app.use(requestContext({ trustProxy })); // X-Request-Id, ctx.state.clientIp
   app.use(observe(log, operations)); // access line + request metrics, once answered
   app.use(closeWhileDraining(operations)); // Connection: close during a shutdown
-  app.use(table.match()); // the path's declarations and declared (area) headers
-  app.use(cors()); // CORS headers; preflights from the table
+  app.use(cors()); // CORS headers (preflights: the table)
   app.use(compressAnswers()); // br/gzip of /v1 answers made per request
   app.use(errorEnvelope(log)); // every failure as { errors: [...] }
-  for (const middleware of table.dispatch()) app.use(middleware); // @koa/router, then 404 / 405
+  for (const middleware of table.dispatch()) app.use(middleware); // @koa/router, then preflight / 404 / 405
   // What escapes the envelope (an answer stream failing mid-way): logged, unless the client left.
   app.on('error', (err: NodeJS.ErrnoException) => {
     if (!CLIENT_GONE.has(err.code ?? '')) log.error({ err }, 'request path failed');

@@ -20,6 +20,7 @@ import { z } from 'zod';
 import { HttpError } from './errors.ts';
 import { JSON_TYPE } from './http-conditional.ts';
 import { requireBearer, requireKey } from './middleware/auth.ts';
+import { preflight } from './middleware/cors.ts';
 import { depthOf, jsonBody } from './middleware/json-body.ts';
 import { ipRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
 import { buildOpenApi, type OpenApiInfo } from './openapi.ts';
@@ -169,6 +170,9 @@ export const idParam = (max = Number.MAX_SAFE_INTEGER) =>
 const NOT_FOUND = new HttpError(404, 'NOT_FOUND', 'Not found');
 const METHOD_NOT_ALLOWED = new HttpError(405, 'METHOD_NOT_ALLOWED', 'Method not allowed');
 const NO_INPUT = {};
+/** What the table reads of a @koa/router layer that matched. */
+type RouterLayer = { readonly path: string | RegExp; readonly paramNames: readonly unknown[] };
+
 /** A declared path as @koa/router writes it: `/v1/rooms/{id}` → `/v1/rooms/:id`. */
 const routerPathOf = (path: string): string => path.replace(/\{(\w+)\}/g, ':$1');
 
@@ -303,39 +307,33 @@ export class RouteTable {
 
   /** The declarations of a request path, if any. */
   lookup(path: string): PathMatch | null {
-    const layers = this.router.match(path, 'GET').path;
-    // The most specific layer, as the router's 'specificity' picks it: fewest parameters, the last of equals.
-    let best: (typeof layers)[number] | undefined;
-    for (const layer of layers) if (!best || layer.paramNames.length <= best.paramNames.length) best = layer;
-    const entry = best && typeof best.path === 'string' ? this.byRouterPath.get(best.path) : undefined;
+    const entry = this.entryOf(this.router.match(path, 'GET').path);
     return entry ? { entry, params: NO_INPUT as Record<string, string> } : null;
   }
 
-  /** The route-match middleware: `ctx.state.match`, the answering `ctx.state.route`, and the path's declared headers. */
-  match(): MuseumMiddleware {
-    return (ctx, next) => {
-      const path = ctx.path;
-      const match = this.lookup(path);
-      ctx.state.match = match;
-      if (match) {
-        ctx.state.route = match.entry.routes.get(ctx.method === 'HEAD' ? 'GET' : ctx.method)?.def;
-        if (match.entry.headers) ctx.set(match.entry.headers);
-      } else {
-        for (const area of this.areas) if (path.startsWith(area.prefix)) ctx.set(area.headers);
-      }
-      return next();
-    };
+  /** The entry of the most specific layer of `layers`, as the router's 'specificity' picks it: fewest parameters, the last of equals. */
+  private entryOf(layers: readonly RouterLayer[]): PathEntry | undefined {
+    let best: RouterLayer | undefined;
+    for (const layer of layers) if (!best || layer.paramNames.length <= best.paramNames.length) best = layer;
+    return best && typeof best.path === 'string' ? this.byRouterPath.get(best.path) : undefined;
   }
 
-  /** The router's routes, then 404 for no path, 405 (with `Allow`) for a method the path lacks. */
+  /**
+   * The router's routes, then what no route answered: a preflight (OPTIONS, advertising the path's
+   * methods), 405 (with `Allow`) for a method the path lacks, 404 for no path (with its area's headers).
+   */
   dispatch(): MuseumMiddleware[] {
     const unrouted: MuseumMiddleware = (ctx) => {
-      const match = ctx.state.match;
-      if (!match) throw NOT_FOUND;
-      if (!match.entry.routes.has(ctx.method === 'HEAD' ? 'GET' : ctx.method)) {
-        ctx.set('Allow', match.entry.allow);
-        throw METHOD_NOT_ALLOWED;
+      const entry = this.entryOf((ctx as { matched?: RouterLayer[] }).matched ?? []);
+      ctx.state.match = entry ? { entry, params: NO_INPUT as Record<string, string> } : null;
+      if (entry?.headers) ctx.set(entry.headers);
+      if (ctx.method === 'OPTIONS') return preflight(ctx, entry);
+      if (!entry) {
+        for (const area of this.areas) if (ctx.path.startsWith(area.prefix)) ctx.set(area.headers);
+        throw NOT_FOUND;
       }
+      ctx.set('Allow', entry.allow);
+      throw METHOD_NOT_ALLOWED;
     };
     return [this.router.routes() as unknown as MuseumMiddleware, unrouted];
   }
@@ -348,10 +346,22 @@ export class RouteTable {
     if (def.ipLimit) stages.push(ipRateLimit(this.deps.limiter, def.ipLimit.name, def.ipLimit.perMinute));
     if (def.body) stages.push(jsonBody({ optional: def.bodyOptional, limit: def.bodyLimit }));
     const parsers = inputParsers(def);
-    const steps: MuseumMiddleware[] = stages.map((stage) => async (ctx, next) => {
-      await stage(ctx as RouteContext);
-      await next();
-    });
+    const entry = this.entries.get(shapeOf(def.path))!;
+    const matched: PathMatch = { entry, params: NO_INPUT as Record<string, string> };
+    // First: what the rest of the path reads (metrics, the access line, compression, the shutdown) and the path's headers.
+    const routed: MuseumMiddleware = (ctx, next) => {
+      ctx.state.route = def;
+      ctx.state.match = matched;
+      if (entry.headers) ctx.set(entry.headers);
+      return next();
+    };
+    const steps: MuseumMiddleware[] = [routed];
+    for (const stage of stages) {
+      steps.push(async (ctx, next) => {
+        await stage(ctx as RouteContext);
+        await next();
+      });
+    }
     steps.push(async function handler(ctx) {
       const answer = await def.handler(ctx as RouteContext, inputOf(def, parsers, ctx as RouteContext));
       if (answer !== undefined) send(ctx as RouteContext, answer);

@@ -1,5 +1,5 @@
 /** CORS: the API and the artifacts are read by browsers on other origins (the 3D client). */
-import type { MuseumMiddleware } from '../types.ts';
+import type { MuseumContext, MuseumMiddleware } from '../types.ts';
 
 /**
  * Every response header is readable by a page on another origin (X-Request-Id, ETag, the rate-limit
@@ -18,17 +18,17 @@ const PREFLIGHT_HEADERS = {
   'Access-Control-Max-Age': '600',
 } as const;
 
-/**
- * CORS headers on every answer; a preflight (OPTIONS) is answered 204 advertising the methods the
- * route table has for the path (a GET-only path does not advertise POST), after the route match.
- */
+/** CORS headers on every answer (preflights are answered where no route takes them: route-table.ts). */
 export function cors(): MuseumMiddleware {
   return function corsMiddleware(ctx, next) {
     ctx.set(CORS_HEADERS);
-    if (ctx.method !== 'OPTIONS') return next();
-    const match = ctx.state.match;
-    ctx.set(PREFLIGHT_HEADERS);
-    ctx.set('Access-Control-Allow-Methods', match ? `${match.entry.allow}, OPTIONS` : 'OPTIONS');
-    ctx.status = 204;
+    return next();
   };
+}
+
+/** A preflight (OPTIONS): 204 advertising the methods the path has (a GET-only path does not advertise POST). */
+export function preflight(ctx: MuseumContext, entry: { allow: string } | undefined): void {
+  ctx.set(PREFLIGHT_HEADERS);
+  ctx.set('Access-Control-Allow-Methods', entry ? `${entry.allow}, OPTIONS` : 'OPTIONS');
+  ctx.status = 204;
 }

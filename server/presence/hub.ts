@@ -17,7 +17,6 @@
  * - Events go through a Broadcaster: in-process, or through Redis across instances (REDIS_URL).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Writable } from 'node:stream';
 import type { Broadcaster, PresenceEvent } from './broadcaster.ts';
 import type { IpSeats, Seat } from './seats.ts';
 
@@ -34,18 +33,11 @@ export interface PresenceHubOptions {
   drainTimeoutMs?: number;
 }
 
-/** One event, framed for both kinds of sink. */
-interface Frame {
-  /** HTTP/1.1 chunk: `<hex length>\r\n<payload>\r\n`, written straight to the socket. */
-  chunked: Buffer;
-  /** The bare payload, for sinks that frame it themselves or need no framing (HTTP/1.0). */
-  raw: Buffer;
-}
+/** One event's bytes, written through each listener's response (Node frames the chunks). */
+type Frame = Buffer;
 
 interface Listener {
-  sink: Writable;
-  /** true when we write pre-framed chunks to the socket ourselves. */
-  chunked: boolean;
+  sink: ServerResponse;
   /** Position in `listeners` (swap-remove keeps removal O(1)). */
   index: number;
   /** Its place among its client IP's; given back when it leaves. */
@@ -60,18 +52,13 @@ export const SSE_HEADERS = {
   'X-Accel-Buffering': 'no',
 } as const;
 
-const encodeText = (text: string): Frame => {
-  const raw = Buffer.from(text);
-  const head = Buffer.from(`${raw.length.toString(16)}\r\n`);
-  return { raw, chunked: Buffer.concat([head, raw, Buffer.from('\r\n')]) };
-};
+const encodeText = (text: string): Frame => Buffer.from(text);
 
 const encodeEvent = (event: PresenceEvent): Frame => encodeText(`data: ${JSON.stringify(event)}\n\n`);
 
 const KEEPALIVE = encodeText(': keepalive\n\n');
 /** Sent as a stream ends with the server (shutdown): reconnect soon, to whichever instance answers. */
 const RETRY = encodeText('retry: 1000\n\n');
-const CHUNKED_END = Buffer.from('0\r\n\r\n');
 
 export class PresenceHub {
   private readonly listeners: Listener[] = [];
@@ -136,19 +123,15 @@ export class PresenceHub {
     this.changed('arrived', here);
     socket.cork();
     res.flushHeaders();
-    // Write to the socket ourselves when the response owns it (the normal case); a response
-    // still queued behind a pipelined one writes through `res`, which frames chunks itself.
-    const direct = res.socket === socket;
     const listener: Listener = {
-      sink: direct ? socket : res,
-      chunked: direct && res.chunkedEncoding,
+      sink: res,
       index: this.listeners.length,
       seat,
       drainTimer: null,
     };
     this.listeners.push(listener);
     const hello = encodeEvent({ type: 'hello', here: this.broadcaster.here(here), at: Date.now() });
-    this.write(listener, listener.chunked ? hello.chunked : hello.raw);
+    this.write(listener, hello);
     socket.uncork();
     res.once('close', () => this.remove(listener));
   }
@@ -203,7 +186,7 @@ export class PresenceHub {
       const listener = list[i]!;
       const sink = listener.sink;
       if (sink.writableEnded || sink.destroyed) continue;
-      this.write(listener, listener.chunked ? frame.chunked : frame.raw);
+      this.write(listener, frame);
       if (sink.writableLength > this.maxBufferedBytes) (slow ??= []).push(listener);
     }
     // Destroying closes the connection; its 'close' handler removes it and announces `left`.
@@ -239,8 +222,7 @@ export class PresenceHub {
       if (listener.drainTimer) clearTimeout(listener.drainTimer);
       listener.seat.release(); // `remove` skips listeners closed here
       if (sink.destroyed) continue;
-      if (listener.chunked) sink.end(Buffer.concat([RETRY.chunked, CHUNKED_END]));
-      else sink.end(RETRY.raw);
+      sink.end(RETRY);
     }
   }
 }
