@@ -242,8 +242,9 @@ function speechRoutes(api: RouteTable, speech: SpeechClips | null): void {
     tag: 'guide',
     access: 'public',
     params: z.object({ id: z.string().regex(CLIP_ID) }),
+    ipLimit: { name: 'guide-speech', perMinute: 60 },
     response: { binary: 'audio/mpeg', description: 'mp3 audio' },
-    errors: [404, 502],
+    errors: [404, 502, 503],
     async handler(ctx, { params }) {
       const audio = speech ? await speech.audio(params.id) : null;
       if (!audio) throw notFound('This audio has expired or never existed');
