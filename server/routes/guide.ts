@@ -139,6 +139,7 @@ function exhibitionRoutes(api: RouteTable, store: ExhibitionStore, content: Cont
     tag: 'guide',
     access: 'public',
     params: exhibitionParam,
+    ipLimit: { name: 'guide-read', perMinute: 60 },
     response: { json: z.object({ data: GuideContext }) },
     errors: [404],
     async handler(ctx, { params }) {
@@ -157,6 +158,7 @@ function exhibitionRoutes(api: RouteTable, store: ExhibitionStore, content: Cont
     tag: 'guide',
     access: 'public',
     params: exhibitionParam,
+    ipLimit: { name: 'guide-read', perMinute: 60 },
     query: z.object({
       seed: z.string().max(200).optional().describe('any string; the same seed gives the same suggestions for the same context'),
       limit: limitParam(3, 10),
