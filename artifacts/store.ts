@@ -24,15 +24,60 @@ export const sha256 = (data: Uint8Array | string): string => createHash('sha256'
 
 /**
  * The name of an atomic write's temp file, `<target>.<pid>.<random hex>.tmp` (group 1: the target's
- * name): a write in progress, or one a kill left behind, which `bake gc` removes once out of grace.
+ * name, group 2: the writing process): a write in progress, or one a kill left behind. A file whose
+ * writer is no longer running is abandoned: the next bake (holding the lock) and `bake gc` remove it.
  */
-export const TEMP_FILE_PATTERN = /^(.+)\.\d+\.[0-9a-f]+\.tmp$/;
+export const TEMP_FILE_PATTERN = /^(.+)\.(\d+)\.[0-9a-f]+\.tmp$/;
+
+/** A fresh temp name beside `path`, created by its writer with `wx` (O_EXCL: never through a planted link). */
+export const tempPathFor = (path: string): string => `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+
+/** Whether a process with this pid is running (signal 0 checks without signalling; EPERM: it runs as another user). */
+function isRunning(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Whether `name` is the temp file of a write whose process is gone (a killed bake or worker). */
+export function isAbandonedTempFile(name: string): boolean {
+  const writer = TEMP_FILE_PATTERN.exec(name)?.[2];
+  if (writer === undefined) return false;
+  const pid = Number(writer);
+  return pid !== process.pid && !isRunning(pid);
+}
+
+/**
+ * Remove the temp files of writers no longer running anywhere under `dataDir` (caller holds the bake
+ * lock, so no other bake is writing; a live server's or worker's writes are kept). Returns their paths.
+ */
+export async function removeAbandonedTempFiles(dataDir: string): Promise<string[]> {
+  const names = await fs.readdir(dataDir, { recursive: true }).catch(() => [] as string[]);
+  const removed: string[] = [];
+  for (const name of names.sort()) {
+    if (!isAbandonedTempFile(basename(name))) continue;
+    const path = join(dataDir, name);
+    const stat = await fs.lstat(path).catch(() => null);
+    if (!stat?.isFile()) continue;
+    if (
+      await fs.rm(path).then(
+        () => true,
+        () => false,
+      )
+    )
+      removed.push(path);
+  }
+  return removed;
+}
 
 /** Write a file atomically: readers see the old content or the new, never a partial file. */
-export async function writeFileAtomic(path: string, data: Uint8Array | string): Promise<void> {
+export async function writeFileAtomic(path: string, data: Uint8Array | string, mode = 0o644): Promise<void> {
   await fs.mkdir(dirname(path), { recursive: true });
-  const tmp = `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
-  const handle = await fs.open(tmp, 'w');
+  const tmp = tempPathFor(path);
+  const handle = await fs.open(tmp, 'wx', mode);
   try {
     await handle.writeFile(data);
     await handle.sync();

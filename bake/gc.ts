@@ -10,7 +10,8 @@
  *   - the QA facts (bake/qa-facts.ts) of a room of those manifests name it (its plan picture, which
  *     the next QA report embeds): kept manifests' rooms keep it, those of replaced manifests within
  *     the grace period keep it within the grace.
- * Everything else under files/ goes, as do temp files of killed writes older than the grace period.
+ * Everything else under files/ goes, as do temp files of killed writes: at once when their writer is
+ * no longer running, else once older than the grace period.
  * The stale QA facts go first (see sweepQaFacts), and manifests of the history that protect nothing
  * any more are pruned last. gc only ever deletes what is unreferenced, one file at a time, so a kill
  * at any point loses nothing still referenced (the next gc finishes the job); it takes the bake
@@ -26,7 +27,14 @@ import {
   type Manifest,
   manifestFileRefs,
 } from '../artifacts/format.ts';
-import { DataDirBusyError, listManifests, lockDataDir, type PublishedManifest, TEMP_FILE_PATTERN } from '../artifacts/store.ts';
+import {
+  DataDirBusyError,
+  isAbandonedTempFile,
+  listManifests,
+  lockDataDir,
+  type PublishedManifest,
+  TEMP_FILE_PATTERN,
+} from '../artifacts/store.ts';
 import { QA_FACTS_NAME_PATTERN, qaFactsDir, readQaFactsFile } from './qa-facts.ts';
 
 export interface GcOptions {
@@ -212,7 +220,7 @@ async function sweepQaFacts(run: GcRun, refs: References, summary: GcSummary): P
       if (picture) refs.files.add(picture);
       continue;
     }
-    if ((key && refs.graceRooms.has(key)) || run.now - stat.mtimeMs < run.graceMs) {
+    if ((key && refs.graceRooms.has(key)) || (!isAbandonedTempFile(name) && run.now - stat.mtimeMs < run.graceMs)) {
       if (picture) refs.graceFiles.add(picture);
       continue;
     }
@@ -237,7 +245,8 @@ async function sweepFiles(run: GcRun, refs: References, summary: GcSummary): Pro
       summary.kept_files += counted;
       continue;
     }
-    if (run.now - stat.mtimeMs < run.graceMs || refs.graceFiles.has(owner ?? name)) {
+    // A temp file whose writer is gone can never be renamed into place: no grace for it.
+    if (!isAbandonedTempFile(name) && (run.now - stat.mtimeMs < run.graceMs || refs.graceFiles.has(owner ?? name))) {
       summary.kept_files += counted;
       summary.in_grace += counted;
       continue;

@@ -26,6 +26,7 @@ import {
 import {
   DataDirBusyError,
   lockDataDir,
+  removeAbandonedTempFiles,
   publishManifest,
   putContentFile,
   readManifest,
@@ -196,6 +197,8 @@ interface Run {
 
 async function bakeUnderLock(options: BakeRunOptions): Promise<BakeSummary> {
   const run = await prepareRun(options);
+  // Killed bakes' half-written files: under the lock no other bake writes, and a live writer's stay.
+  await removeAbandonedTempFiles(run.dataDir);
   // Artworks' content files (the sample's pictures) first: a bad one fails the bake before any room work.
   const artworkFiles = await storeArtworkFiles(run.content, run.dataDir, run.settings.maxTexturePixels);
   const resolver = new SourceResolver({

@@ -1,6 +1,7 @@
 /** `museum serve`, `museum keys …`, `museum souls verify`. */
 import { existsSync } from 'node:fs';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
+import { writeFileAtomic } from '../artifacts/store.ts';
 import { dirname, join, resolve } from 'node:path';
 import { Command } from 'commander';
 import { printable } from '../common/terminal.ts';
@@ -91,14 +92,13 @@ const isLoopbackHost = (host: string): boolean => /^(localhost|127(\.\d{1,3}){3}
  */
 async function developmentKey(keys: KeyStore, stateDb: string): Promise<{ key: string; path: string }> {
   const path = join(dirname(stateDb === ':memory:' ? resolve('state/museum.db') : stateDb), 'dev-key');
-  const saved = (await readFile(path, 'utf8').catch(() => '')).trim();
+  // Only a regular file of our own is read back: a link planted at `dev-key` is not a saved key.
+  const saved = (await lstat(path).catch(() => null))?.isFile() ? (await readFile(path, 'utf8').catch(() => '')).trim() : '';
   const dev = await keys.find('dev');
   if (saved && dev?.status === 'active' && (await keys.verify(saved)) === dev.id) return { key: saved, path };
   const { key } = await keys.replace('dev');
-  await mkdir(dirname(path), { recursive: true });
-  const temp = `${path}.${process.pid}.tmp`;
-  await writeFile(temp, `${key}\n`, { mode: 0o600 });
-  await rename(temp, path);
+  // A fresh random name created with O_EXCL, mode 0600; the rename replaces whatever `dev-key` was, a link included.
+  await writeFileAtomic(path, `${key}\n`, 0o600);
   return { key, path };
 }
 

@@ -5,7 +5,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, constants, mkdtempSync, openSync, readdirSync, readSync, utimesSync } from 'node:fs';
+import { closeSync, constants, existsSync, mkdtempSync, openSync, readdirSync, readSync, utimesSync } from 'node:fs';
 import { readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { hostname, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -367,7 +367,7 @@ describe('museum bake gc', () => {
       await writeFile(join(qaFactsDir(data), '1.json'), JSON.stringify({ ...facts, optimizerWarnings: 5 }));
       await writeFile(join(qaFactsDir(data), '7.json'), '{ not json');
       await writeFile(join(qaFactsDir(data), 'notes.txt'), 'not a name the bake writes');
-      await writeFile(join(qaFactsDir(data), '9.json.4242.0a1b2c.tmp'), '{"key":'); // a killed write's temp file
+      await writeFile(join(qaFactsDir(data), '9.json.99999999.0a1b2c.tmp'), '{"key":'); // a killed write's temp file
       await writeFile(join(qaFactsDir(data), 'scratch.tmp'), 'not a temp file the bake writes');
 
       // Room 1 is unchanged, so the report of this bake reads its facts: absent, not a crash.
@@ -377,7 +377,9 @@ describe('museum bake gc', () => {
       expect(await readFile(artifactPaths(data).report, 'utf8')).toContain('recorded by an earlier bake');
 
       const run = await collectGarbage(data, { keep: 1, now: Date.now() + 2 * HOUR });
-      expect(run.removed_qa_facts.map((f) => f.name)).toEqual(['1.json', '7.json', '9.json.4242.0a1b2c.tmp']);
+      // The killed write's temp (writer 99999999: above any pid_max, never running) went with the second bake, under its lock.
+      expect(existsSync(join(qaFactsDir(data), '9.json.99999999.0a1b2c.tmp'))).toBe(false);
+      expect(run.removed_qa_facts.map((f) => f.name)).toEqual(['1.json', '7.json']);
       expect(run.removed.map((f) => f.name)).toContain(fileName(facts.planPicture!)); // named only by the corrupt file
       expect(await exists(data, (await factsOf(data, 2)).planPicture!)).toBe(true);
       expect((await readdir(qaFactsDir(data))).sort()).toEqual(['2.json', 'notes.txt', 'scratch.tmp']);

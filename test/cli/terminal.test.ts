@@ -1,7 +1,7 @@
 // What a person at the terminal meets (decisions: "Clients of the HTTP API"): `.env` is read, the
 // development key survives restarts, read-only commands create nothing, PUBLIC_URL's absence is said.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -104,6 +104,25 @@ describe('museum serve at start', () => {
     expect(third).toMatch(/^museum_/);
     expect(third).not.toBe(first);
     expect(readFileSync(file, 'utf8').trim()).toBe(third);
+  }, 60_000);
+
+  it('--dev-key never writes through a link planted in the state directory: dev-key becomes our own 0600 file', async () => {
+    const dir = tmp();
+    const env = { HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state', 'museum.db') };
+    const outside = join(tmp(), 'outside');
+    writeFileSync(outside, 'not a key\n', { mode: 0o644 });
+    mkdirSync(join(dir, 'state'), { recursive: true });
+    symlinkSync(outside, join(dir, 'state', 'dev-key'));
+    // The attack on a temp name of its pid (`dev-key.<pid>.tmp`): links for the next pids the machine hands out.
+    const nextPid = spawnSync('true').pid ?? process.pid;
+    for (let pid = nextPid; pid < nextPid + 3000; pid++) symlinkSync(outside, join(dir, 'state', `dev-key.${pid}.tmp`));
+    const key = /development key: (museum_[0-9a-f]{48})/.exec(await serveStartLines(env, ['--dev-key']))?.[1];
+    expect(key).toMatch(/^museum_/);
+    expect(readFileSync(outside, 'utf8')).toBe('not a key\n');
+    expect(statSync(outside).mode & 0o777).toBe(0o644);
+    const file = lstatSync(join(dir, 'state', 'dev-key'));
+    expect([file.isFile(), file.mode & 0o777]).toEqual([true, 0o600]);
+    expect(readFileSync(join(dir, 'state', 'dev-key'), 'utf8').trim()).toBe(key);
   }, 60_000);
 
   it('says once that clients on other machines need PUBLIC_URL when HOST is not loopback and PUBLIC_URL is unset', async () => {
