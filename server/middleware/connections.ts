@@ -15,13 +15,15 @@ import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'nod
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { clientBucket } from '../../common/net.ts';
-import { answerAndClose, rawErrorResponse, sendErrorAndClose } from './errors.ts';
+import { rawErrorResponse, sendErrorAndClose } from './errors.ts';
 
 export interface ConnectionLimits {
   headersTimeoutMs: number;
   requestTimeoutMs: number;
   /** 0 = no cap. */
   maxConnectionsPerIp: number;
+  /** Sockets held in all (node closes one more at once). */
+  maxConnections: number;
 }
 
 /** Options for `createServer`: we check Host ourselves (to answer with the envelope), and how often timeouts are checked. */
@@ -43,6 +45,8 @@ export function guardConnections(server: Server, limits: ConnectionLimits, log: 
   server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
     sendErrorAndClose(res, 417, 'Unsupported Expect header (only 100-continue is)', 'BAD_REQUEST');
   });
+  // Below the descriptor limit, so a flood of addresses never takes the descriptors /healthz needs.
+  server.maxConnections = limits.maxConnections;
   if (limits.maxConnectionsPerIp > 0) capConnectionsPerIp(server, limits.maxConnectionsPerIp, log);
 }
 
@@ -58,6 +62,14 @@ export function continueIfExpected(res: ServerResponse): void {
 /** Connections answered 503 at connect time: requests parsed on them are not served. */
 const refusedSockets = new WeakSet<object>();
 
+/** How long a refused connection may take to flush its 503 before it is destroyed anyway. */
+const REFUSAL_FLUSH_MS = 1_000;
+
+/**
+ * Every socket the server holds counts for its address until it is closed — lingering ones (a
+ * refused body being discarded) and refused ones included (issue 43). One over the cap gets its
+ * 503 written and is destroyed at once: it never lingers, so a flood holds at most `max` sockets.
+ */
 function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
   const open = new Map<string, number>();
   const refusal = rawErrorResponse(503, 'Too many open connections from this address', 'BUSY', { 'Retry-After': '30' });
@@ -72,7 +84,7 @@ function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
         log.warn({ ip, open: count, max }, 'connection refused: too many open connections from this address');
       }
       refusedSockets.add(socket);
-      answerAndClose(socket, refusal);
+      refuseAtOnce(socket, refusal);
       return;
     }
     open.set(ip, count + 1);
@@ -82,6 +94,15 @@ function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
       else open.set(ip, left);
     });
   });
+}
+
+/** Write the 503 and destroy the socket once it is flushed (bounded), without reading what the client sends. */
+function refuseAtOnce(socket: Socket, refusal: string | Buffer): void {
+  const timer = setTimeout(() => socket.destroy(), REFUSAL_FLUSH_MS);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
+  socket.on('error', () => socket.destroy());
+  socket.write(refusal, () => socket.destroy());
 }
 
 /**
