@@ -3,8 +3,9 @@
  *  - Time to receive a request: its headers (`headersTimeout`) and the whole request, body included
  *    (`requestTimeout`). Both stop counting once the request is received, so a response that runs
  *    for minutes (event streams) is not affected. A late request is answered 408 and closed.
- *  - Open connections per client (`maxConnectionsPerIp`; IPv6 by /64): one more is answered 503 `BUSY`
- *    and closed before any request is read. Behind TRUST_PROXY every connection comes from the
+ *  - Open connections per client (`maxConnectionsPerIp`; IPv6 by /64; every socket held counts): one
+ *    more is answered 503 `BUSY` and destroyed at once, before any request is read. Sockets in all:
+ *    `maxConnections` (http.Server#maxConnections, below the descriptor limit). Behind TRUST_PROXY every connection comes from the
  *    proxy, so the cap is off unless set.
  *  - Requests node refuses before the request path — an HTTP/1.1 request without `Host`, an `Expect` other than
  *    `100-continue` — get the error envelope with a request id instead of node's empty 400/417.
@@ -68,7 +69,8 @@ const REFUSAL_FLUSH_MS = 1_000;
 /**
  * Every socket the server holds counts for its address until it is closed — lingering ones (a
  * refused body being discarded) and refused ones included (issue 43). One over the cap gets its
- * 503 written and is destroyed at once: it never lingers, so a flood holds at most `max` sockets.
+ * 503 written and is destroyed at once (at most 1 s to flush it): it never lingers, so a flood holds
+ * `max` sockets and refusals in flight.
  */
 function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
   const open = new Map<string, number>();
@@ -77,22 +79,21 @@ function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
   server.on('connection', (socket: Socket) => {
     const ip = clientBucket(socket.remoteAddress ?? 'unknown'); // an IPv6 client counts by its /64
     const count = open.get(ip) ?? 0;
-    if (count >= max) {
-      // One line per minute at most: a flood must not flood the log too.
-      if (Date.now() - refusedLogged > 60_000) {
-        refusedLogged = Date.now();
-        log.warn({ ip, open: count, max }, 'connection refused: too many open connections from this address');
-      }
-      refusedSockets.add(socket);
-      refuseAtOnce(socket, refusal);
-      return;
-    }
+    // Counted from accept to close, whatever happens to it meanwhile (served, lingering, refused).
     open.set(ip, count + 1);
     socket.once('close', () => {
       const left = (open.get(ip) ?? 1) - 1;
       if (left <= 0) open.delete(ip);
       else open.set(ip, left);
     });
+    if (count < max) return;
+    // One line per minute at most: a flood must not flood the log too.
+    if (Date.now() - refusedLogged > 60_000) {
+      refusedLogged = Date.now();
+      log.warn({ ip, open: count, max }, 'connection refused: too many open connections from this address');
+    }
+    refusedSockets.add(socket);
+    refuseAtOnce(socket, refusal);
   });
 }
 
