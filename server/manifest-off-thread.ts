@@ -1,7 +1,7 @@
 /**
  * Read the published manifest in a worker thread (issue 43): parsing and validating a manifest of
  * 200,000 artworks takes seconds of CPU, which on the main thread would stall every request. The
- * artworks arrive in chunks, each its own message, so no single task on the main thread is long.
+ * artworks arrive in chunks, the next asked for once the last is taken, so no task here is long.
  */
 import { Worker } from 'node:worker_threads';
 import type { Manifest } from '../artifacts/format.ts';
@@ -46,8 +46,12 @@ export function readManifestOffThread(dataDir: string, options: Partial<Manifest
     };
     worker.on('message', (piece: ManifestPiece) => {
       if (piece.kind === 'none') finish(null, null);
-      else if (piece.kind === 'head') head = piece.manifest;
-      else if (piece.kind === 'artworks') artworks.push(piece.artworks);
+      else if (piece.kind === 'head' || piece.kind === 'artworks') {
+        if (piece.kind === 'head') head = piece.manifest;
+        else artworks.push(piece.artworks);
+        // The next piece once this task is done: requests get their turn between pieces.
+        setImmediate(() => worker.postMessage('next'));
+      }
       else if (piece.kind === 'end') finish(null, { ...head!, artworks: artworks.flat() });
       else finish(new Error(piece.message));
     });
