@@ -23,7 +23,7 @@ import { emptyManifest } from '../artifacts/store.ts';
 import { readManifestOffThread } from './manifest-off-thread.ts';
 
 /** Artworks indexed per tick while a snapshot is built (issue 43: no long task on the event loop). */
-const ARTWORKS_PER_TICK = 5_000;
+const ARTWORKS_PER_TICK = 1_000;
 
 /** A pre-serialized response body with its strong validator. */
 export interface FrozenBody {

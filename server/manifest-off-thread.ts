@@ -20,7 +20,7 @@ export interface ManifestReadOptions {
   timeoutMs: number;
 }
 
-export const MANIFEST_READ_DEFAULTS: ManifestReadOptions = { chunk: 2_000, timeoutMs: 120_000 };
+export const MANIFEST_READ_DEFAULTS: ManifestReadOptions = { chunk: 500, timeoutMs: 120_000 };
 
 /** The worker entry: the TypeScript source from source (through the tsx bootstrap), the bundle from dist/. */
 const FROM_SOURCE = import.meta.url.endsWith('.ts');
