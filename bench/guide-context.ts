@@ -58,7 +58,9 @@ try {
   const ctx = await cpuPerRequest(context, s);
   const health = await cpuPerRequest('/healthz', s);
   console.log(`context: ${raw.bytes.length} bytes identity, ${ctx.bytes} bytes sent (br); ${REQUESTS} requests each`);
-  console.log(`CPU per request: context ${ctx.ms.toFixed(2)} ms, /healthz ${health.ms.toFixed(2)} ms, context's own ${(ctx.ms - health.ms).toFixed(2)} ms`);
+  console.log(
+    `CPU per request: context ${ctx.ms.toFixed(2)} ms, /healthz ${health.ms.toFixed(2)} ms, context's own ${(ctx.ms - health.ms).toFixed(2)} ms`,
+  );
 } finally {
   await s.close();
 }

@@ -37,7 +37,8 @@ async function startServer(dataDir: string, logPath: string): Promise<{ child: C
   for (;;) {
     const port = /museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.exec(readFileSync(logPath, 'utf8'))?.[1];
     if (port) return { child, url: `http://127.0.0.1:${port}` };
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`museum serve did not start: ${readFileSync(logPath, 'utf8').slice(-500)}`);
+    if (child.exitCode !== null || Date.now() > deadline)
+      throw new Error(`museum serve did not start: ${readFileSync(logPath, 'utf8').slice(-500)}`);
     await sleep(50);
   }
 }

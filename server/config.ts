@@ -72,7 +72,10 @@ const EnvSchema = z.object({
   ),
   // Sockets the server holds in all (issue 43); unset: half the process's open-files limit, so
   // that files, the database and /healthz always have descriptors left.
-  MAX_CONNECTIONS: z.preprocess((v) => (v === '' || v === undefined ? undefined : Number(v)), z.number().int().min(1).max(10_000_000).optional()),
+  MAX_CONNECTIONS: z.preprocess(
+    (v) => (v === '' || v === undefined ? undefined : Number(v)),
+    z.number().int().min(1).max(10_000_000).optional(),
+  ),
   // Operational overrides (tests, slow networks): one timeout for every request/response upstream
   // call instead of the defaults (characters 20 s, Library 120 s, souls 20 s), and how long a
   // Library stream may stay silent (no frame, no heartbeat) before we end it.

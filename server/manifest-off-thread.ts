@@ -51,8 +51,7 @@ export function readManifestOffThread(dataDir: string, options: Partial<Manifest
         else artworks.push(piece.artworks);
         // The next piece once this task is done: requests get their turn between pieces.
         setImmediate(() => worker.postMessage('next'));
-      }
-      else if (piece.kind === 'end') finish(null, { ...head!, artworks: artworks.flat() });
+      } else if (piece.kind === 'end') finish(null, { ...head!, artworks: artworks.flat() });
       else finish(new Error(piece.message));
     });
     worker.on('error', (err) => finish(err));

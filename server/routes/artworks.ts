@@ -44,7 +44,7 @@ const ONE_ARTWORK = { cacheControl: KEYED_CACHE_CONTROL };
 const PAGE = { cacheControl: KEYED_CACHE_CONTROL, effort: 'cached' } as const;
 
 const queriesOf = perSnapshot(
-  (snapshot): ArtworkQueries => ({
+  (_snapshot): ArtworkQueries => ({
     pages: new LRUCache({ max: CACHED_PAGES }),
     matches: new LRUCache({ max: CACHED_MATCHES }),
     // Made on first read of each artwork (issue 43): 200,000 answers at once would stall the server.
