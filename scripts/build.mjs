@@ -36,7 +36,7 @@ rmSync(staging, { recursive: true, force: true });
 try {
   const result = await build({
     absWorkingDir: ROOT,
-    entryPoints: { museum: 'cli/museum.ts', 'room-worker': 'bake/room-worker.ts' },
+    entryPoints: { museum: 'cli/museum.ts', 'room-worker': 'bake/room-worker.ts', 'manifest-worker': 'server/manifest-worker.ts' },
     outdir: staging,
     // Chunks sit beside the entries: code that resolves siblings from import.meta.url
     // (the worker entry, ../package.json) finds them from any chunk.

@@ -2,6 +2,7 @@
  * Server configuration from environment variables (names fixed in decisions.md), validated once.
  * Tests build configs directly with `loadConfig({...})` and start real servers on ephemeral ports.
  */
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { z } from 'zod';
 import { issuesLine } from '../common/errors.ts';
@@ -69,6 +70,12 @@ const EnvSchema = z.object({
     (v) => (v === '' || v === undefined ? undefined : Number(v)),
     z.number().int().min(0).max(1_000_000).optional(),
   ),
+  // Sockets the server holds in all (issue 43); unset: half the process's open-files limit, so
+  // that files, the database and /healthz always have descriptors left.
+  MAX_CONNECTIONS: z.preprocess(
+    (v) => (v === '' || v === undefined ? undefined : Number(v)),
+    z.number().int().min(1).max(10_000_000).optional(),
+  ),
   // Operational overrides (tests, slow networks): one timeout for every request/response upstream
   // call instead of the defaults (characters 20 s, Library 120 s, souls 20 s), and how long a
   // Library stream may stay silent (no frame, no heartbeat) before we end it.
@@ -126,6 +133,8 @@ export interface Config {
   requestTimeoutMs: number;
   /** Open connections per socket address; 0 = no cap. */
   maxConnectionsPerIp: number;
+  /** Sockets held in all; more are closed by node at once (http.Server#maxConnections). */
+  maxConnections: number;
   guideAudioTtlMs: number;
   viewerMediaAllowHosts: string;
 }
@@ -200,7 +209,27 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     headersTimeoutMs: Math.min(e.HEADERS_TIMEOUT_MS, e.REQUEST_TIMEOUT_MS),
     requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
     maxConnectionsPerIp: e.MAX_CONNECTIONS_PER_IP ?? (e.TRUST_PROXY ? 0 : 256),
+    maxConnections: e.MAX_CONNECTIONS ?? defaultMaxConnections(),
     guideAudioTtlMs: e.GUIDE_AUDIO_TTL_S * 1000,
     viewerMediaAllowHosts: e.VIEWER_MEDIA_ALLOW_HOSTS,
   };
 }
+
+/** The soft "Max open files" limit of this process (/proc/self/limits), or null where it cannot be read. */
+export function openFilesLimit(limits = '/proc/self/limits'): number | null {
+  try {
+    const line = readFileSync(limits, 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files'));
+    const soft = line ? Number(line.slice('Max open files'.length).trim().split(/\s+/)[0]) : Number.NaN;
+    return Number.isSafeInteger(soft) && soft > 0 ? soft : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Half the descriptor limit (the rest: files, the database, upstream calls), 1,024 where it is unknown. */
+export const defaultMaxConnections = (): number => {
+  const limit = openFilesLimit();
+  return limit === null ? 1_024 : Math.max(64, Math.floor(limit / 2));
+};

@@ -18,7 +18,12 @@ import {
   type Room,
   readRoomSlotData,
 } from '../artifacts/format.ts';
-import { emptyManifest, readManifest } from '../artifacts/store.ts';
+import { setImmediate as nextTick } from 'node:timers/promises';
+import { emptyManifest } from '../artifacts/store.ts';
+import { readManifestOffThread } from './manifest-off-thread.ts';
+
+/** Artworks indexed per tick while a snapshot is built (issue 43: no long task on the event loop). */
+const ARTWORKS_PER_TICK = 1_000;
 
 /** A pre-serialized response body with its strong validator. */
 export interface FrozenBody {
@@ -101,11 +106,18 @@ async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: str
   }
   const collectionsBySlug = new Map(manifest.collections.map((c) => [c.slug, c]));
   const museumCollectionOf = new Map<number, string>();
-  const artworks = manifest.artworks.map(({ museum_collection, media_file, ...artwork }): Artwork => {
+  const artworks: Artwork[] = [];
+  const artworksById = new Map<number, Artwork>();
+  const artworkSearchText: string[] = [];
+  for (const [i, { museum_collection, media_file, ...artwork }] of manifest.artworks.entries()) {
+    if (i > 0 && i % ARTWORKS_PER_TICK === 0) await nextTick();
     if (museum_collection !== null) museumCollectionOf.set(artwork.id, museum_collection);
     // A still the bake stored (a content file) is served by this server: its URL under PUBLIC_URL.
-    return media_file && artwork.media ? { ...artwork, media: { ...artwork.media, url: fileUrl(publicUrl, media_file) } } : artwork;
-  });
+    const served = media_file && artwork.media ? { ...artwork, media: { ...artwork.media, url: fileUrl(publicUrl, media_file) } } : artwork;
+    artworks.push(served);
+    artworksById.set(served.id, served);
+    artworkSearchText.push(`${served.name}\n${served.artist_name}`.toLowerCase());
+  }
   return {
     manifest,
     rooms,
@@ -114,9 +126,9 @@ async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: str
     topCollections: manifest.collections.filter((c) => c.parent_collection === null),
     collectionsBySlug,
     artworks,
-    artworksById: new Map(artworks.map((a) => [a.id, a])),
+    artworksById,
     museumCollectionOf,
-    artworkSearchText: artworks.map((a) => `${a.name}\n${a.artist_name}`.toLowerCase()),
+    artworkSearchText,
   };
 }
 
@@ -169,7 +181,8 @@ export class ContentStore {
     const stamp = stat ? `${stat.ino}:${stat.size}:${stat.mtimeMs}` : 'none';
     if (stamp === this.loadedStamp) return;
     try {
-      const manifest = (await readManifest(this.dataDir)) ?? emptyManifest();
+      // Parsed and validated in a worker thread: a large manifest never blocks requests (issue 43).
+      const manifest = (await readManifestOffThread(this.dataDir)) ?? emptyManifest();
       const next = await buildSnapshot(this.dataDir, manifest, this.publicUrl);
       this.current = next;
       this.loadedStamp = stamp;

@@ -35,12 +35,17 @@ const GZIP_LEVEL: Record<Effort, number> = { once: 9, cached: 6 };
 const brotli = promisify(brotliCompress);
 const gzipped = promisify(gzip);
 
-/** Accept-Encoding header → the encoding to send; remembered per distinct header (few in practice; bounded). */
+/**
+ * An Accept-Encoding longer than this is treated as absent (issue 43): no browser sends one over a
+ * few dozen bytes, and parsing a 12 KB one on every request cost more CPU than the answer.
+ */
+export const MAX_ACCEPT_ENCODING = 1024;
+/** Accept-Encoding header → the encoding to send; remembered per distinct header (few in practice; bounded: 256 × 1 KB). */
 const chosen = new LRUCache<string, Encoding>({ max: 256 });
 
-/** The encoding a request prefers among ours: br over gzip on a tie, identity without the header. */
+/** The encoding a request prefers among ours: br over gzip on a tie, identity without the header (or with one over 1 KB). */
 export function negotiateEncoding(acceptEncoding: string | undefined): Encoding {
-  if (!acceptEncoding) return 'identity';
+  if (!acceptEncoding || acceptEncoding.length > MAX_ACCEPT_ENCODING) return 'identity';
   let encoding = chosen.get(acceptEncoding);
   if (encoding === undefined) {
     const negotiator = new Negotiator({ headers: { 'accept-encoding': acceptEncoding } });
@@ -51,7 +56,7 @@ export function negotiateEncoding(acceptEncoding: string | undefined): Encoding 
       { preferred: ENCODINGS },
     );
     encoding = (pick as Encoding | undefined) ?? 'identity';
-    if (acceptEncoding.length <= 256) chosen.set(acceptEncoding, encoding);
+    chosen.set(acceptEncoding, encoding);
   }
   return encoding;
 }

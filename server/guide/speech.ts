@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { Redis } from 'ioredis';
+import { HttpError } from '../errors.ts';
 import type { SpeechEngine } from '../upstream/tts.ts';
 
 const CHUNK_CHARS = 220;
@@ -68,8 +69,15 @@ export interface SpeechOptions {
   maxClips?: number;
   maxAudioBytes?: number;
   concurrency?: number;
+  /** Syntheses waiting for a slot at most; one more is refused (503 BUSY) rather than queued behind them. */
+  maxWaiting?: number;
   now?: () => number;
 }
+
+export const SPEECH_DEFAULTS = { concurrency: 2, maxWaiting: 32 } as const;
+
+/** Synthesis is backed up: the visitor's player retries shortly instead of waiting behind a flood of clips. */
+const speechBusy = () => new HttpError(503, 'BUSY', 'Speech synthesis is busy; try again shortly', { 'Retry-After': '5' });
 
 export const CLIP_ID = /^[A-Za-z0-9_-]{22}$/;
 
@@ -81,6 +89,7 @@ export class SpeechClips {
   private running = 0;
   private readonly waiting: Array<() => void> = [];
   private readonly concurrency: number;
+  private readonly maxWaiting: number;
   private readonly now: () => number;
   /** When expired clips were last swept out of memory (`now()` time). */
   private sweptAt = -Infinity;
@@ -100,7 +109,8 @@ export class SpeechClips {
         if (reason !== 'set') this.audioCache.delete(id);
       },
     });
-    this.concurrency = options.concurrency ?? 2;
+    this.concurrency = options.concurrency ?? SPEECH_DEFAULTS.concurrency;
+    this.maxWaiting = options.maxWaiting ?? SPEECH_DEFAULTS.maxWaiting;
     this.now = options.now ?? Date.now;
   }
 
@@ -120,7 +130,7 @@ export class SpeechClips {
     return urls;
   }
 
-  /** mp3 of a clip; null when unknown or expired. Engine failures reject (an UpstreamError). */
+  /** mp3 of a clip; null when unknown or expired. Engine failures reject (an UpstreamError); a full queue rejects 503 BUSY. */
   async audio(id: string): Promise<Buffer | null> {
     // `get` drops an expired clip (and its audio); another instance's registry has it expired too.
     const clip = this.clips.get(id) ?? (await this.adopt(id));
@@ -147,6 +157,8 @@ export class SpeechClips {
     const cached = this.audioCache.get(id);
     if (cached) return Promise.resolve(cached);
     if (!clip.synthesis) {
+      // A clip already being synthesized is shared above; only a new synthesis needs a place in the queue.
+      if (this.running >= this.concurrency && this.waiting.length >= this.maxWaiting) return Promise.reject(speechBusy());
       const synthesis = this.limited(() => this.options.engine.synthesize(clip.text, { voice: clip.voice }));
       clip.synthesis = synthesis;
       synthesis

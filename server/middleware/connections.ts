@@ -3,8 +3,9 @@
  *  - Time to receive a request: its headers (`headersTimeout`) and the whole request, body included
  *    (`requestTimeout`). Both stop counting once the request is received, so a response that runs
  *    for minutes (event streams) is not affected. A late request is answered 408 and closed.
- *  - Open connections per client (`maxConnectionsPerIp`; IPv6 by /64): one more is answered 503 `BUSY`
- *    and closed before any request is read. Behind TRUST_PROXY every connection comes from the
+ *  - Open connections per client (`maxConnectionsPerIp`; IPv6 by /64; every socket held counts): one
+ *    more is answered 503 `BUSY` and destroyed at once, before any request is read. Sockets in all:
+ *    `maxConnections` (http.Server#maxConnections, below the descriptor limit). Behind TRUST_PROXY every connection comes from the
  *    proxy, so the cap is off unless set.
  *  - Requests node refuses before the request path — an HTTP/1.1 request without `Host`, an `Expect` other than
  *    `100-continue` — get the error envelope with a request id instead of node's empty 400/417.
@@ -15,13 +16,15 @@ import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'nod
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { clientBucket } from '../../common/net.ts';
-import { answerAndClose, rawErrorResponse, sendErrorAndClose } from './errors.ts';
+import { rawErrorResponse, sendErrorAndClose } from './errors.ts';
 
 export interface ConnectionLimits {
   headersTimeoutMs: number;
   requestTimeoutMs: number;
   /** 0 = no cap. */
   maxConnectionsPerIp: number;
+  /** Sockets held in all (node closes one more at once). */
+  maxConnections: number;
 }
 
 /** Options for `createServer`: we check Host ourselves (to answer with the envelope), and how often timeouts are checked. */
@@ -43,6 +46,8 @@ export function guardConnections(server: Server, limits: ConnectionLimits, log: 
   server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
     sendErrorAndClose(res, 417, 'Unsupported Expect header (only 100-continue is)', 'BAD_REQUEST');
   });
+  // Below the descriptor limit, so a flood of addresses never takes the descriptors /healthz needs.
+  server.maxConnections = limits.maxConnections;
   if (limits.maxConnectionsPerIp > 0) capConnectionsPerIp(server, limits.maxConnectionsPerIp, log);
 }
 
@@ -58,6 +63,15 @@ export function continueIfExpected(res: ServerResponse): void {
 /** Connections answered 503 at connect time: requests parsed on them are not served. */
 const refusedSockets = new WeakSet<object>();
 
+/** How long a refused connection may take to flush its 503 before it is destroyed anyway. */
+const REFUSAL_FLUSH_MS = 1_000;
+
+/**
+ * Every socket the server holds counts for its address until it is closed — lingering ones (a
+ * refused body being discarded) and refused ones included (issue 43). One over the cap gets its
+ * 503 written and is destroyed at once (at most 1 s to flush it): it never lingers, so a flood holds
+ * `max` sockets and refusals in flight.
+ */
 function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
   const open = new Map<string, number>();
   const refusal = rawErrorResponse(503, 'Too many open connections from this address', 'BUSY', { 'Retry-After': '30' });
@@ -65,23 +79,31 @@ function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
   server.on('connection', (socket: Socket) => {
     const ip = clientBucket(socket.remoteAddress ?? 'unknown'); // an IPv6 client counts by its /64
     const count = open.get(ip) ?? 0;
-    if (count >= max) {
-      // One line per minute at most: a flood must not flood the log too.
-      if (Date.now() - refusedLogged > 60_000) {
-        refusedLogged = Date.now();
-        log.warn({ ip, open: count, max }, 'connection refused: too many open connections from this address');
-      }
-      refusedSockets.add(socket);
-      answerAndClose(socket, refusal);
-      return;
-    }
+    // Counted from accept to close, whatever happens to it meanwhile (served, lingering, refused).
     open.set(ip, count + 1);
     socket.once('close', () => {
       const left = (open.get(ip) ?? 1) - 1;
       if (left <= 0) open.delete(ip);
       else open.set(ip, left);
     });
+    if (count < max) return;
+    // One line per minute at most: a flood must not flood the log too.
+    if (Date.now() - refusedLogged > 60_000) {
+      refusedLogged = Date.now();
+      log.warn({ ip, open: count, max }, 'connection refused: too many open connections from this address');
+    }
+    refusedSockets.add(socket);
+    refuseAtOnce(socket, refusal);
   });
+}
+
+/** Write the 503 and destroy the socket once it is flushed (bounded), without reading what the client sends. */
+function refuseAtOnce(socket: Socket, refusal: string | Buffer): void {
+  const timer = setTimeout(() => socket.destroy(), REFUSAL_FLUSH_MS);
+  timer.unref();
+  socket.once('close', () => clearTimeout(timer));
+  socket.on('error', () => socket.destroy());
+  socket.write(refusal, () => socket.destroy());
 }
 
 /**

@@ -44,10 +44,11 @@ const ONE_ARTWORK = { cacheControl: KEYED_CACHE_CONTROL };
 const PAGE = { cacheControl: KEYED_CACHE_CONTROL, effort: 'cached' } as const;
 
 const queriesOf = perSnapshot(
-  (snapshot): ArtworkQueries => ({
+  (_snapshot): ArtworkQueries => ({
     pages: new LRUCache({ max: CACHED_PAGES }),
     matches: new LRUCache({ max: CACHED_MATCHES }),
-    byId: new Map(snapshot.artworks.map((a) => [a.id, SnapshotAnswer.of({ data: a }, ONE_ARTWORK)])),
+    // Made on first read of each artwork (issue 43): 200,000 answers at once would stall the server.
+    byId: new Map(),
   }),
 );
 
@@ -114,8 +115,14 @@ function listAnswer(snapshot: ContentSnapshot, query: z.output<typeof ListQuery>
 }
 
 function artworkAnswer(snapshot: ContentSnapshot, id: number): SnapshotAnswer {
-  const answer = queriesOf(snapshot).byId.get(id);
-  if (!answer) throw notFound('No artwork with this id');
+  const { byId } = queriesOf(snapshot);
+  let answer = byId.get(id);
+  if (!answer) {
+    const artwork = snapshot.artworksById.get(id);
+    if (!artwork) throw notFound('No artwork with this id');
+    answer = SnapshotAnswer.of({ data: artwork }, ONE_ARTWORK);
+    byId.set(id, answer); // bounded: one per artwork of this bake
+  }
   return answer;
 }
 

@@ -17,6 +17,8 @@ import { CLIP_ID, type SpeechClips } from '../guide/speech.ts';
 import { type StarterJobs, suggest } from '../guide/suggestions.ts';
 import { cleanText } from '../guide/text.ts';
 import type { ExhibitionStore } from '../state/exhibitions.ts';
+import { PUBLIC_CACHE_CONTROL } from '../snapshot-answer.ts';
+import { VersionedAnswers } from '../versioned-answers.ts';
 
 const SESSION_ID = /^[\w.:-]{1,64}$/;
 
@@ -104,6 +106,8 @@ export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: s
 
 /** Registering an exhibition, its guide context and its suggested questions. */
 function exhibitionRoutes(api: RouteTable, store: ExhibitionStore, content: ContentStore, starters: StarterJobs): void {
+  const answers = new VersionedAnswers({ cacheControl: PUBLIC_CACHE_CONTROL });
+  const bake = bakeVersion(content);
   api.route({
     method: 'POST',
     path: '/v1/guide/exhibitions',
@@ -139,13 +143,14 @@ function exhibitionRoutes(api: RouteTable, store: ExhibitionStore, content: Cont
     tag: 'guide',
     access: 'public',
     params: exhibitionParam,
-    response: { json: z.object({ data: GuideContext }) },
+    ipLimit: { name: 'guide-read', perMinute: 60 },
+    response: { json: z.object({ data: GuideContext }), precompressed: true },
     errors: [404],
     async handler(ctx, { params }) {
       const found = await store.get(params.id);
       if (!found) throw notFound('No exhibition with this id is registered');
-      ctx.set('Cache-Control', 'no-cache');
-      ctx.body = { data: found.context };
+      const version = `${bake.version}:${found.context.updatedAt}`;
+      return answers.answer(`context:${params.id}`, version, () => ({ data: found.context })).answer(ctx.req);
     },
   });
 
@@ -157,19 +162,33 @@ function exhibitionRoutes(api: RouteTable, store: ExhibitionStore, content: Cont
     tag: 'guide',
     access: 'public',
     params: exhibitionParam,
+    ipLimit: { name: 'guide-read', perMinute: 60 },
     query: z.object({
       seed: z.string().max(200).optional().describe('any string; the same seed gives the same suggestions for the same context'),
       limit: limitParam(3, 10),
     }),
-    response: { json: z.object({ data: z.object({ seed: z.string(), suggestions: z.array(z.string()) }) }) },
+    response: { json: z.object({ data: z.object({ seed: z.string(), suggestions: z.array(z.string()) }) }), precompressed: true },
     errors: [404],
     async handler(ctx, { params, query }) {
       const found = await store.get(params.id);
       if (!found) throw notFound('No exhibition with this id is registered');
       const seed = query.seed ?? '';
-      ctx.body = { data: { seed, suggestions: suggest(found.context, seed, query.limit) } };
+      const version = `${bake.version}:${found.context.updatedAt}`;
+      const key = `suggestions:${params.id}:${query.limit}:${seed}`;
+      return answers
+        .answer(key, version, () => ({ data: { seed, suggestions: suggest(found.context, seed, query.limit) } }))
+        .answer(ctx.req);
     },
   });
+}
+
+/** A number that changes with every bake picked up (a cached answer of the previous bake is made again). */
+function bakeVersion(content: ContentStore): { version: number } {
+  const counter = { version: 0 };
+  content.onChange(() => {
+    counter.version++;
+  });
+  return counter;
 }
 
 /** The registration's answer: the exhibition at a glance, and its owner token the first time. */
@@ -242,8 +261,9 @@ function speechRoutes(api: RouteTable, speech: SpeechClips | null): void {
     tag: 'guide',
     access: 'public',
     params: z.object({ id: z.string().regex(CLIP_ID) }),
+    ipLimit: { name: 'guide-speech', perMinute: 60 },
     response: { binary: 'audio/mpeg', description: 'mp3 audio' },
-    errors: [404, 502],
+    errors: [404, 502, 503],
     async handler(ctx, { params }) {
       const audio = speech ? await speech.audio(params.id) : null;
       if (!audio) throw notFound('This audio has expired or never existed');

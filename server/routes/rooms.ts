@@ -35,11 +35,15 @@ function slotsAnswer(snapshot: ContentSnapshot, id: number): SnapshotAnswer {
 }
 
 export const roomRoutes: RouteModule = (api, { content }) => {
-  // Each new bake's answers are prepared as soon as it is installed, not on first request.
+  // Each new bake's answers are prepared soon after it is installed, one kind per tick (issue 43:
+  // never one long task); a request that comes first makes what it needs itself.
   const prepare = (snapshot: ContentSnapshot) => {
-    roomList(snapshot);
-    roomsById(snapshot);
-    slotsById(snapshot);
+    const steps = [roomList, roomsById, slotsById];
+    const next = () => {
+      steps.shift()?.(snapshot);
+      if (steps.length > 0) setImmediate(next);
+    };
+    setImmediate(next);
   };
   content.onChange(prepare);
   prepare(content.snapshot);

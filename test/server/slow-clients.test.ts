@@ -8,6 +8,7 @@
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig, openFilesLimit } from '../../server/config.ts';
 import { capturedLogger } from '../helpers/logs.ts';
 import { rawRequest } from '../helpers/raw-http.ts';
 import { startTestServer, type TestServer } from '../helpers/server.ts';
@@ -21,12 +22,12 @@ interface RawClient {
   isClosed(): boolean;
 }
 
-function connect(port: number, first: string): Promise<RawClient> {
+function connect(port: number, first: string, localAddress?: string): Promise<RawClient> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let closed = false;
     const waiters: Array<() => void> = [];
-    const socket = net.connect(port, '127.0.0.1', () => {
+    const socket = net.connect({ port, host: '127.0.0.1', localAddress }, () => {
       socket.write(first);
       resolve({
         socket,
@@ -206,6 +207,52 @@ describe('connections per IP', () => {
     const again = await rawRequest(server.port, 'GET /v1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     expect(again.status).toBe(200);
     for (const c of held) c.socket.destroy();
+  });
+
+  const heldByServer = () => new Promise<number>((done, fail) => server.server.getConnections((err, n) => (err ? fail(err) : done(n))));
+
+  it('holds at most the cap for one address opening ten times as many, refused ones closed at once; another address still gets /healthz (issue 43)', async () => {
+    // Open, no request yet: each held socket stays open, as a flood's would.
+    const held = await Promise.all(Array.from({ length: 4 }, () => connect(server.port, '', '127.0.43.1')));
+    await sleep(100);
+    const flood = await Promise.all(Array.from({ length: 36 }, () => connect(server.port, '', '127.0.43.1')));
+    // Closed at once, not after a lingering close (5 s): the client never ends its side here.
+    await Promise.all(flood.map((c) => c.closed(2_000)));
+    expect(flood.every((c) => parse(c.received()).status === 503)).toBe(true);
+    expect(await heldByServer()).toBeLessThanOrEqual(4);
+    const other = await connect(server.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n', '127.0.43.2');
+    await other.closed(5_000);
+    expect(parse(other.received()).status).toBe(200);
+    for (const c of held) c.socket.destroy();
+  });
+});
+
+describe('connections in all (issue 43)', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startTestServer({ env: { MAX_CONNECTIONS_PER_IP: '4', MAX_CONNECTIONS: '6' } });
+  });
+  afterAll(() => server?.close());
+
+  it('holds at most MAX_CONNECTIONS sockets whatever the number of addresses; a place frees when one closes', async () => {
+    const addresses = ['127.0.44.1', '127.0.44.2', '127.0.44.3'];
+    const clients = (
+      await Promise.all(addresses.map((ip) => Promise.all(Array.from({ length: 4 }, () => connect(server.port, '', ip)))))
+    ).flat();
+    await sleep(200);
+    const held = await new Promise<number>((done, fail) => server.server.getConnections((err, n) => (err ? fail(err) : done(n))));
+    expect(held).toBeLessThanOrEqual(6);
+    expect(clients.filter((c) => !c.isClosed()).length).toBeLessThanOrEqual(6);
+    for (const c of clients) c.socket.destroy();
+    await sleep(200);
+    const res = await rawRequest(server.port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    expect(res.status).toBe(200);
+  });
+
+  it('defaults to half the open-files limit of /proc/self/limits', () => {
+    const limit = openFilesLimit();
+    expect(limit).toBeGreaterThan(0);
+    expect(loadConfig({}).maxConnections).toBe(Math.max(64, Math.floor(limit! / 2)));
   });
 });
 

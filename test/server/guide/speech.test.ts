@@ -219,3 +219,55 @@ describe('the local espeak-ng engine', () => {
     expect(looksLikeMp3(clip.bytes)).toBe(true);
   });
 });
+
+describe('speech under a flood of clip ids (issue 43)', () => {
+  const engines = {
+    'the speech upstream': () =>
+      new OpenAiSpeech({ baseUrl: tts.url, apiKey: 'tts-key', model: 'tts-1', voice: 'alloy', timeoutMs: 20_000 }),
+    'espeak-ng': () => new EspeakSpeech({ timeoutMs: 60_000 }),
+  };
+  for (const [name, engine] of Object.entries(engines)) {
+    it.skipIf(name === 'espeak-ng' && !espeakReady)(
+      `queues at most 32 syntheses behind the running ones; more get 503 BUSY with Retry-After, the queued ones still speak (${name})`,
+      async () => {
+        const clips = new SpeechClips({ engine: engine(), publicUrl: 'http://museum.test', ttlMs: 600_000 });
+        // Sentences too long to share a chunk: one clip each; the first is started by prepare().
+        const sentences = Array.from(
+          { length: 40 },
+          (_, i) =>
+            `Clip ${i + 1} describes the long gallery where the painted panels of the old altarpiece hang in a row on both walls of the quiet room.`,
+        );
+        const ids = clips.prepare(sentences.join(' ')).map((url) => new URL(url).pathname.split('/').pop()!.replace('.mp3', ''));
+        expect(ids).toHaveLength(40);
+        const results = await Promise.allSettled(ids.map((id) => clips.audio(id)));
+        const spoken = results.filter((r): r is PromiseFulfilledResult<Buffer | null> => r.status === 'fulfilled');
+        const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+        // Two running (the first shared with prepare's start) and 32 waiting are spoken; the other 6 are refused at once.
+        expect(spoken).toHaveLength(34);
+        for (const r of spoken) expect(looksLikeMp3(r.value!)).toBe(true);
+        expect(refused).toHaveLength(6);
+        for (const r of refused) {
+          expect(r.reason).toMatchObject({ status: 503, code: 'BUSY' });
+          expect(r.reason.headers).toMatchObject({ 'Retry-After': '5' });
+        }
+        // Once the queue drained, a refused clip is spoken on its next request.
+        expect(looksLikeMp3((await clips.audio(ids[39]!))!)).toBe(true);
+      },
+      120_000,
+    );
+  }
+
+  it('limits clip requests to 60 a minute per client address (429 past it), another address unaffected', async () => {
+    const s = await guideServer();
+    const a = (await ask(s, { exhibition: EXHIBITION, question: 'Tell me about Pinned Portrait' })).json.data;
+    const path = clipPath(a.audioUrl);
+    const flooder = '127.9.0.1';
+    const statuses: number[] = [];
+    for (let i = 0; i < 61; i++) statuses.push((await call(s, 'GET', path, undefined, { ip: flooder })).status);
+    expect(statuses.slice(0, 60).every((st) => st === 200)).toBe(true);
+    expect(statuses[60]).toBe(429);
+    const visitor = await call(s, 'GET', path, undefined, { ip: '127.9.0.2' });
+    expect(visitor.status).toBe(200);
+    expect(looksLikeMp3(visitor.bytes)).toBe(true);
+  }, 60_000);
+});

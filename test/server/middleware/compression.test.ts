@@ -100,6 +100,22 @@ describe('snapshot answers', () => {
     expect(negotiateEncoding('*;q=0, identity')).toBe('identity');
     expect(negotiateEncoding('deflate')).toBe('identity');
   });
+
+  // Issue 43: 12 KB of Accept-Encoding cost more CPU than the answer, on every request.
+  const overlong = `br, ${Array.from({ length: 1_200 }, (_, i) => `x${i};q=0.1`).join(', ')}`;
+  it('treats an Accept-Encoding over 1 KB as absent (identity), on snapshot answers and per-request ones alike', async () => {
+    expect(overlong.length).toBeGreaterThan(12_000);
+    const justUnder = `br, ${'x;q=0.1, '.repeat(100)}`.slice(0, 1_024);
+    expect(negotiateEncoding(justUnder)).toBe('br');
+    expect(negotiateEncoding(overlong)).toBe('identity');
+    for (const path of ['/v1/rooms', '/v1/search?q=a&limit=25']) {
+      const res = await get(path, { 'Accept-Encoding': overlong });
+      expect(res.status).toBe(200);
+      expect(res.headers['content-encoding']).toBeUndefined();
+      expect(res.headers.vary).toMatch(/Accept-Encoding/i);
+      expect((await get(path, { 'Accept-Encoding': justUnder })).headers['content-encoding']).toBe('br');
+    }
+  });
 });
 
 describe('per-request compression of other /v1 JSON answers', () => {
