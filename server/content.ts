@@ -133,7 +133,7 @@ export class ContentStore {
   private closed = false;
 
   private constructor(
-    private readonly dataDir: string,
+    readonly dataDir: string,
     private readonly publicUrl: string,
     private readonly log: Logger,
     initial: ContentSnapshot,
