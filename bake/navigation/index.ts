@@ -35,13 +35,11 @@ export async function bakeRoomNavigation(document: Document, slots: RoomSlot[], 
     slots: slots.map((s) => ({ ...s, view: null })),
     warnings,
   });
-  let floor: Awaited<ReturnType<typeof bakeWalkableFloor>>;
   const scene = buildWorldScene(document);
-  try {
-    floor = await bakeWalkableFloor(scene, authoredSpawn(document));
-  } catch (error) {
-    return none([`navmesh: not built (${error instanceof Error ? error.message : String(error)})`]);
-  }
+  const floor = await bakeWalkableFloor(scene, authoredSpawn(document)).catch((error: unknown) =>
+    error instanceof Error ? error : new Error(String(error)),
+  );
+  if (floor instanceof Error) return none([`navmesh: not built (${floor.message})`]);
   if (!('spawn' in floor)) return none(floor.warnings);
   try {
     const withViews = slots.map((s) => ({ ...s, view: viewFor(s as never, floor.navigation, scene) }));

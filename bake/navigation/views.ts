@@ -75,7 +75,7 @@ function gridCandidates(aim: Vec3, options: ViewOptions): Array<[number, number]
   // Grid anchored at whole multiples of the step, so an unchanged model gives the same points.
   const x0 = Math.round(aim[0] / options.gridStep) * options.gridStep;
   const z0 = Math.round(aim[2] / options.gridStep) * options.gridStep;
-  return cells.map(([, i, j]) => [x0 + i * options.gridStep, z0 + j * options.gridStep]);
+  return cells.map(([, i, j]): [number, number] => [x0 + i * options.gridStep, z0 + j * options.gridStep]);
 }
 
 /** The slot's view, or null when no navmesh point within the search radius qualifies. */

@@ -272,14 +272,14 @@ function tourRoute(api: RouteTable, store: ExhibitionStore, content: ContentStor
     tag: 'guide',
     access: 'public',
     params: exhibitionParam,
-    response: { json: z.object({ data: Tour }) },
+    response: { json: z.object({ data: Tour }), precompressed: true },
     errors: [304, 404],
     async handler(ctx, { params }) {
       const found = await store.get(params.id);
       if (!found) throw notFound('No exhibition with this id is registered');
       const snapshot = content.snapshot;
-      let answers = tourAnswers.get(snapshot);
-      if (!answers) tourAnswers.set(snapshot, (answers = new Map()));
+      const answers = tourAnswers.get(snapshot) ?? new Map<string, Promise<SnapshotAnswer>>();
+      tourAnswers.set(snapshot, answers);
       const key = `${params.id}\n${found.contentHash}`;
       let answer = answers.get(key);
       if (!answer) {
