@@ -173,10 +173,7 @@ function placeAnchors(job: RoomJob, source: SourceModel) {
   };
   // Checked before anything else is built from the anchors (plan picture, embedded nodes).
   checkedJson(SlotAnchors, anchors);
-  const planPicture = slots.plan
-    ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png')))
-    : null;
-  return { slots, anchors, planPicture };
+  return { slots, anchors };
 }
 
 /**
@@ -255,10 +252,15 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   onStep('reading the model');
   const { source, model, plainTextures, textures } = await readModel(job, settings);
   onStep('placing the slot anchors');
-  const { slots, anchors, planPicture } = placeAnchors(job, source);
+  const { slots, anchors } = placeAnchors(job, source);
   onStep('finding the walkable floor');
   const walk = await bakeRoomNavigation(source.document, anchors.slots, job.dataDir);
   anchors.slots = walk.slots;
+  const planWalk = walk.floor && { ...walk.floor, spawn: walk.spawn };
+  const planPicture =
+    slots.plan && job.planPicture !== false
+      ? started(renderPlanPng(slots.plan, anchors.slots, planWalk).then((png) => putContentFile(job.dataDir, png, 'png')))
+      : null;
   onStep('compressing the textures');
   await textures;
   const plainTexturesKeyed = plainTextures?.keyed();

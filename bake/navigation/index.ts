@@ -18,6 +18,8 @@ export interface RoomNavigation {
   /** The slots with their `view` set (null when there is no floor). */
   slots: RoomSlot[];
   warnings: string[];
+  /** The kept floor's triangles, for the QA plan picture. */
+  floor: { positions: Float32Array; indices: Uint32Array } | null;
 }
 
 const SPAWN_NODE = /^(spawn|entrance)$/i;
@@ -34,6 +36,7 @@ export async function bakeRoomNavigation(document: Document, slots: RoomSlot[], 
     spawn: null,
     slots: slots.map((s) => ({ ...s, view: null })),
     warnings,
+    floor: null,
   });
   const scene = buildWorldScene(document);
   const floor = await bakeWalkableFloor(scene, authoredSpawn(document)).catch((error: unknown) =>
@@ -47,7 +50,7 @@ export async function bakeRoomNavigation(document: Document, slots: RoomSlot[], 
     const warnings = [...floor.warnings];
     if (missing.length) warnings.push(`navmesh: no view within 8 m for ${missing.join(', ')}`);
     const navmesh = await putContentFile(dataDir, await navMeshGlb(floor.positions, floor.indices), 'glb');
-    return { navmesh, spawn: floor.spawn, slots: withViews, warnings };
+    return { navmesh, spawn: floor.spawn, slots: withViews, warnings, floor: { positions: floor.positions, indices: floor.indices } };
   } finally {
     floor.navigation.destroy();
   }
