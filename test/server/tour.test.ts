@@ -53,6 +53,6 @@ describe('GET /v1/guide/exhibitions/{id}/tour', () => {
     expect(again.status).toBe(304);
     const unknown = await call(s, 'GET', '/v1/guide/exhibitions/nobody-here/tour');
     expect(unknown.status).toBe(404);
-    expect(unknown.json.error?.code ?? unknown.json.code).toBe('NOT_FOUND');
+    expect(unknown.json.errors[0].extensions.code).toBe('NOT_FOUND');
   }, 120_000);
 });
