@@ -68,7 +68,7 @@ export const OPTIMIZER_SETTINGS = {
      */
     plain: { maxTextureSize: 1024, effort: 33 },
     /** Basis Universal: ETC1S quality 1–255 for colour/data textures, UASTC level 0–3 for normal maps. */
-    ktx2: { etc1sQuality: 128, uastcQuality: 2 },
+    ktx2: { etc1sQuality: 128, uastcQuality: 1 },
   },
   /**
    * Precompressed `.br` / `.gz` siblings of GLB and JSON files (artifacts/store.ts), written when

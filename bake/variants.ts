@@ -143,25 +143,11 @@ const COLOUR_SLOTS = ['baseColorTexture', 'emissiveTexture', 'diffuseTexture', '
 function basisOptions(slots: Set<string>, settings: OptimizerSettings) {
   const { etc1sQuality, uastcQuality } = settings.variants.ktx2;
   const colour = [...slots].some((s) => COLOUR_SLOTS.includes(s));
+  // enableDebug off: the encoder otherwise prints every slice to the worker's stdout.
+  const common = { generateMipmap: true, enableDebug: false, isKTX2File: true, imageDecoder: decodeRgba };
   if (slots.has('normalTexture') && !colour)
-    return {
-      isUASTC: true,
-      isNormalMap: true,
-      isPerceptual: false,
-      isSetKTX2SRGBTransferFunc: false,
-      uastcLDRQualityLevel: uastcQuality,
-      needSupercompression: true,
-      generateMipmap: true,
-      imageDecoder: decodeRgba,
-    };
-  return {
-    isUASTC: false,
-    qualityLevel: etc1sQuality,
-    isPerceptual: colour,
-    isSetKTX2SRGBTransferFunc: colour,
-    generateMipmap: true,
-    imageDecoder: decodeRgba,
-  };
+    return { ...common, isUASTC: true, isNormalMap: true, isPerceptual: false, isSetKTX2SRGBTransferFunc: false, uastcLDRQualityLevel: uastcQuality, needSupercompression: true };
+  return { ...common, isUASTC: false, qualityLevel: etc1sQuality, isPerceptual: colour, isSetKTX2SRGBTransferFunc: colour };
 }
 
 /**
