@@ -154,9 +154,11 @@ describe.skipIf(!HAS_CHROMIUM)('model variants in the viewer', () => {
           basis: variant === 'ktx2' ? 2 : 0,
         });
         // ktx2: every texture transcoded to a compressed GPU format with its mipmaps; the others upload images.
-        const textures = (await page.evaluate(TEXTURES)) as Array<{ compressed: boolean; mips: number }>;
+        const textures = (await page.evaluate(TEXTURES)) as Array<{ compressed: boolean; format: number; mips: number }>;
         if (roomId === CUBE_ROOM_ID) expect(textures.length).toBeGreaterThan(0);
         for (const t of textures) expect(t.compressed, variant).toBe(variant === 'ktx2');
+        // Transcoded to a GPU block format, not KTX2Loader's uncompressed RGBA fallback (THREE.RGBAFormat, 1023).
+        if (variant === 'ktx2') for (const t of textures) expect(t.format, 'GPU format').not.toBe(1023);
         if (variant === 'ktx2') for (const t of textures) expect(t.mips).toBeGreaterThan(1);
 
         // Every slot's frame is what is on screen at its projected centre (the page's pick pass).
