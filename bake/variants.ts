@@ -146,7 +146,15 @@ function basisOptions(slots: Set<string>, settings: OptimizerSettings) {
   // enableDebug off: the encoder otherwise prints every slice to the worker's stdout.
   const common = { generateMipmap: true, enableDebug: false, isKTX2File: true, imageDecoder: decodeRgba };
   if (slots.has('normalTexture') && !colour)
-    return { ...common, isUASTC: true, isNormalMap: true, isPerceptual: false, isSetKTX2SRGBTransferFunc: false, uastcLDRQualityLevel: uastcQuality, needSupercompression: true };
+    return {
+      ...common,
+      isUASTC: true,
+      isNormalMap: true,
+      isPerceptual: false,
+      isSetKTX2SRGBTransferFunc: false,
+      uastcLDRQualityLevel: uastcQuality,
+      needSupercompression: true,
+    };
   return { ...common, isUASTC: false, qualityLevel: etc1sQuality, isPerceptual: colour, isSetKTX2SRGBTransferFunc: colour };
 }
 

@@ -131,7 +131,12 @@ describe('every room (7 sample rooms, cube-room, garage)', () => {
       const images = json.images as Array<{ bufferView: number; mimeType: string }>;
       const normalSources = new Set(
         (json.materials as Array<{ normalTexture?: { index: number } }>).flatMap((m) =>
-          m.normalTexture ? [(json.textures as Array<{ extensions: { KHR_texture_basisu: { source: number } } }>)[m.normalTexture.index]!.extensions.KHR_texture_basisu.source] : [],
+          m.normalTexture
+            ? [
+                (json.textures as Array<{ extensions: { KHR_texture_basisu: { source: number } } }>)[m.normalTexture.index]!.extensions
+                  .KHR_texture_basisu.source,
+              ]
+            : [],
         ),
       );
       for (const [i, image] of images.entries()) {
@@ -140,7 +145,9 @@ describe('every room (7 sample rooms, cube-room, garage)', () => {
         const header = new DataView(bin!.buffer, bin!.byteOffset + (view.byteOffset ?? 0), 80);
         // KTX2 header: vkFormat 0 (Basis), levelCount at 40, supercompressionScheme at 44 (1 BasisLZ = ETC1S, else UASTC).
         expect(header.getUint32(40, true), `room ${room.id} image ${i} mip levels`).toBeGreaterThan(1);
-        expect(header.getUint32(44, true) === 1 ? 'ETC1S' : 'UASTC', `room ${room.id} image ${i}`).toBe(normalSources.has(i) ? 'UASTC' : 'ETC1S');
+        expect(header.getUint32(44, true) === 1 ? 'ETC1S' : 'UASTC', `room ${room.id} image ${i}`).toBe(
+          normalSources.has(i) ? 'UASTC' : 'ETC1S',
+        );
       }
     }
   });
@@ -205,7 +212,12 @@ describe('every room (7 sample rooms, cube-room, garage)', () => {
     const io = new NodeIO().registerExtensions(ALL_EXTENSIONS).registerDependencies({ 'meshopt.decoder': decoder });
     for (const room of rooms.filter((r) => r.model_variants!.some((v) => v.name === 'ktx2'))) {
       const document = await io.readBinary(await bytesOf(variantOf(room, 'ktx2')));
-      const nodes = new Map(document.getRoot().listNodes().map((n) => [n.getName(), n]));
+      const nodes = new Map(
+        document
+          .getRoot()
+          .listNodes()
+          .map((n) => [n.getName(), n]),
+      );
       const slots = await slotsOf(room);
       expect(slots.length).toBeGreaterThan(0);
       for (const slot of slots) {
