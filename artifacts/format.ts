@@ -222,7 +222,7 @@ export const Artwork = z
 export type Artwork = z.infer<typeof Artwork>;
 
 /** The model variants a room is baked in (decisions, "Model variants"); `draco` is model_optimized itself. */
-const MODEL_VARIANT_NAMES = ['draco', 'meshopt', 'plain'] as const;
+const MODEL_VARIANT_NAMES = ['draco', 'meshopt', 'plain', 'ktx2'] as const;
 type ModelVariantName = (typeof MODEL_VARIANT_NAMES)[number];
 
 /** What a loader must support, and the longest texture side: read back from the written GLB. */
@@ -237,7 +237,8 @@ const RoomModelVariant = ModelVariantFacts.extend({
     .enum(MODEL_VARIANT_NAMES)
     .describe(
       'draco: model_optimized_url itself (KHR_draco_mesh_compression); meshopt: EXT_meshopt_compression + KHR_mesh_quantization; ' +
-        'plain: float32 geometry, no compression, textures at most 1024 px (loads with no decoder)',
+        'plain: float32 geometry, no compression, textures at most 1024 px (loads with no decoder); ' +
+        'ktx2: meshopt geometry, KHR_texture_basisu textures (ETC1S colour, UASTC normal maps, mipmapped; rooms with textures only)',
     ),
   url: z.string(),
   bytes: z.number().int().min(0).describe('bytes of the file (identity); /files sends it br/gzip-encoded when the client accepts it'),

@@ -14,9 +14,9 @@ export const OPTIMIZER_SETTINGS = {
    * vertex attributes not interleaved (bake/variants.ts PLAIN_VERTEX_LAYOUT). 8: textures whose alpha no
    * material reads encoded without it (bake/texture-alpha.ts). 9: generated placeholders in the original's
    * faint blue material, and slot data naming the optimized model (`model`, `source_model`, `models`).
-   * 10: walkable rooms (navmesh GLB, spawn, every slot's view).
+   * 10: walkable rooms (navmesh GLB, spawn, every slot's view). 11: the ktx2 variant (bake/variants.ts toKtx2).
    */
-  revision: 10,
+  revision: 11,
   /** Walkable rooms (decisions.md); the same numbers as artifacts/navmesh.ts NAVMESH_AGENT and the view rule. */
   navmesh: { radius: 0.25, height: 1.8, step: 0.3, slope: 40, cellSize: 0.1, cellHeight: 0.1, detailSampleDist: 1, viewGrid: 0.25 },
   textures: {
@@ -69,6 +69,8 @@ export const OPTIMIZER_SETTINGS = {
      * and 49.1 KB against 373 ms and 47.1 KB at sharp's default (method 4).
      */
     plain: { maxTextureSize: 1024, effort: 33 },
+    /** Basis Universal: ETC1S quality 1–255 for colour/data textures, UASTC level 0–3 for normal maps. */
+    ktx2: { etc1sQuality: 128, uastcQuality: 1 },
   },
   /**
    * Precompressed `.br` / `.gz` siblings of GLB and JSON files (artifacts/store.ts), written when
@@ -127,7 +129,7 @@ export const withLosslessNormals = (lossless: boolean, settings: OptimizerSettin
     : { ...settings, textures: { ...settings.textures, normalMapsLossless: lossless } };
 
 /** The libraries whose output the settings control, at the versions package.json pins. */
-const OUTPUT_LIBRARIES = ['@gltf-transform/core', '@gltf-transform/functions', 'sharp', 'draco3dgltf', 'meshoptimizer'];
+const OUTPUT_LIBRARIES = ['@gltf-transform/core', '@gltf-transform/functions', 'sharp', 'draco3dgltf', 'meshoptimizer', 'ktx2-encoder'];
 let pinned: Record<string, string> | null = null;
 function pinnedVersions(): Record<string, string> {
   if (!pinned) {

@@ -10,6 +10,7 @@
  */
 import { Document, GLB_BUFFER, ImageUtils, NodeIO, VertexLayout, type Texture } from '@gltf-transform/core';
 import { cloneDocument, compressTexture, dequantize, meshopt } from '@gltf-transform/functions';
+import { EXTTextureWebP, KHRTextureBasisu } from '@gltf-transform/extensions';
 import type { ModelVariantFacts } from '../artifacts/format.ts';
 import { sha256 } from '../artifacts/store.ts';
 import { ModelError, writeGlb } from './gltf-io.ts';
@@ -17,7 +18,7 @@ import { BAKE_LIMITS, type OptimizerSettings } from './settings.ts';
 import { alphaUnread, textureEncoder } from './texture-alpha.ts';
 
 export interface VariantGlb extends ModelVariantFacts {
-  name: 'meshopt' | 'plain';
+  name: 'meshopt' | 'plain' | 'ktx2';
   glb: Uint8Array;
   ms: number;
 }
@@ -118,6 +119,71 @@ async function toPlain(document: Document, settings: OptimizerSettings, early: P
   );
 }
 
+/** RGBA pixels for the Basis encoder (ktx2-encoder asks Node callers for a decoder): sharp, as elsewhere. */
+async function decodeRgba(image: Uint8Array): Promise<{ width: number; height: number; data: Uint8Array }> {
+  const { default: sharp } = await import('sharp');
+  const { data, info } = await sharp(image, { limitInputPixels: true }).ensureAlpha().raw().toBuffer({ resolveWithObject: true });
+  return { data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength), width: info.width, height: info.height };
+}
+
+/** The material slots a texture fills (glTF-Transform's graph edges from materials: 'normalTexture', …). */
+const textureSlots = (document: Document, texture: Texture) =>
+  new Set(
+    document
+      .getGraph()
+      .listParentEdges(texture)
+      .filter((edge) => edge.getParent() !== document.getRoot())
+      .map((edge) => edge.getName()),
+  );
+
+/** Slots whose texels are sRGB colour (the others hold data: normals, metal/rough, occlusion). */
+const COLOUR_SLOTS = ['baseColorTexture', 'emissiveTexture', 'diffuseTexture', 'specularGlossinessTexture', 'sheenColorTexture'];
+
+/** Basis settings per kind: UASTC for normal maps (ETC1S smears their directions), ETC1S otherwise; mipmaps always. */
+function basisOptions(slots: Set<string>, settings: OptimizerSettings) {
+  const { etc1sQuality, uastcQuality } = settings.variants.ktx2;
+  const colour = [...slots].some((s) => COLOUR_SLOTS.includes(s));
+  // enableDebug off: the encoder otherwise prints every slice to the worker's stdout.
+  const common = { generateMipmap: true, enableDebug: false, isKTX2File: true, imageDecoder: decodeRgba };
+  if (slots.has('normalTexture') && !colour)
+    return {
+      ...common,
+      isUASTC: true,
+      isNormalMap: true,
+      isPerceptual: false,
+      isSetKTX2SRGBTransferFunc: false,
+      uastcLDRQualityLevel: uastcQuality,
+      needSupercompression: true,
+    };
+  return { ...common, isUASTC: false, qualityLevel: etc1sQuality, isPerceptual: colour, isSetKTX2SRGBTransferFunc: colour };
+}
+
+/**
+ * The meshopt variant's geometry with every texture as KTX2 (KHR_texture_basisu), encoded with ktx2-encoder's
+ * wasm Basis Universal one texture at a time (its wasm heap is shared; one at a time keeps the peak bounded).
+ * A texture that cannot be encoded fails the variant with its name, never silently kept as WebP.
+ */
+async function toKtx2(document: Document, settings: OptimizerSettings): Promise<void> {
+  const { encodeToKTX2 } = await import('ktx2-encoder');
+  await toMeshopt(document, settings);
+  const textures = document.getRoot().listTextures();
+  for (const [i, texture] of textures.entries()) {
+    const image = texture.getImage();
+    if (!image || texture.getMimeType() === 'image/ktx2') continue;
+    const label = texture.getURI() || texture.getName() || `#${i}`;
+    if (!DECODABLE.includes(texture.getMimeType()))
+      throw new ModelError(`texture ${label} is ${texture.getMimeType()}, which cannot be encoded as KTX2`);
+    const options = basisOptions(textureSlots(document, texture), settings);
+    const encoded = await encodeToKTX2(image, options as Parameters<typeof encodeToKTX2>[1]).catch((err: unknown) => {
+      throw new ModelError(`texture ${label} could not be encoded as KTX2: ${err instanceof Error ? err.message : String(err)}`);
+    });
+    texture.setImage(encoded).setMimeType('image/ktx2');
+  }
+  document.createExtension(KHRTextureBasisu).setRequired(true);
+  // No WebP is left: its extension would otherwise stay required.
+  for (const ext of document.getRoot().listExtensionsUsed()) if (ext.extensionName === EXTTextureWebP.EXTENSION_NAME) ext.dispose();
+}
+
 /** Reads a GLB's JSON and binary chunk (glTF-Transform's own GLB parsing; no extension or codec needed). */
 const glbReader = new NodeIO();
 
@@ -193,9 +259,13 @@ export async function makeVariants(
   plainTextures: PlainTextures = new Map(),
 ): Promise<VariantGlb[]> {
   const forMeshopt = cloneDocument(prepared);
+  // A room without textures has nothing for KTX2 to change: no ktx2 variant (decisions, "KTX2 texture variant").
+  const forKtx2 = prepared.getRoot().listTextures().length ? cloneDocument(prepared) : null;
   // The plain variant's texture work runs on sharp's threads while meshopt encodes on this one.
-  return Promise.all([
+  const made = await Promise.all([
     variant('meshopt', forMeshopt, () => toMeshopt(forMeshopt, settings), finish),
     variant('plain', prepared, () => toPlain(prepared, settings, plainTextures), finish, PLAIN_VERTEX_LAYOUT),
   ]);
+  // After the others: the Basis encoder is single-threaded wasm on this thread, as meshopt's is.
+  return forKtx2 ? [...made, await variant('ktx2', forKtx2, () => toKtx2(forKtx2, settings), finish)] : made;
 }

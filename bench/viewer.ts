@@ -239,7 +239,7 @@ async function measureRoom(
   const variants: Model[] = VARIANTS.map((name) => {
     const found = (room.model_variants ?? []).find((v) => v.name === name);
     if (!found) throw new Error(`room ${roomId} has no ${name} variant`);
-    return found;
+    return { ...found, name };
   });
   // The source model (model_url) beside them, as the reference the optimized model was first measured against.
   variants.push({ name: 'source', file: room.model!, extensions_required: [] });

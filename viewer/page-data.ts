@@ -58,6 +58,8 @@ export interface Decoders {
   draco: Draco;
   /** three's MeshoptDecoder as an ES module (wasm inlined). */
   meshopt: string;
+  /** Basis Universal transcoder (three's KTX2Loader): its JS and wasm, for KHR_texture_basisu textures. */
+  basis: { js: string; wasm: string };
 }
 
 interface ModelPage {
@@ -76,9 +78,10 @@ export const VARIANT_PARAM_MAX = 40;
 /** Fastest first: meshopt decodes many times faster than Draco at a similar size on the wire; plain is large. */
 const VARIANT_PREFERENCE = ['meshopt', 'draco', 'plain'];
 /** Extensions whose decoder runs as WebAssembly. */
-const WASM_EXTENSIONS = ['KHR_draco_mesh_compression', 'EXT_meshopt_compression'];
+const WASM_EXTENSIONS = ['KHR_draco_mesh_compression', 'EXT_meshopt_compression', 'KHR_texture_basisu'];
 export const DRACO_EXTENSION = 'KHR_draco_mesh_compression';
 export const MESHOPT_EXTENSION = 'EXT_meshopt_compression';
+export const BASISU_EXTENSION = 'KHR_texture_basisu';
 
 /** The model a page shows for a room, and why it is not the one asked for (if so). */
 export interface ModelChoice {

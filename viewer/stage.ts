@@ -10,6 +10,7 @@ import {
   Color,
   DirectionalLight,
   HemisphereLight,
+  LoadingManager,
   type Mesh,
   type Object3D,
   PerspectiveCamera,
@@ -21,8 +22,20 @@ import {
 } from 'three';
 import { DRACOLoader } from 'three/examples/jsm/loaders/DRACOLoader.js';
 import { GLTFLoader } from 'three/examples/jsm/loaders/GLTFLoader.js';
+import { KTX2Loader } from 'three/examples/jsm/loaders/KTX2Loader.js';
 import { OrbitControls } from 'three/examples/jsm/controls/OrbitControls.js';
 import { type Decoders, DRACO_EXTENSION, MESHOPT_EXTENSION } from './page-data.ts';
+
+/**
+ * KTX2Loader fetches `<transcoder path>basis_transcoder.js` and `.wasm`; this server names them by content
+ * hash, so a loading manager of its own maps those two fixed names onto the hashed URLs (three's public
+ * URL modifier). The directory is a name only: nothing is served under it.
+ */
+const BASIS_DIR = '/view/assets/basis/';
+function basisManager(basis: Decoders['basis']): LoadingManager {
+  const urls: Record<string, string> = { [`${BASIS_DIR}basis_transcoder.js`]: basis.js, [`${BASIS_DIR}basis_transcoder.wasm`]: basis.wasm };
+  return new LoadingManager().setURLModifier((url) => urls[url] ?? url);
+}
 import { WalkControls } from './walk.ts';
 
 /** Free the GPU resources of a subtree leaving the scene (geometries, materials, their textures). */
@@ -91,6 +104,7 @@ export class Stage {
   private readonly listeners: Array<() => void> = [];
 
   private draco: DRACOLoader | null = null;
+  private ktx2: KTX2Loader | null = null;
   private readonly meshopt: LazyMeshoptDecoder;
 
   constructor(
@@ -150,8 +164,17 @@ export class Stage {
    */
   newLoader(): GLTFLoader {
     this.draco ??= this.makeDraco();
+    this.ktx2 ??= this.makeKtx2();
     // GLTFLoader calls only what LazyMeshoptDecoder has of the decoder's interface.
-    return new GLTFLoader().setDRACOLoader(this.draco).setMeshoptDecoder(this.meshopt as unknown as MeshoptDecoder);
+    return new GLTFLoader()
+      .setDRACOLoader(this.draco)
+      .setKTX2Loader(this.ktx2)
+      .setMeshoptDecoder(this.meshopt as unknown as MeshoptDecoder);
+  }
+
+  /** The Basis transcoder runs in one worker (fetched on the first KTX2 texture); formats from this renderer's GPU. */
+  private makeKtx2(): KTX2Loader {
+    return new KTX2Loader(basisManager(this.decoders.basis)).setTranscoderPath(BASIS_DIR).setWorkerLimit(1).detectSupport(this.renderer);
   }
 
   private makeDraco(): DRACOLoader {

@@ -115,6 +115,7 @@ export class ViewerAssets {
     const resolve = createRequire(join(ROOT, 'package.json')).resolve;
     const dracoDir = dirname(resolve('three/examples/jsm/libs/draco/gltf/draco_decoder.wasm'));
     const swaggerDir = dirname(resolve('swagger-ui-dist/package.json'));
+    const basisDir = dirname(resolve('three/examples/jsm/libs/basis/basis_transcoder.wasm'));
     const urls: PageAssets = {
       viewer: {
         js: ASSET_PREFIX + bundle.entries.viewer.js,
@@ -127,6 +128,10 @@ export class ViewerAssets {
           wasm: add('draco_decoder', join(dracoDir, 'draco_decoder.wasm')),
         },
         meshopt: add('meshopt_decoder', resolve('three/examples/jsm/libs/meshopt_decoder.module.js')),
+        basis: {
+          js: add('basis_transcoder', join(basisDir, 'basis_transcoder.js')),
+          wasm: add('basis_transcoder', join(basisDir, 'basis_transcoder.wasm')),
+        },
       },
       swagger: {
         js: add('swagger-ui-bundle', join(swaggerDir, 'swagger-ui-bundle.js')),

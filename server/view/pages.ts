@@ -4,11 +4,11 @@
  * the pages load only same-origin, content-hashed assets, under a strict CSP (no inline script).
  */
 import { escapeHtml as e } from '../../common/html.ts';
-import { chooseModel, DRACO_EXTENSION, MESHOPT_EXTENSION, type ViewData } from '../../viewer/page-data.ts';
+import { BASISU_EXTENSION, chooseModel, DRACO_EXTENSION, MESHOPT_EXTENSION, type ViewData } from '../../viewer/page-data.ts';
 import type { PageAssets } from './assets.ts';
 
 /**
- * CSP of the 3D pages: own scripts and the Draco decoder's wasm, its blob worker, nothing inline.
+ * CSP of the 3D pages: own scripts and the Draco decoder's and Basis transcoder's wasm, their blob workers, nothing inline.
  * The meshopt decoder instantiates its inlined wasm on the page's thread: 'wasm-unsafe-eval', no worker.
  * GLTFLoader reads a GLB's embedded images through `blob:` URLs of its own buffers: fetched
  * (ImageBitmapLoader: `connect-src blob:`; without it every textured model renders untextured), or
@@ -84,10 +84,15 @@ function preloads(assets: PageAssets, data: Extract<ViewData, { kind: 'room' | '
   // The model the page will pick (chooseModel, as the page does), and only the decoder it needs.
   const model = room ? chooseModel(room, data.variant) : null;
   const needs = (extension: string) => model?.extensionsRequired.includes(extension) ?? false;
-  const { draco, meshopt } = data.decoders;
+  const { draco, meshopt, basis } = data.decoders;
   const links = [`<link rel="modulepreload" href="${e(assets.viewer.js)}">`];
   if (needs(MESHOPT_EXTENSION)) links.push(`<link rel="modulepreload" href="${e(meshopt)}">`);
-  const fetches = [model?.url, room?.slotsUrl, ...(needs(DRACO_EXTENSION) ? [draco.js, draco.wasm] : [])];
+  const fetches = [
+    model?.url,
+    room?.slotsUrl,
+    ...(needs(DRACO_EXTENSION) ? [draco.js, draco.wasm] : []),
+    ...(needs(BASISU_EXTENSION) ? [basis.js, basis.wasm] : []),
+  ];
   for (const href of fetches) if (href) links.push(`<link rel="preload" href="${e(href)}" as="fetch" crossorigin>`);
   return links;
 }

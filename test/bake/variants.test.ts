@@ -18,6 +18,7 @@ import { MeshoptDecoder } from 'three/examples/jsm/libs/meshopt_decoder.module.j
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { filePath, type ManifestModelVariant, type ManifestRoom, RoomSlotData } from '../../artifacts/format.ts';
 import { readManifest } from '../../artifacts/store.ts';
+import { NodeIO } from '@gltf-transform/core';
 import { writeGlb } from '../../bake/gltf-io.ts';
 import { bakeRooms } from '../../bake/pipeline.ts';
 import { RoomBuilder } from '../../bake/sample/room-builder.ts';
@@ -104,14 +105,50 @@ function expectAnchors(scene: THREE.Group, slots: Awaited<ReturnType<typeof slot
 }
 
 describe('every room (7 sample rooms, cube-room, garage)', () => {
-  it('has the three variants, draco being model_optimized itself', () => {
+  it('has the variants, draco being model_optimized itself; ktx2 exactly where the room has textures', () => {
     expect(rooms).toHaveLength(9);
+    const textured = (room: ManifestRoom) => variantOf(room, 'draco').max_texture_size !== null;
     for (const room of rooms) {
       expect(
         room.model_variants!.map((v) => v.name),
         `room ${room.id}`,
-      ).toEqual(['draco', 'meshopt', 'plain']);
+      ).toEqual(['draco', 'meshopt', 'plain', ...(textured(room) ? ['ktx2'] : [])]);
       expect(variantOf(room, 'draco').file).toEqual(room.model_optimized);
+    }
+    // Both kinds are really here: the Brick Atelier (3) and cube-room (8) have textures, some sample room none.
+    expect(rooms.filter((r) => r.id === 3 || r.id === 8).every(textured)).toBe(true);
+    expect(rooms.some((r) => !textured(r))).toBe(true);
+  });
+
+  it('ktx2: every image KTX2 (KHR_texture_basisu, no WebP left), mipmapped, ETC1S colour and UASTC normals, size as draco', async () => {
+    for (const room of rooms.filter((r) => r.model_variants!.some((v) => v.name === 'ktx2'))) {
+      const ktx2 = variantOf(room, 'ktx2');
+      expect(ktx2.extensions_required, `room ${room.id}`).toContain('KHR_texture_basisu');
+      expect(ktx2.extensions_required, `room ${room.id}`).not.toContain('EXT_texture_webp');
+      expect(ktx2.max_texture_size, `room ${room.id}`).toBe(variantOf(room, 'draco').max_texture_size);
+      const { json, bin } = splitGlb(await bytesOf(ktx2));
+      const views = json.bufferViews as Array<{ byteOffset?: number; byteLength: number }>;
+      const images = json.images as Array<{ bufferView: number; mimeType: string }>;
+      const normalSources = new Set(
+        (json.materials as Array<{ normalTexture?: { index: number } }>).flatMap((m) =>
+          m.normalTexture
+            ? [
+                (json.textures as Array<{ extensions: { KHR_texture_basisu: { source: number } } }>)[m.normalTexture.index]!.extensions
+                  .KHR_texture_basisu.source,
+              ]
+            : [],
+        ),
+      );
+      for (const [i, image] of images.entries()) {
+        expect(image.mimeType, `room ${room.id} image ${i}`).toBe('image/ktx2');
+        const view = views[image.bufferView]!;
+        const header = new DataView(bin!.buffer, bin!.byteOffset + (view.byteOffset ?? 0), 80);
+        // KTX2 header: vkFormat 0 (Basis), levelCount at 40, supercompressionScheme at 44 (1 BasisLZ = ETC1S, else UASTC).
+        expect(header.getUint32(40, true), `room ${room.id} image ${i} mip levels`).toBeGreaterThan(1);
+        expect(header.getUint32(44, true) === 1 ? 'ETC1S' : 'UASTC', `room ${room.id} image ${i}`).toBe(
+          normalSources.has(i) ? 'UASTC' : 'ETC1S',
+        );
+      }
     }
   });
 
@@ -126,6 +163,7 @@ describe('every room (7 sample rooms, cube-room, garage)', () => {
           draco: ['KHR_draco_mesh_compression'],
           meshopt: ['EXT_meshopt_compression', 'KHR_mesh_quantization'],
           plain: [],
+          ktx2: ['EXT_meshopt_compression', 'KHR_mesh_quantization'],
         }[variant.name];
         expect(compression, `room ${room.id} ${variant.name}`).toEqual(expected);
       }
@@ -167,9 +205,36 @@ describe('every room (7 sample rooms, cube-room, garage)', () => {
     }
   });
 
+  it('ktx2: every anchor on its node (world transforms read with glTF-Transform and meshopt’s decoder)', async () => {
+    const { MeshoptDecoder: decoder } = await import('meshoptimizer');
+    await decoder.ready;
+    const { ALL_EXTENSIONS } = await import('@gltf-transform/extensions');
+    const io = new NodeIO().registerExtensions(ALL_EXTENSIONS).registerDependencies({ 'meshopt.decoder': decoder });
+    for (const room of rooms.filter((r) => r.model_variants!.some((v) => v.name === 'ktx2'))) {
+      const document = await io.readBinary(await bytesOf(variantOf(room, 'ktx2')));
+      const nodes = new Map(
+        document
+          .getRoot()
+          .listNodes()
+          .map((n) => [n.getName(), n]),
+      );
+      const slots = await slotsOf(room);
+      expect(slots.length).toBeGreaterThan(0);
+      for (const slot of slots) {
+        const node = nodes.get(slot.id);
+        expect(node, `room ${room.id} ${slot.id}`).toBeDefined();
+        const [position, rotation, scale] = [new THREE.Vector3(), new THREE.Quaternion(), new THREE.Vector3()];
+        new THREE.Matrix4().fromArray(node!.getWorldMatrix()).decompose(position, rotation, scale);
+        expect(position.distanceTo(new THREE.Vector3(...slot.position)), `${room.id} ${slot.id} (m)`).toBeLessThan(0.001);
+        expect((rotation.angleTo(new THREE.Quaternion(...slot.quaternion)) * 180) / Math.PI, `${room.id} ${slot.id} (°)`).toBeLessThan(0.1);
+      }
+    }
+  });
+
   it('cube-room: its RGBA light map (material OPAQUE: alpha never read) has no alpha channel in any variant', async () => {
     const cube = rooms.find((r) => r.id === 8)!;
-    for (const variant of cube.model_variants!) {
+    // (ktx2 has no WebP: its Basis textures are RGB or RGBA by what the encoder was given.)
+    for (const variant of cube.model_variants!.filter((v) => v.name !== 'ktx2')) {
       const { json, bin } = splitGlb(await bytesOf(variant));
       const views = json.bufferViews as Array<{ byteOffset?: number; byteLength: number }>;
       const images = (json.images as Array<{ bufferView: number; mimeType: string }>).filter((i) => i.mimeType === 'image/webp');
@@ -198,6 +263,7 @@ describe('with the rest of the bake', () => {
     await bakeRooms({ contentDir: content, dataDir: again, concurrency: 2, only: [3, 8] });
     const second = (await readManifest(again))!.rooms;
     for (const id of [3, 8]) {
+      // Room 8 (cube-room) has textures: its ktx2 variant is among these.
       const names = (list: ManifestRoom[]) => list.find((r) => r.id === id)!.model_variants!.map((v) => v.file.sha256);
       expect(names(second), `room ${id}`).toEqual(names(rooms));
     }

@@ -1,10 +1,11 @@
 /**
  * The viewer's model variants in real Chromium (issue 36, decisions.md "Model variants"), over a real
  * bake of the sample content and the real cube-room (../shared/assets/rooms) served by the server:
- *  - each `?variant=` (draco, meshopt, plain) of a sample room and of cube-room loads and renders:
+ *  - each `?variant=` (draco, meshopt, plain; ktx2 for cube-room, which has textures) loads and renders:
  *    every slot's frame is on screen where its record says, the model's own Slot_/Auto_ nodes sit on
  *    their anchors in three's scene (1 mm, 0.1°, world scale 1), the picture matches the Draco one;
- *    only the decoder the variant needs is requested (plain: none); no console error;
+ *    only the decoder the variant needs is requested (plain: none; ktx2: meshopt's and the Basis
+ *    transcoder), ktx2's textures are compressed GPU textures with mipmaps; no console error;
  *  - no `?variant=` picks meshopt; an unknown name says so and shows meshopt; a room baked before
  *    variants shows its Draco model.
  */
@@ -25,6 +26,20 @@ const CUBE_ROOM_ID = 8;
 /** Room 2 is published as a manifest written before variants existed (no model_variants). */
 const OLD_BAKE_ROOM_ID = 2;
 const VARIANTS = ['draco', 'meshopt', 'plain'] as const;
+/** cube-room has textures: it has a ktx2 variant too (room 1 has none: no ktx2). */
+const VARIANTS_OF: Record<number, readonly string[]> = { 1: VARIANTS, [CUBE_ROOM_ID]: [...VARIANTS, 'ktx2'] };
+
+/** Every texture of the model on stage: compressed (a GPU format three uploads as is) or not. */
+const TEXTURES = `(() => {
+  const found = [];
+  window.museumViewer.stage.model.traverse((o) => {
+    for (const m of [o.material].flat()) {
+      if (!m) continue;
+      for (const v of Object.values(m)) if (v && v.isTexture) found.push({ compressed: !!v.isCompressedTexture, format: v.format, mips: v.mipmaps ? v.mipmaps.length : 0 });
+    }
+  });
+  return found;
+})()`;
 
 interface Shown {
   error: string | null;
@@ -115,10 +130,11 @@ describe.skipIf(!HAS_CHROMIUM)('model variants in the viewer', () => {
   const decoderRequests = (requests: string[]) => ({
     draco: requests.filter((p) => /\/draco_(wasm_wrapper|decoder)-/.test(p)).length,
     meshopt: requests.filter((p) => /\/meshopt_decoder-/.test(p)).length,
+    basis: requests.filter((p) => /\/basis_transcoder-/.test(p)).length,
   });
 
   for (const roomId of [1, CUBE_ROOM_ID]) {
-    it.each(VARIANTS)(
+    it.each(VARIANTS_OF[roomId]!)(
       `room ${roomId}, ?variant=%s: loads with only its decoder, frames and anchors where the records say`,
       async (variant) => {
         const { page, errors, failed, requests, shown } = await open(`/view/rooms/${roomId}?variant=${variant}`);
@@ -131,8 +147,19 @@ describe.skipIf(!HAS_CHROMIUM)('model variants in the viewer', () => {
         expect(shown.model?.name).toBe(variant);
         expect(shown.model?.url).toBe(`/files/${baked.file.sha256}.glb`);
         expect(requests).toContain(shown.model?.url);
-        expect(shown.panel).toMatch(new RegExp(`^Showing ${variant} \\(\\d+ KB\\)\\. Show: draco · meshopt · plain$`));
-        expect(decoderRequests(requests)).toEqual({ draco: variant === 'draco' ? 2 : 0, meshopt: variant === 'meshopt' ? 1 : 0 });
+        expect(shown.panel).toMatch(new RegExp(`^Showing ${variant} \\(\\d+ KB\\)\\. Show: ${VARIANTS_OF[roomId]!.join(' · ')}$`));
+        expect(decoderRequests(requests)).toEqual({
+          draco: variant === 'draco' ? 2 : 0,
+          meshopt: variant === 'meshopt' || variant === 'ktx2' ? 1 : 0,
+          basis: variant === 'ktx2' ? 2 : 0,
+        });
+        // ktx2: every texture transcoded to a compressed GPU format with its mipmaps; the others upload images.
+        const textures = (await page.evaluate(TEXTURES)) as Array<{ compressed: boolean; format: number; mips: number }>;
+        if (roomId === CUBE_ROOM_ID) expect(textures.length).toBeGreaterThan(0);
+        for (const t of textures) expect(t.compressed, variant).toBe(variant === 'ktx2');
+        // Transcoded to a GPU block format, not KTX2Loader's uncompressed RGBA fallback (THREE.RGBAFormat, 1023).
+        if (variant === 'ktx2') for (const t of textures) expect(t.format, 'GPU format').not.toBe(1023);
+        if (variant === 'ktx2') for (const t of textures) expect(t.mips).toBeGreaterThan(1);
 
         // Every slot's frame is what is on screen at its projected centre (the page's pick pass).
         expect(shown.slots).toBe(slotData.data.slots.length);
@@ -184,7 +211,7 @@ describe.skipIf(!HAS_CHROMIUM)('model variants in the viewer', () => {
     expect(shown.model?.name).toBe('meshopt');
     expect(shown.warning).toBe('');
     expect(shown.slots).toBe(8);
-    expect(decoderRequests(requests)).toEqual({ draco: 0, meshopt: 1 });
+    expect(decoderRequests(requests)).toEqual({ draco: 0, meshopt: 1, basis: 0 });
     expect(errors).toEqual([]);
     expect(failed).toEqual([]);
     await page.close();
@@ -222,7 +249,7 @@ describe.skipIf(!HAS_CHROMIUM)('model variants in the viewer', () => {
       expect(shown.warning, query).toBe(warning);
       expect(shown.panel, query).toBe('Showing draco (baked before variants).');
       expect(shown.slots, query).toBeGreaterThan(0);
-      expect(decoderRequests(requests), query).toEqual({ draco: 2, meshopt: 0 });
+      expect(decoderRequests(requests), query).toEqual({ draco: 2, meshopt: 0, basis: 0 });
       expect(errors, query).toEqual([]);
       expect(failed, query).toEqual([]);
       await page.close();
@@ -249,7 +276,7 @@ describe.skipIf(!HAS_CHROMIUM)('model variants in the viewer', () => {
     await page.click('#next');
     await pageUntil(page, 'window.museumViewer.ready && window.museumViewer.placement === 1');
     expect(((await page.evaluate(SHOWN)) as Shown).model?.name).toBe('plain');
-    expect(decoderRequests(requests)).toEqual({ draco: 0, meshopt: 0 });
+    expect(decoderRequests(requests)).toEqual({ draco: 0, meshopt: 0, basis: 0 });
     expect(errors).toEqual([]);
     await page.close();
   });

@@ -89,6 +89,7 @@ describe('the room page preloads the chosen model and only its decoder', () => {
     decoders: {
       draco: { js: '/view/assets/draco_wasm_wrapper-1.js', wasm: '/view/assets/draco_decoder-2.wasm' },
       meshopt: '/view/assets/meshopt_decoder-3.js',
+      basis: { js: '/view/assets/basis_transcoder-6.js', wasm: '/view/assets/basis_transcoder-7.wasm' },
     },
     swagger: { js: '/view/assets/swagger-4.js', css: '/view/assets/swagger-5.css' },
   };

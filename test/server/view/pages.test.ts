@@ -12,6 +12,7 @@ const assets: PageAssets = {
   decoders: {
     draco: { js: '/view/assets/draco_wasm_wrapper-1.js', wasm: '/view/assets/draco_decoder-2.wasm' },
     meshopt: '/view/assets/meshopt_decoder-5.js',
+    basis: { js: '/view/assets/basis_transcoder-6.js', wasm: '/view/assets/basis_transcoder-7.wasm' },
   },
   swagger: { js: '/view/assets/swagger-ui-bundle-3.js', css: '/view/assets/swagger-ui-4.css' },
 };
