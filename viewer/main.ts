@@ -28,6 +28,9 @@ function el(tag: string, text?: string, cls?: string): HTMLElement {
 export interface TourStop {
   placement: number;
   slot: string;
+  /** Where the stop is seen from (the slot's view). */
+  view: Vec3;
+  /** Where the visitor stood on arriving. */
   visitor: Vec3;
 }
 
@@ -351,7 +354,7 @@ async function runExhibition(viewer: Viewer, data: Extract<ViewData, { kind: 'ex
       await go(i);
       for (const stop of viewer.hang.hung) {
         if (!(await viewer.walkToSlot(stop.slot))) throw new Error('the tour was interrupted');
-        stops.push({ placement: i, slot: stop.slot, visitor: viewer.visitor()! });
+        stops.push({ placement: i, slot: stop.slot, view: viewer.viewOf(stop.slot)!, visitor: viewer.visitor()! });
       }
     }
     return stops;

@@ -111,6 +111,7 @@ export class Stage {
     this.orbit = new OrbitControls(this.camera, this.renderer.domElement);
     this.orbit.addEventListener('change', () => this.requestRender());
     this.walk = new WalkControls(this.camera, this.renderer.domElement, () => this.requestRender(), walkOptions);
+    this.walk.floorAt = (x, z) => this.floorAt(x, z);
     new ResizeObserver(() => this.resize()).observe(this.canvasHost);
     this.resize();
   }

@@ -39,6 +39,10 @@ export class WalkControls {
   private drag: { x: number; y: number } | null = null;
   private route: Route | null = null;
   private readonly options: WalkOptions;
+  /** How far the navmesh lies above the model's floor (recast lays it about a cell height up). */
+  private lift = 0;
+  /** The model's floor height under a point (the stage's ray cast), to measure `lift`. */
+  floorAt: ((x: number, z: number) => number) | null = null;
 
   constructor(
     private readonly camera: PerspectiveCamera,
@@ -95,7 +99,9 @@ export class WalkControls {
   placeFeet(p: Vector3): void {
     const on = this.navigation?.closestPoint([p.x, p.y, p.z]);
     this.feet.set(...(on ?? ([p.x, p.y, p.z] as Vec3)));
-    this.camera.position.set(this.feet.x, this.feet.y + EYE_HEIGHT, this.feet.z);
+    const floor = on && this.floorAt ? this.floorAt(this.feet.x, this.feet.z) : this.feet.y;
+    this.lift = Math.max(0, Math.min(0.2, this.feet.y - floor));
+    this.setEye();
   }
 
   /** Turn (about the vertical) to look at `point` from the eye. */
@@ -185,6 +191,11 @@ export class WalkControls {
     const nav = this.navigation;
     if (nav) this.feet.set(...nav.moveAlong([this.feet.x, this.feet.y, this.feet.z], [target.x, target.y, target.z]));
     else this.feet.copy(target);
-    this.camera.position.set(this.feet.x, this.feet.y + EYE_HEIGHT, this.feet.z);
+    this.setEye();
+  }
+
+  /** The eye EYE_HEIGHT above the floor under the feet. */
+  private setEye(): void {
+    this.camera.position.set(this.feet.x, this.feet.y - this.lift + EYE_HEIGHT, this.feet.z);
   }
 }
