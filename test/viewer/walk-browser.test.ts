@@ -126,6 +126,37 @@ describe.skipIf(!HAS_CHROMIUM)('walk mode in Chromium', () => {
     await page.close();
   });
 
+  it('in walk mode a click on a frame walks along the navmesh to its view and faces it', async () => {
+    const { page, errors, failed } = await watchedPage(browser);
+    await page.goto(`${server.url}/view/rooms/1?walk_speed=10`);
+    await pageUntil(page, 'window.museumViewer && window.museumViewer.ready');
+    await page.check('#walk');
+    await pageUntil(page, 'window.museumViewer.visitor()');
+    // Face slot 3's frame, then click its projected centre.
+    const at = (await page.evaluate(`(() => {
+      const v = window.museumViewer; const f = v.room.frames.frames[2].slot;
+      v.faceToward(f.position); v.stage.renderNow();
+      const p = new v.stage.camera.position.constructor(...f.position).project(v.stage.camera); const r = v.canvasRect();
+      return { id: f.id, x: r.left + ((p.x + 1) / 2) * r.width, y: r.top + ((1 - p.y) / 2) * r.height };
+    })()`)) as { id: string; x: number; y: number };
+    await page.mouse.click(at.x, at.y);
+    const view = (await page.evaluate(`window.museumViewer.viewOf(${JSON.stringify(at.id)})`)) as Vec3;
+    const end = await pageUntil<Vec3>(
+      page,
+      `(() => { const v = window.museumViewer.visitor(); return Math.hypot(v[0] - ${view[0]}, v[2] - ${view[2]}) < 0.1 && v; })()`,
+      15_000,
+    );
+    expect(horizontal(end, view)).toBeLessThan(0.1);
+    // Facing the artwork: it is at the middle of the view.
+    const centre = (await page.evaluate(`(() => {
+      const v = window.museumViewer; const r = v.canvasRect(); return v.pickAt(r.width / 2, r.height / 2);
+    })()`)) as string | null;
+    expect(centre).toBe(at.id);
+    expect(errors).toEqual([]);
+    expect(failed).toEqual([]);
+    await page.close();
+  });
+
   it('the tour of an exhibition walks to every hung artwork and ends at the last one', async () => {
     const { page, errors, failed } = await watchedPage(browser);
     await page.goto(`${server.url}/view/exhibitions/${encodeURIComponent(exhibitionId)}?walk_speed=20`);
