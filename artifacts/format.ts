@@ -83,6 +83,18 @@ export const RoomSlot = z
       .optional()
       .describe('open distance in metres measured by the probes in front of / behind the frame'),
     evidence: z.string().optional().describe('which evidence decided the facing'),
+    view: z
+      .object({
+        position: Vec3.describe(`where a visitor stands (feet, on the navmesh, reachable from the room's spawn), in ${FRAME}`),
+        distance: z.number().describe('horizontal metres from position to the frame centre'),
+      })
+      .nullable()
+      .optional()
+      .describe(
+        'where to stand to see the artwork: clamp(1.5 × max(width, height), 1.2, 6) m in front along facing, else the nearest ' +
+          'navmesh point with a clear line of sight from 1.6 m above it and ≥ 0.8 m away; null when none within 8 m ' +
+          '(or the room has no navmesh); absent in slot data baked before walkable rooms',
+      ),
   })
   .meta({ id: 'RoomSlot' });
 export type RoomSlot = z.infer<typeof RoomSlot>;
@@ -252,6 +264,14 @@ export const Room = z
         'the optimized model (Draco, WebP textures) carrying every anchor as its Slot_NNN / Auto_NNN node; the file clients load by default',
       ),
     slot_data_url: z.string().nullable().describe('the baked anchors (RoomSlotData), public'),
+    navmesh_url: z
+      .string()
+      .nullable()
+      .describe(
+        'the walkable floor: a GLB whose node NavMesh holds one float32 triangle mesh, in the room frame, reachable from spawn; ' +
+          'null until baked or when nothing is walkable (the bake warnings say why)',
+      ),
+    spawn: Vec3.nullable().describe('[x, y, z] on the navmesh where a visitor enters (an authored Spawn / Entrance node, else the largest indoor region); null without a navmesh'),
     model_variants: z
       .array(RoomModelVariant)
       .describe('the optimized model in each variant a client can pick from (every one carries the same Slot_/Auto_ anchor nodes)')
@@ -349,6 +369,9 @@ export const ManifestRoom = z.object({
   thumbnail: FileRef.nullable(),
   slot_data: FileRef.nullable().describe('RoomSlotData JSON'),
   slot_summary: SlotSummary.nullable(),
+  /** The walkable floor (navmesh GLB) and the spawn; manifests written before walkable rooms have none. */
+  navmesh: FileRef.nullable().optional(),
+  spawn: Vec3.nullable().optional(),
   /** Every model variant, draco (= model_optimized) first; manifests written before variants existed have none. */
   model_variants: z.array(ManifestModelVariant).optional(),
   /** What the bake needs to decide whether the room must be rebuilt (decisions: incremental rule). */
@@ -400,6 +423,7 @@ export const manifestFileRefs = (manifest: Manifest): FileRef[] =>
       r.image,
       r.thumbnail,
       r.slot_data,
+      r.navmesh ?? null,
       ...(r.model_variants ?? []).map((v) => v.file),
     ]),
     manifest.report ?? null,

@@ -458,6 +458,8 @@ function assembleManifest(
         thumbnail: result.thumbnail,
         slot_data: result.slot_data,
         slot_summary: result.slot_summary,
+        navmesh: result.navmesh,
+        spawn: result.spawn,
         bake: { key: plan.key!, baked_at: bakedAt, warnings: result.warnings },
       });
     } else if (plan.action === 'keep') {

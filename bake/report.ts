@@ -52,7 +52,35 @@ const PAD = 28;
  * The plan picture as SVG: world X to the right, world Z downwards (−Z, "north", is up), all
  * slots drawn over the geometry with their index. A 1 m scale bar sits bottom left.
  */
-export function planSvg(plan: RoomPlan, slots: RoomSlot[]): string {
+/** What the plan picture shows of the walkable floor: its triangles (flat xyz + indices) and the spawn. */
+export interface PlanWalk {
+  positions: ArrayLike<number>;
+  indices: ArrayLike<number>;
+  spawn: [number, number, number] | null;
+}
+
+/** Floor triangles in pale green, each view as a dot joined to its frame, the spawn as a ring. */
+function walkSvg(walk: PlanWalk, slots: RoomSlot[], X: (x: number) => string, Z: (z: number) => string): string[] {
+  const out: string[] = ['<g fill="#d6f5dd" stroke="#b4e4bf" stroke-width="0.4">'];
+  const p = walk.positions;
+  const t = walk.indices;
+  for (let i = 0; i + 2 < t.length; i += 3) {
+    const pts = [t[i]!, t[i + 1]!, t[i + 2]!].map((v) => `${X(p[v * 3]!)},${Z(p[v * 3 + 2]!)}`);
+    out.push(`<polygon points="${pts.join(' ')}"/>`);
+  }
+  out.push('</g><g stroke="#1a7f37" fill="#1a7f37" stroke-width="1">');
+  for (const slot of slots) {
+    if (!slot.view) continue;
+    const [vx, , vz] = slot.view.position;
+    out.push(`<line x1="${X(vx)}" y1="${Z(vz)}" x2="${X(slot.position[0])}" y2="${Z(slot.position[2])}" stroke-dasharray="3 3"/>`);
+    out.push(`<circle cx="${X(vx)}" cy="${Z(vz)}" r="3"/>`);
+  }
+  if (walk.spawn) out.push(`<circle cx="${X(walk.spawn[0])}" cy="${Z(walk.spawn[2])}" r="7" fill="none" stroke-width="3"/>`);
+  out.push('</g>');
+  return out;
+}
+
+export function planSvg(plan: RoomPlan, slots: RoomSlot[], walk: PlanWalk | null = null): string {
   const xs = [plan.min[0], plan.max[0], ...slots.map((s) => s.position[0])];
   const zs = [plan.min[1], plan.max[1], ...slots.map((s) => s.position[2])];
   const minX = Math.min(...xs);
@@ -67,8 +95,9 @@ export function planSvg(plan: RoomPlan, slots: RoomSlot[]): string {
   const out: string[] = [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">`,
     `<rect width="100%" height="100%" fill="#ffffff"/>`,
-    `<g stroke="#8c959f" stroke-width="0.8" stroke-linecap="round" fill="none">`,
   ];
+  if (walk) out.push(...walkSvg(walk, slots, X, Z));
+  out.push(`<g stroke="#8c959f" stroke-width="0.8" stroke-linecap="round" fill="none">`);
   const s = plan.segments;
   for (let i = 0; i + 3 < s.length; i += 4)
     out.push(`<line x1="${X(s[i]!)}" y1="${Z(s[i + 1]!)}" x2="${X(s[i + 2]!)}" y2="${Z(s[i + 3]!)}"/>`);
@@ -130,9 +159,9 @@ export function planSvg(plan: RoomPlan, slots: RoomSlot[]): string {
 }
 
 /** The plan picture rendered to PNG. */
-export async function renderPlanPng(plan: RoomPlan, slots: RoomSlot[]): Promise<Buffer> {
+export async function renderPlanPng(plan: RoomPlan, slots: RoomSlot[], walk: PlanWalk | null = null): Promise<Buffer> {
   // zlib level 6: a few % larger than 9 at a third to a half of the CPU, for a QA picture.
-  return sharp(Buffer.from(planSvg(plan, slots)))
+  return sharp(Buffer.from(planSvg(plan, slots, walk)))
     .png({ compressionLevel: 6 })
     .toBuffer();
 }

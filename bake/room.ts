@@ -19,6 +19,7 @@ import {
   type SlotSummary,
 } from '../artifacts/format.ts';
 import { putContentFile } from '../artifacts/store.ts';
+import { bakeRoomNavigation } from './navigation/index.ts';
 import { renderPlanPng } from './report.ts';
 import {
   assertTextureSizes,
@@ -70,6 +71,9 @@ export interface RoomBakeResult {
   thumbnail: FileRef | null;
   slot_data: FileRef;
   slot_summary: SlotSummary;
+  /** The walkable floor and where a visitor enters (null when none could be built: see warnings). */
+  navmesh: FileRef | null;
+  spawn: [number, number, number] | null;
   /** What this bake did to the previously published anchors. */
   slotChanges: SlotChanges;
   /** The slot data as written (for the QA report). */
@@ -169,10 +173,7 @@ function placeAnchors(job: RoomJob, source: SourceModel) {
   };
   // Checked before anything else is built from the anchors (plan picture, embedded nodes).
   checkedJson(SlotAnchors, anchors);
-  const planPicture = slots.plan
-    ? started(renderPlanPng(slots.plan, slots.slots).then((png) => putContentFile(job.dataDir, png, 'png')))
-    : null;
-  return { slots, anchors, planPicture };
+  return { slots, anchors };
 }
 
 /**
@@ -251,7 +252,15 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
   onStep('reading the model');
   const { source, model, plainTextures, textures } = await readModel(job, settings);
   onStep('placing the slot anchors');
-  const { slots, anchors, planPicture } = placeAnchors(job, source);
+  const { slots, anchors } = placeAnchors(job, source);
+  onStep('finding the walkable floor');
+  const walk = await bakeRoomNavigation(source.document, anchors.slots, job.dataDir);
+  anchors.slots = walk.slots;
+  const planWalk = walk.floor && { ...walk.floor, spawn: walk.spawn };
+  const planPicture =
+    slots.plan && job.planPicture !== false
+      ? started(renderPlanPng(slots.plan, anchors.slots, planWalk).then((png) => putContentFile(job.dataDir, png, 'png')))
+      : null;
   onStep('compressing the textures');
   await textures;
   const plainTexturesKeyed = plainTextures?.keyed();
@@ -279,10 +288,12 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     thumbnail: images?.thumbnail ?? null,
     slot_data: slotFile,
     slot_summary: summarizeSlots(slotData),
+    navmesh: walk.navmesh,
+    spawn: walk.spawn,
     slotChanges: compareSlots(job.previousSlots?.slots ?? null, slotData.slots),
     slotData,
     engine: { kind: slots.kind, kindEvidence: slots.kindEvidence, planPicture: planRef },
-    warnings: roomWarnings(slots, optimized.warnings),
+    warnings: [...roomWarnings(slots, optimized.warnings), ...walk.warnings],
     optimizerWarnings: optimized.warnings,
     optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },
     variantsMs: Object.fromEntries(variants.map((v) => [v.name, v.ms])),

@@ -14,8 +14,11 @@ export const OPTIMIZER_SETTINGS = {
    * vertex attributes not interleaved (bake/variants.ts PLAIN_VERTEX_LAYOUT). 8: textures whose alpha no
    * material reads encoded without it (bake/texture-alpha.ts). 9: generated placeholders in the original's
    * faint blue material, and slot data naming the optimized model (`model`, `source_model`, `models`).
+   * 10: walkable rooms (navmesh GLB, spawn, every slot's view).
    */
-  revision: 9,
+  revision: 10,
+  /** Walkable rooms (decisions.md); the same numbers as artifacts/navmesh.ts NAVMESH_AGENT and the view rule. */
+  navmesh: { radius: 0.25, height: 1.8, step: 0.3, slope: 40, cellSize: 0.1, cellHeight: 0.1, detailSampleDist: 1, viewGrid: 0.25 },
   textures: {
     format: 'webp' as const,
     /** Longest side after resizing, in pixels. */

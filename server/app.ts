@@ -12,19 +12,19 @@
  * the log is flushed last.
  */
 import { createServer, type RequestListener, type Server } from 'node:http';
-import { type AddressInfo, Server as NetServer } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { flushLog, serverLog } from './log.ts';
-import { guardConnections, serverOptions } from './middleware/connections.ts';
+import { guardConnections, refusedBeforeRouting, serverOptions } from './middleware/connections.ts';
+import { museumApp } from './koa-app.ts';
 import { clientErrorResponder } from './middleware/errors.ts';
 import type { RateLimitStore } from './middleware/rate-limit.ts';
 import { Operations, operationRoutes } from './operations.ts';
 import { RouteTable } from './route-table.ts';
 import { ROUTE_MODULES } from './routes/index.ts';
 import { type BuiltServices, buildServices } from './services.ts';
-import { requestHandler, stages } from './stages.ts';
 import type { MuseumContext, Services } from './types.ts';
 
 export interface MuseumServer {
@@ -74,7 +74,11 @@ async function serveWith(config: Config, services: BuiltServices, log: Logger): 
   for (const register of ROUTE_MODULES) register(table, services);
   operationRoutes(table, operations, config.metricsPort === undefined ? config.metricsToken : undefined);
 
-  const handler = requestHandler(stages({ table, log, trustProxy: config.trustProxy, operations }), log);
+  const koa = museumApp({ table, log, trustProxy: config.trustProxy, operations }).callback();
+  // Only what must be refused before Koa sees a request (over the per-IP cap, no Host) comes first.
+  const handler: RequestListener = (req, res) => {
+    if (!refusedBeforeRouting(req, res)) void koa(req, res);
+  };
   const { server, lastConnectionAt } = nodeServer(config, operations, handler, log);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -166,10 +170,9 @@ async function shutDownGracefully(running: Running, drainDelayMs: number, graceM
   // Closing a listener resets connections still in its accept queue: wait (bounded) until
   // new connections stop arriving, as they do once the load balancer has seen /readyz fail.
   while (Date.now() - lastConnectionAt() < 100 && Date.now() - started < graceMs / 2) await sleep(25);
-  // Stop listening without http.Server#close's closing of idle connections: one accepted a
-  // moment ago may be idle only because its request has not arrived yet, and cutting it
-  // would reset that request. Every response now says Connection: close instead.
-  const closed = new Promise<void>((resolve) => NetServer.prototype.close.call(server, () => resolve()));
+  // Stop listening (public http.Server#close, which also closes the connections idle right now;
+  // busy ones answer with Connection: close and end after their answer).
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   // Streams opened during the delay end too.
   await endStreams();
   await sleep(Math.min(250, drainDelayMs));

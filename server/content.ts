@@ -90,6 +90,8 @@ async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: str
       model_url: url(room.model),
       model_optimized_url: url(room.model_optimized),
       slot_data_url: room.slot_data ? `${publicUrl}/v1/rooms/${room.id}/slots` : null,
+      navmesh_url: url(room.navmesh ?? null),
+      spawn: room.spawn ?? null,
       model_variants: (room.model_variants ?? []).map(({ name, file, extensions_required, max_texture_size }) => ({
         name,
         url: fileUrl(publicUrl, file),
@@ -131,7 +133,7 @@ export class ContentStore {
   private closed = false;
 
   private constructor(
-    private readonly dataDir: string,
+    readonly dataDir: string,
     private readonly publicUrl: string,
     private readonly log: Logger,
     initial: ContentSnapshot,

@@ -4,17 +4,17 @@
  * zod schemas of its input, its response kind, and its handler. From the declarations the table
  * builds the two routing stages of the request path (server/stages.ts has the whole order):
  *
- *  - `match`: finds the declarations of the request's path (a Map for static paths, then the
- *    patterns of the path's first segments), sets `ctx.state.match` and the path's declared headers —
- *    on every answer of that path, errors and preflights included (an unmatched path: its area's);
- *  - `dispatch`: 404 for no path, 405 for a method the path lacks, else the route's own stages,
- *    composed once at registration: auth + key limit or IP limit → body → validation → handler.
+ *  - `match`: finds the declarations of the request's path (@koa/router's `match`), sets
+ *    `ctx.state.match` and the path's declared headers — on every answer of that path, errors and
+ *    preflights included (an unmatched path: its area's);
+ *  - `routes`: @koa/router's routes, each declaration's own middleware (auth + key limit or IP limit
+ *    → body → validation → handler), then 404 for no path, 405 (with `Allow`) for a method the path lacks.
  *
  * The OpenAPI document and the index are generated from the same declarations (server/openapi.ts).
- * Paths match as @koa/router matched them: case-insensitively, a trailing slash allowed, parameters
- * percent-decoded.
+ * Paths match case-insensitively, a trailing slash allowed, parameters percent-decoded (@koa/router).
  */
 import { parse as parseQueryString } from 'node:querystring';
+import { Router } from '@koa/router';
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { HttpError } from './errors.ts';
@@ -24,8 +24,8 @@ import { depthOf, jsonBody } from './middleware/json-body.ts';
 import { ipRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
 import { buildOpenApi, type OpenApiInfo } from './openapi.ts';
 import type { KeyStore } from './state/keys.ts';
-import type { Exchange } from './exchange.ts';
-import type { Headers, RawAnswer, RouteContext, RouteStage, Services, Stage } from './types.ts';
+import { answerWith } from './answer.ts';
+import type { Headers, MuseumMiddleware, MuseumState, RawAnswer, RouteContext, RouteStage, Services } from './types.ts';
 import { invalidInput } from './validation.ts';
 
 /** A route group: its declarations and handlers, given the server's services. */
@@ -114,10 +114,9 @@ class ParsedInputs {
   }
 }
 
-/** A declaration with its own stages (the handler last). */
+/** A declaration, as @koa/router runs it. */
 interface CompiledRoute {
   readonly def: AnyRouteDef;
-  readonly stages: readonly RouteStage[];
 }
 
 /** The declarations of one path (by method), and its headers. */
@@ -128,8 +127,6 @@ interface PathEntry {
   /** `Allow` for a method the path lacks, and what a preflight advertises. */
   allow: string;
   headers: Headers | undefined;
-  /** Null for a static path. */
-  pattern: { regex: RegExp; names: string[] } | null;
 }
 
 /** A request's path matched to its declarations, and its percent-decoded parameters. */
@@ -172,42 +169,11 @@ export const idParam = (max = Number.MAX_SAFE_INTEGER) =>
 const NOT_FOUND = new HttpError(404, 'NOT_FOUND', 'Not found');
 const METHOD_NOT_ALLOWED = new HttpError(405, 'METHOD_NOT_ALLOWED', 'Method not allowed');
 const NO_INPUT = {};
-/** A remembered lookup that matched nothing. */
-const NO_MATCH = Symbol('no route');
+/** A declared path as @koa/router writes it: `/v1/rooms/{id}` → `/v1/rooms/:id`. */
+const routerPathOf = (path: string): string => path.replace(/\{(\w+)\}/g, ':$1');
 
-/** A path's key in the static map and in the pattern index: lower case, without a trailing slash. */
-const keyOf = (path: string): string => {
-  const lower = path.toLowerCase();
-  return lower.length > 1 && lower.endsWith('/') ? lower.slice(0, -1) : lower;
-};
-
-/** `/v1/rooms/{id}/slots` → a case-insensitive regex of the whole path (trailing slash allowed) and its parameter names. */
-function patternOf(path: string): { regex: RegExp; names: string[] } {
-  const names: string[] = [];
-  const source = path
-    .split(/(\{\w+\})/)
-    .map((part) => {
-      const param = /^\{(\w+)\}$/.exec(part);
-      if (!param) return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-      names.push(param[1]!);
-      return '([^/]+?)';
-    })
-    .join('');
-  return { regex: new RegExp(`^${source}/?$`, 'i'), names };
-}
-
-/** The static part of a pattern before its first parameter, cut at its last slash: the key it is indexed under. */
-const prefixOf = (path: string): string => path.slice(0, path.lastIndexOf('/', path.indexOf('{')) + 1).toLowerCase();
-
-/** A parameter as @koa/router decoded it: percent-decoded, or as sent when that fails. */
-function decoded(value: string): string {
-  if (!value.includes('%')) return value;
-  try {
-    return decodeURIComponent(value);
-  } catch {
-    return value;
-  }
-}
+/** The key of a path's entry: its shape, whatever its parameters are named. */
+const shapeOf = (path: string): string => path.replace(/\{\w+\}/g, '{}').toLowerCase();
 
 /** Take the first value of repeated query parameters: `?page=1&page=2` reads as page 1. */
 function firstValues(query: Record<string, string | string[] | undefined>): Record<string, string> {
@@ -224,7 +190,7 @@ function send(ctx: RouteContext, answer: Answer): void {
   if (Buffer.isBuffer(answer)) {
     ctx.type = JSON_TYPE;
     ctx.body = answer;
-  } else ctx.answer(answer);
+  } else answerWith(ctx, answer);
 }
 
 /** The parsers of a route's input (the query string parsed by node's querystring, as Koa parsed it). */
@@ -287,24 +253,27 @@ function inputOf(def: AnyRouteDef, parsers: InputParsers, ctx: RouteContext): Ro
 
 export class RouteTable {
   private readonly routes: AnyRouteDef[] = [];
-  private readonly staticPaths = new Map<string, PathEntry>();
-  /** Pattern paths by the static prefix before their first parameter (`/v1/rooms/`), in registration order. */
-  private readonly patterns = new Map<string, PathEntry[]>();
+  /** The paths' entries, by their shape (`/v1/rooms/{}`). */
+  private readonly entries = new Map<string, PathEntry>();
+  /** The entries by the router path of each of their routes (a path's methods may name parameters differently). */
+  private readonly byRouterPath = new Map<string, PathEntry>();
   private readonly areas: Area[] = [];
-  /** Paths looked up, and what they matched. */
-  private readonly found = new LRUCache<string, PathMatch | typeof NO_MATCH>({ max: 1024 });
+  // 'specificity': a static path wins over a pattern that also matches it (OpenAPI's path matching).
+  private readonly router = new Router<MuseumState, { params: Record<string, string> }>({ exclusive: 'specificity' });
 
   constructor(private readonly deps: { keys: KeyStore; limiter: RateLimitStore }) {}
 
   route<P extends AnyObject, Q extends AnyObject, B extends z.ZodType>(declaration: RouteDef<P, Q, B>): void {
     const def = declaration as unknown as AnyRouteDef;
-    this.found.clear();
     const entry = this.entryFor(def);
     if (entry.routes.has(def.method)) throw new Error(`${def.method} ${def.path} is declared twice`);
     if (def.headers && entry.headers && entry.headers !== def.headers) throw new Error(`${def.path}: its routes declare different headers`);
     entry.headers ??= def.headers;
-    entry.routes.set(def.method, { def, stages: this.stagesOf(def) });
+    entry.routes.set(def.method, { def });
     entry.allow = [...entry.routes.keys()].flatMap((m) => (m === 'GET' ? ['GET', 'HEAD'] : [m])).join(', ');
+    const routerPath = routerPathOf(def.path);
+    this.byRouterPath.set(routerPath, entry);
+    this.router.register(routerPath, [def.method], this.middlewareOf(def), { name: def.operationId });
     this.routes.push(def);
   }
 
@@ -332,118 +301,76 @@ export class RouteTable {
     return this.routes.filter((def) => def.documented !== false);
   }
 
-  /**
-   * The declarations of a request path, if any, remembered by the path as sent (bounded): a repeated
-   * path — the same room's slots — costs one lookup instead of a case fold and a pattern match.
-   */
+  /** The declarations of a request path, if any. */
   lookup(path: string): PathMatch | null {
-    const remembered = this.found.get(path);
-    if (remembered !== undefined) return remembered === NO_MATCH ? null : remembered;
-    const match = this.search(path);
-    if (path.length <= MAX_REMEMBERED_INPUT) this.found.set(path, match ?? NO_MATCH);
-    return match;
+    const layers = this.router.match(path, 'GET').path;
+    // The most specific layer, as the router's 'specificity' picks it: fewest parameters, the last of equals.
+    let best: (typeof layers)[number] | undefined;
+    for (const layer of layers) if (!best || layer.paramNames.length <= best.paramNames.length) best = layer;
+    const entry = best && typeof best.path === 'string' ? this.byRouterPath.get(best.path) : undefined;
+    return entry ? { entry, params: NO_INPUT as Record<string, string> } : null;
   }
 
-  private search(path: string): PathMatch | null {
-    const found = this.staticPaths.get(keyOf(path));
-    if (found) return { entry: found, params: NO_INPUT as Record<string, string> };
-    const lower = path.toLowerCase();
-    for (let slash = lower.indexOf('/'); slash >= 0; slash = lower.indexOf('/', slash + 1)) {
-      const candidates = this.patterns.get(lower.slice(0, slash + 1));
-      if (!candidates) continue;
-      for (const entry of candidates) {
-        const values = entry.pattern!.regex.exec(path);
-        if (!values) continue;
-        const params: Record<string, string> = {};
-        const { names } = entry.pattern!;
-        for (let i = 0; i < names.length; i++) params[names[i]!] = decoded(values[i + 1]!);
-        return { entry, params: Object.freeze(params) };
+  /** The route-match middleware: `ctx.state.match`, the answering `ctx.state.route`, and the path's declared headers. */
+  match(): MuseumMiddleware {
+    return (ctx, next) => {
+      const path = ctx.path;
+      const match = this.lookup(path);
+      ctx.state.match = match;
+      if (match) {
+        ctx.state.route = match.entry.routes.get(ctx.method === 'HEAD' ? 'GET' : ctx.method)?.def;
+        if (match.entry.headers) ctx.set(match.entry.headers);
+      } else {
+        for (const area of this.areas) if (path.startsWith(area.prefix)) ctx.set(area.headers);
       }
-    }
-    return null;
-  }
-
-  /** The route-match stage: `ex.state.match`, the answering `ex.state.route`, `ex.params`, and the path's declared headers. */
-  match(): Stage {
-    return {
-      request: (ex) => {
-        const path = ex.path;
-        const match = this.lookup(path);
-        ex.state.match = match;
-        if (match) {
-          ex.params = match.params;
-          ex.state.route = match.entry.routes.get(ex.method === 'HEAD' ? 'GET' : ex.method)?.def;
-          if (match.entry.headers) ex.set(match.entry.headers);
-        } else {
-          for (const area of this.areas) if (path.startsWith(area.prefix)) ex.set(area.headers);
-        }
-      },
+      return next();
     };
   }
 
-  /** The dispatch stage: 404, 405 (with `Allow`), or the matched route's own stages, in order. */
-  dispatch(): Stage {
-    return {
-      request(ex) {
-        const match = ex.state.match;
-        if (!match) throw NOT_FOUND;
-        const route = match.entry.routes.get(ex.method === 'HEAD' ? 'GET' : ex.method);
-        if (!route) {
-          ex.set('Allow', match.entry.allow);
-          throw METHOD_NOT_ALLOWED;
-        }
-        return inSequence(route.stages, ex, 0);
-      },
+  /** The router's routes, then 404 for no path, 405 (with `Allow`) for a method the path lacks. */
+  dispatch(): MuseumMiddleware[] {
+    const unrouted: MuseumMiddleware = (ctx) => {
+      const match = ctx.state.match;
+      if (!match) throw NOT_FOUND;
+      if (!match.entry.routes.has(ctx.method === 'HEAD' ? 'GET' : ctx.method)) {
+        ctx.set('Allow', match.entry.allow);
+        throw METHOD_NOT_ALLOWED;
+      }
     };
+    return [this.router.routes() as unknown as MuseumMiddleware, unrouted];
   }
 
-  /** A route's own stages, in order: auth + key limit or IP limit → body → validation → handler. */
-  private stagesOf(def: AnyRouteDef): RouteStage[] {
+  /** A route's own middleware, in order: auth + key limit or IP limit → body → validation → handler. */
+  private middlewareOf(def: AnyRouteDef): MuseumMiddleware[] {
     const stages: RouteStage[] = [];
     if (def.access === 'key') stages.push(requireKey(this.deps.keys, this.deps.limiter));
     else if (def.access !== 'public') stages.push(requireBearer(def.access.bearer));
     if (def.ipLimit) stages.push(ipRateLimit(this.deps.limiter, def.ipLimit.name, def.ipLimit.perMinute));
     if (def.body) stages.push(jsonBody({ optional: def.bodyOptional, limit: def.bodyLimit }));
     const parsers = inputParsers(def);
-    stages.push(function handlerStage(ex) {
-      const answer = def.handler(ex, inputOf(def, parsers, ex));
-      // Most handlers answer at once (snapshot answers): no promise to wait for.
-      if (!(answer instanceof Promise)) return void (answer !== undefined && send(ex, answer));
-      return answer.then((awaited) => void (awaited !== undefined && send(ex, awaited)));
+    const steps: MuseumMiddleware[] = stages.map((stage) => async (ctx, next) => {
+      await stage(ctx as RouteContext);
+      await next();
     });
-    return stages;
+    steps.push(async function handler(ctx) {
+      const answer = await def.handler(ctx as RouteContext, inputOf(def, parsers, ctx as RouteContext));
+      if (answer !== undefined) send(ctx as RouteContext, answer);
+    });
+    return steps;
   }
 
   /** The entry of a declaration's path, created on its first route. */
   private entryFor(def: AnyRouteDef): PathEntry {
-    const isPattern = def.path.includes('{');
-    const key = isPattern ? def.path.replace(/\{\w+\}/g, '{}').toLowerCase() : keyOf(def.path);
-    if (!isPattern) {
-      let entry = this.staticPaths.get(key);
-      if (!entry) {
-        const shadowedBy = this.search(def.path);
-        if (shadowedBy) throw new Error(`${def.path} would also match ${shadowedBy.entry.path}: declare paths that cannot overlap`);
-        entry = { path: def.path, routes: new Map(), allow: '', headers: undefined, pattern: null };
-        this.staticPaths.set(key, entry);
-      }
-      return entry;
-    }
-    const prefix = prefixOf(def.path);
-    const group = this.patterns.get(prefix) ?? [];
-    let entry = group.find((e) => e.path.replace(/\{\w+\}/g, '{}').toLowerCase() === key);
+    const key = shapeOf(def.path);
+    let entry = this.entries.get(key);
     if (!entry) {
-      entry = { path: def.path, routes: new Map(), allow: '', headers: undefined, pattern: patternOf(def.path) };
-      group.push(entry);
-      this.patterns.set(prefix, group);
+      if (!def.path.includes('{')) {
+        const shadowedBy = this.lookup(def.path);
+        if (shadowedBy) throw new Error(`${def.path} would also match ${shadowedBy.entry.path}: declare paths that cannot overlap`);
+      }
+      entry = { path: def.path, routes: new Map(), allow: '', headers: undefined };
+      this.entries.set(key, entry);
     }
     return entry;
-  }
-}
-
-/** Run route stages in order from `from`, waiting only for those that return a promise. */
-function inSequence(stages: readonly RouteStage[], ex: Exchange, from: number): void | Promise<void> {
-  for (let i = from; i < stages.length; i++) {
-    const pending = stages[i]!(ex);
-    if (pending !== undefined) return pending.then(() => inSequence(stages, ex, i + 1));
   }
 }

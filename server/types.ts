@@ -3,12 +3,12 @@
  * apart so that none of them has to import another just for its types.
  */
 import type { Readable } from 'node:stream';
+import type { Middleware, ParameterizedContext } from 'koa';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ArtifactFiles } from './artifact-files.ts';
 import type { Config } from './config.ts';
 import type { ContentStore } from './content.ts';
-import type { Exchange } from './exchange.ts';
 import type { Guide } from './guide/guide.ts';
 import type { SpeechClips } from './guide/speech.ts';
 import type { StarterJobs } from './guide/suggestions.ts';
@@ -30,6 +30,8 @@ export interface MuseumState {
   /** Set first, by the request-context middleware. */
   requestId: string;
   clientIp: string;
+  /** When the request arrived (performance.now()). */
+  started: number;
   /** The presented key's id, on keyed routes once it is authenticated. */
   keyId?: number;
   /** The JSON body as parsed, before the route's schema validates it (json-body middleware). */
@@ -40,23 +42,14 @@ export interface MuseumState {
   route?: AnyRouteDef;
 }
 
-export type MuseumContext = Exchange;
-/**
- * A stage of the request path (server/stages.ts runs them): hooks of the exchange's lifecycle, as
- * fastify's are. Each returns nothing, or a promise when it must wait (a database, a body to read).
- */
-export interface Stage {
-  /** On the way in, in order; it may finish the exchange (`ex.finished`): no later stage's `request` runs. */
-  request?(ex: Exchange): void | Promise<void>;
-  /** On the way out, in reverse order, for every stage whose `request` ran. */
-  answer?(ex: Exchange): void | Promise<void>;
-  /** An error thrown by a later stage's `request`: turn it into the answer (the error envelope). */
-  error?(ex: Exchange, err: unknown): void;
-}
-/** A route's own stage (auth, limit, body, validation + handler): on the way in only. */
-export type RouteStage = (ex: Exchange) => void | Promise<void>;
-/** What a route handler gets: the exchange, its path parameters as sent (percent-decoded), before validation. */
-export type RouteContext = Exchange;
+/** A request's Koa context: its state, and the path parameters @koa/router decoded (empty before routing). */
+export type MuseumContext = ParameterizedContext<MuseumState> & { params: Record<string, string> };
+/** A Koa middleware of the museum's app (server/koa-app.ts lists them in order). */
+export type MuseumMiddleware = Middleware<MuseumState, { params: Record<string, string> }>;
+/** A route's own step (auth, limit, body): it throws to refuse, else the route's next step runs. */
+export type RouteStage = (ctx: MuseumContext) => void | Promise<void>;
+/** What a route handler gets: the Koa context; its path parameters as sent (percent-decoded), before validation. */
+export type RouteContext = MuseumContext;
 
 /** Response headers as one object; precomputed sets are shared, never mutated. */
 export type Headers = Readonly<Record<string, string>>;

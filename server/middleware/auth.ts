@@ -8,8 +8,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { HttpError } from '../errors.ts';
 import type { KeyStore } from '../state/keys.ts';
 import type { RouteStage } from '../types.ts';
-import type { Exchange } from '../exchange.ts';
-import { hitKeyLimit, keyLimitExceeded, keyLimitHeaders, type RateDecision, type RateLimitStore } from './rate-limit.ts';
+import { hitKeyLimit, keyLimitExceeded, keyLimitHeaders, type RateLimitStore } from './rate-limit.ts';
 
 /** The key a request presents, from its X-API-Key or Authorization header values. */
 function keyFromHeaders(apiKey: string | undefined, authorization: string | undefined): string | null {
@@ -32,40 +31,25 @@ const KEY_INVALID = new HttpError(401, 'UNAUTHORIZED', 'Invalid or revoked API k
 const KEY_MISSING = new HttpError(401, 'UNAUTHORIZED', 'An API key is required (X-API-Key or Authorization: Bearer)', WWW_AUTHENTICATE);
 const TOKEN_MISSING = new HttpError(401, 'UNAUTHORIZED', 'Metrics need Authorization: Bearer <METRICS_TOKEN>', WWW_AUTHENTICATE);
 
-const verdict = (keyId: number | null): number | HttpError => keyId ?? KEY_INVALID;
-const failure = (err: unknown): HttpError => {
-  // The store could not be asked (503 UNAVAILABLE): never a 401, never accepted.
-  if (err instanceof HttpError) return err;
-  throw err;
-};
-
 /**
- * The id of the active key presented, or the error to answer:
- * synchronous when the key store answers from memory, a promise when it must ask its database.
+ * The id of the active key presented, or the error to answer. A store that cannot be asked answers
+ * 503 (its HttpError): never a 401, never accepted.
  */
-function authenticate(keys: KeyStore, presented: string | null): number | HttpError | Promise<number | HttpError> {
-  if (!presented) return KEY_MISSING;
-  const keyId = keys.verify(presented);
-  return keyId instanceof Promise ? keyId.then(verdict, failure) : verdict(keyId);
+async function authenticate(keys: KeyStore, presented: string | null): Promise<number> {
+  if (!presented) throw KEY_MISSING;
+  const keyId = await keys.verify(presented);
+  if (keyId === null) throw KEY_INVALID;
+  return keyId;
 }
 
 /** Keyed routes: the key must be active (401), and it is counted against its budget (429). */
 export function requireKey(keys: KeyStore, limiter: RateLimitStore): RouteStage {
-  const counted = (ex: Exchange, decision: RateDecision) => {
+  return async function requireKeyStage(ex) {
+    const keyId = await authenticate(keys, presentedKey(ex.req.headers));
+    ex.state.keyId = keyId;
+    const decision = await hitKeyLimit(limiter, keyId);
     ex.set(keyLimitHeaders(decision));
     if (!decision.allowed) throw keyLimitExceeded();
-  };
-  const admitted = (ex: Exchange, keyId: number | HttpError) => {
-    if (keyId instanceof HttpError) throw keyId;
-    ex.state.keyId = keyId;
-    const decision = hitKeyLimit(limiter, keyId);
-    return decision instanceof Promise ? decision.then((d) => counted(ex, d)) : counted(ex, decision);
-  };
-  // Synchronous while the key store and the limiter answer from memory (SQLite, the in-process
-  // limiter); a promise only when one of them must ask a server (PostgreSQL, Redis).
-  return function requireKeyStage(ex) {
-    const keyId = authenticate(keys, presentedKey(ex.req.headers));
-    return keyId instanceof Promise ? keyId.then((id) => admitted(ex, id)) : admitted(ex, keyId);
   };
 }
 

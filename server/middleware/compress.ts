@@ -9,10 +9,9 @@
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { brotliCompress, constants as zlib, gzip } from 'node:zlib';
-import type { Exchange } from '../exchange.ts';
 import { JSON_TYPE } from '../http-conditional.ts';
 import { negotiateEncoding } from '../snapshot-answer.ts';
-import type { Stage } from '../types.ts';
+import type { MuseumContext, MuseumMiddleware } from '../types.ts';
 
 /** Smaller answers gain too little to pay for a compressor. */
 const COMPRESS_THRESHOLD = 1024;
@@ -23,44 +22,41 @@ const ENCODE = {
   gzip: (body: Buffer) => gzipped(body, { level: 6 }),
 };
 
-/** The compression stage of the /v1 JSON answers (placed before the error envelope, so errors are compressed too). */
-export function compressAnswers(): Stage {
-  return {
-    answer(ex) {
-      if (!ex.path.startsWith('/v1') || precompressed(ex)) return;
-      ex.vary('Accept-Encoding');
-      const body = jsonBytes(ex);
-      if (body === null || body.length < COMPRESS_THRESHOLD) return;
-      const encoding = negotiateEncoding(ex.req.headers['accept-encoding']);
-      if (encoding === 'identity') return;
-      return ENCODE[encoding](body).then((compressed) => {
-        ex.body = compressed;
-        ex.set('Content-Encoding', encoding);
-        ex.set('Content-Length', String(compressed.length));
-      });
-    },
+/** Compression of the /v1 answers (placed before the error envelope, so errors are compressed too). */
+export function compressAnswers(): MuseumMiddleware {
+  return async function compressMiddleware(ctx, next) {
+    await next();
+    if (!ctx.path.startsWith('/v1') || precompressed(ctx)) return;
+    ctx.vary('Accept-Encoding');
+    const body = jsonBytes(ctx);
+    if (body === null || body.length < COMPRESS_THRESHOLD) return;
+    const encoding = negotiateEncoding(ctx.req.headers['accept-encoding']);
+    if (encoding === 'identity') return;
+    const compressed = await ENCODE[encoding](body);
+    ctx.body = compressed;
+    ctx.set('Content-Encoding', encoding);
   };
 }
 
 /** The route's answers carry their own encodings and `Vary` (snapshot answers, compressed once per bake). */
-const precompressed = (ex: Exchange): boolean => {
-  const declared = ex.state.route?.response;
+const precompressed = (ctx: MuseumContext): boolean => {
+  const declared = ctx.state.route?.response;
   return declared !== undefined && 'json' in declared && declared.precompressed === true;
 };
 
-/** The answer as JSON bytes when it is one this stage may compress, else null (a JSON value is serialized here). */
-function jsonBytes(ex: Exchange): Buffer | null {
-  if (!ex.respond || ex.method === 'HEAD' || ex.answerHeader('Content-Encoding') !== undefined) return null;
+/** The answer as JSON bytes when it is one this middleware may compress, else null (a JSON value is serialized here). */
+function jsonBytes(ctx: MuseumContext): Buffer | null {
+  if (ctx.respond === false || ctx.method === 'HEAD' || ctx.response.get('Content-Encoding') !== undefined) return null;
   // An event stream is known from its route's declaration, whatever type it is sent with.
-  const declared = ex.state.route?.response;
+  const declared = ctx.state.route?.response;
   if (declared && 'sse' in declared) return null;
-  const type = ex.answerHeader('Content-Type');
-  if (type !== undefined && !type.startsWith('application/json')) return null;
-  const body = ex.body;
-  if (Buffer.isBuffer(body)) return type === undefined ? null : body;
-  if (body === null || typeof body !== 'object' || body instanceof Readable) return null;
+  const type = String(ctx.response.get('Content-Type') ?? '');
+  if (type !== '' && !type.startsWith('application/json')) return null;
+  const body: unknown = ctx.body;
+  if (Buffer.isBuffer(body)) return type === '' ? null : body;
+  if (body == null || typeof body !== 'object' || body instanceof Readable) return null;
   const bytes = Buffer.from(JSON.stringify(body));
-  ex.body = bytes;
-  ex.type = JSON_TYPE;
+  ctx.body = bytes;
+  ctx.type = JSON_TYPE;
   return bytes;
 }

@@ -1,5 +1,5 @@
 /** CORS: the API and the artifacts are read by browsers on other origins (the 3D client). */
-import type { Stage } from '../types.ts';
+import type { MuseumMiddleware } from '../types.ts';
 
 /**
  * Every response header is readable by a page on another origin (X-Request-Id, ETag, the rate-limit
@@ -22,16 +22,13 @@ const PREFLIGHT_HEADERS = {
  * CORS headers on every answer; a preflight (OPTIONS) is answered 204 advertising the methods the
  * route table has for the path (a GET-only path does not advertise POST), after the route match.
  */
-export function cors(): Stage {
-  return {
-    request(ex) {
-      ex.set(CORS_HEADERS);
-      if (ex.method !== 'OPTIONS') return;
-      const match = ex.state.match;
-      ex.set(PREFLIGHT_HEADERS);
-      ex.set('Access-Control-Allow-Methods', match ? `${match.entry.allow}, OPTIONS` : 'OPTIONS');
-      ex.status = 204;
-      ex.finished = true;
-    },
+export function cors(): MuseumMiddleware {
+  return function corsMiddleware(ctx, next) {
+    ctx.set(CORS_HEADERS);
+    if (ctx.method !== 'OPTIONS') return next();
+    const match = ctx.state.match;
+    ctx.set(PREFLIGHT_HEADERS);
+    ctx.set('Access-Control-Allow-Methods', match ? `${match.entry.allow}, OPTIONS` : 'OPTIONS');
+    ctx.status = 204;
   };
 }

@@ -13,7 +13,8 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { codeForStatus, envelope, envelopeOf, type ErrorCode, HttpError } from '../errors.ts';
 import { JSON_TYPE } from '../http-conditional.ts';
-import type { RawAnswer, Stage } from '../types.ts';
+import { answerWith } from '../answer.ts';
+import type { MuseumMiddleware, RawAnswer } from '../types.ts';
 import { CORS_HEADERS } from './cors.ts';
 import { lingerAfterLastAnswer, lingeringClose, isLingering } from './lingering-close.ts';
 import { freshRequestId } from './request-id.ts';
@@ -59,26 +60,26 @@ function httpErrorOf(err: unknown, log: Logger, request: { requestId: string; me
   return INTERNAL;
 }
 
-export function errorEnvelope(log: Logger): Stage {
-  return {
-    error(ex, err) {
-      if (clientLeft(err, ex.req)) {
-        log.info({ requestId: ex.state.requestId, method: ex.method, url: ex.url }, 'client left before sending its whole request');
-        ex.status = CLIENT_CLOSED_REQUEST;
-        ex.respond = false;
+export function errorEnvelope(log: Logger): MuseumMiddleware {
+  return async function errorEnvelopeMiddleware(ctx, next) {
+    try {
+      await next();
+    } catch (err) {
+      if (clientLeft(err, ctx.req)) {
+        log.info({ requestId: ctx.state.requestId, method: ctx.method, url: ctx.url }, 'client left before sending its whole request');
+        ctx.respond = false;
         return;
       }
       // Never read a refused request's body: answer, then close (the client may still be sending).
-      if (bodyUnread(ex.req)) {
-        ex.set('Connection', 'close');
-        lingerAfterLastAnswer(ex.req.socket);
+      if (bodyUnread(ctx.req)) {
+        ctx.set('Connection', 'close');
+        lingerAfterLastAnswer(ctx.req.socket);
       }
-      ex.answer(errorAnswer(httpErrorOf(err, log, { requestId: ex.state.requestId, method: ex.method, url: ex.url })));
-    },
-    answer(ex) {
-      // No stage answered (a handler that set nothing): 404, as an unknown path.
-      if (ex.status === 404 && ex.body === null && ex.respond) ex.answer(errorAnswer(NOT_FOUND));
-    },
+      answerWith(ctx, errorAnswer(httpErrorOf(err, log, { requestId: ctx.state.requestId, method: ctx.method, url: ctx.url })));
+      return;
+    }
+    // No middleware answered (a handler that set nothing): 404, as an unknown path.
+    if (ctx.status === 404 && ctx.body == null && ctx.respond !== false) answerWith(ctx, errorAnswer(NOT_FOUND));
   };
 }
 

@@ -10,8 +10,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { accessLog } from '../log.ts';
-import type { Exchange } from '../exchange.ts';
-import type { MuseumContext, Stage } from '../types.ts';
+import type { MuseumContext, MuseumMiddleware } from '../types.ts';
 import { CLIENT_CLOSED_REQUEST } from './errors.ts';
 
 /** Where a finished request is counted (server/operations.ts). */
@@ -20,32 +19,25 @@ export interface RequestObserver {
   record(route: string, method: string, status: number, seconds: number): void;
 }
 
-export function observe(log: Logger, observer: RequestObserver): Stage {
+export function observe(log: Logger, observer: RequestObserver): MuseumMiddleware {
   const { inFlight } = observer;
   const accessLine = accessLog(log);
-  const finished = (ex: Exchange) => {
-    inFlight.delete(ex);
-    const route = ex.state.route;
+  const finished = (ctx: MuseumContext) => {
+    inFlight.delete(ctx);
+    const route = ctx.state.route;
     if (route?.logged === false) return;
-    const ms = performance.now() - ex.started;
-    const { method } = ex;
-    const status = wholeRequest(ex.req) ? ex.res.statusCode : CLIENT_CLOSED_REQUEST;
-    accessLine({ requestId: ex.state.requestId, method, path: ex.path, status, ms: Math.round(ms * 100) / 100 });
+    const ms = performance.now() - ctx.state.started;
+    const { method } = ctx;
+    const status = wholeRequest(ctx.req) ? ctx.res.statusCode : CLIENT_CLOSED_REQUEST;
+    accessLine({ requestId: ctx.state.requestId, method, path: ctx.path, status, ms: Math.round(ms * 100) / 100 });
     if (route) observer.record(route.path, method, status, ms / 1000);
   };
-  return {
-    request(ex) {
-      inFlight.add(ex);
-    },
-    // After the answer writer's: the answer is written, or a stream or a stage has the response.
-    answer(ex) {
-      const { req, res } = ex;
-      // Answered: a whole request and its whole answer handed to the socket (the common case, at
-      // once), or a response already closed (its client gone); else when the response closes (a
-      // stream, a body still moving).
-      if ((wholeRequest(req) && res.writableEnded && res.writableLength === 0) || res.closed) finished(ex);
-      else res.once('close', () => finished(ex));
-    },
+  return function observeMiddleware(ctx, next) {
+    const context = ctx as MuseumContext;
+    inFlight.add(context);
+    // Answered: the response closes once its answer is handed to the socket whole, or its client is gone.
+    ctx.res.once('close', () => finished(context));
+    return next();
   };
 }
 

@@ -86,7 +86,7 @@ export class RedisRateLimitStore implements RateLimitStore {
     });
   }
 
-  hit(subject: string, limit: number, windowMs: number, now: number): RateDecision | Promise<RateDecision> {
+  hit(subject: string, limit: number, windowMs: number, now: number): Promise<RateDecision> {
     // Redis failed moments ago, a probe is out, or the queue is full: no waiting on Redis.
     if (!this.shared.tryRedis || this.pending.length >= MAX_PENDING) return this.fallback.hit(subject, limit, windowMs, now);
     return new Promise((resolve, reject) => {

@@ -17,7 +17,7 @@ export interface RateDecision {
 
 export interface RateLimitStore {
   /** Record a hit for `subject` if the window has room; say whether it was allowed. */
-  hit(subject: string, limit: number, windowMs: number, now: number): RateDecision | Promise<RateDecision>;
+  hit(subject: string, limit: number, windowMs: number, now: number): Promise<RateDecision>;
 }
 
 /**
@@ -37,7 +37,8 @@ export class MemoryRateLimitStore implements RateLimitStore {
     this.subjects = new LRUCache({ max: maxSubjects });
   }
 
-  hit(subject: string, limit: number, windowMs: number, now: number): RateDecision {
+  // Async only to meet the interface: the decision is made before the first await, so hits are counted in call order.
+  async hit(subject: string, limit: number, windowMs: number, now: number): Promise<RateDecision> {
     let entry = this.subjects.get(subject);
     // A subject's limit is fixed by its name; were one reused with another limit, its ring (sized
     // by the limit) would index wrongly, so it starts afresh.
@@ -65,7 +66,7 @@ export class MemoryRateLimitStore implements RateLimitStore {
 const KEY_LIMIT = { limit: 120, windowMs: 60_000 } as const;
 
 /** Count a keyed request: the decision for key `keyId`. */
-export const hitKeyLimit = (store: RateLimitStore, keyId: number): RateDecision | Promise<RateDecision> =>
+export const hitKeyLimit = (store: RateLimitStore, keyId: number): Promise<RateDecision> =>
   store.hit(`key:${keyId}`, KEY_LIMIT.limit, KEY_LIMIT.windowMs, Date.now());
 
 /** The headers every keyed response carries, and the 429 when the budget is spent. */

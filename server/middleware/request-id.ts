@@ -1,7 +1,7 @@
 /** Request id and client IP: every response carries X-Request-Id; ctx.state gets both. */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { Stage } from '../types.ts';
+import type { MuseumMiddleware } from '../types.ts';
 
 export const REQUEST_ID_HEADER = 'X-Request-Id';
 const INCOMING_ID = /^[\w.:-]{1,64}$/;
@@ -21,14 +21,14 @@ export const freshRequestId = (): string => `${ID_PREFIX}-${(++idSequence).toStr
 export const requestIdOf = (incoming: string | string[] | undefined): string =>
   typeof incoming === 'string' && INCOMING_ID.test(incoming) ? incoming : freshRequestId();
 
-export function requestContext(options: { trustProxy: boolean }): Stage {
-  return {
-    request(ex) {
-      const id = requestIdOf(ex.req.headers['x-request-id']);
-      ex.state.requestId = id;
-      ex.set(REQUEST_ID_HEADER, id);
-      ex.state.clientIp = clientIp(ex.req, options.trustProxy);
-    },
+export function requestContext(options: { trustProxy: boolean }): MuseumMiddleware {
+  return function requestContextMiddleware(ctx, next) {
+    const id = requestIdOf(ctx.req.headers['x-request-id']);
+    ctx.state.started = performance.now();
+    ctx.state.requestId = id;
+    ctx.set(REQUEST_ID_HEADER, id);
+    ctx.state.clientIp = clientIp(ctx.req, options.trustProxy);
+    return next();
   };
 }
 

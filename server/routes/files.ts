@@ -77,11 +77,11 @@ export const filesRoutes: RouteModule = (api, { files, variants }) => {
     errors: [304, 400, 404, 416, 503],
     headers: FILE_RESPONSE_HEADERS,
     async handler(ctx, { params, query }) {
-      if (query.width === undefined && query.format === undefined) return ctx.answer(await plainFile(files, params.name, ctx.req));
+      if (query.width === undefined && query.format === undefined) return plainFile(files, params.name, ctx.req);
       const file = await files.byName(params.name);
       if (!file) throw notFound();
       const target = await variants.variant(params.name, file, query, ctx.get('if-none-match'), ctx.state.clientIp);
-      ctx.answer(await fileResponse(files, 'status' in target ? target : answerFile(target, ctx.method, ctx.headers)));
+      return fileResponse(files, 'status' in target ? target : answerFile(target, ctx.method, ctx.headers));
     },
   });
 };

@@ -3,6 +3,7 @@
  *   POST /v1/guide/exhibitions                     register / refresh (6/min per IP)
  *   GET  /v1/guide/exhibitions/{id}                GuideContext
  *   GET  /v1/guide/exhibitions/{id}/suggestions    seeded visitor questions
+ *   GET  /v1/guide/exhibitions/{id}/tour           the walking route through its hung artworks
  *   POST /v1/guide/ask                             GuideAnswer (20/min per IP)
  *   GET  /v1/guide/followup                        the real answer after `consulting: true` (40/min per IP)
  *   GET  /v1/guide/tts/{id}.mp3                    a spoken chunk (404 once expired)
@@ -17,6 +18,9 @@ import { CLIP_ID, type SpeechClips } from '../guide/speech.ts';
 import { type StarterJobs, suggest } from '../guide/suggestions.ts';
 import { cleanText } from '../guide/text.ts';
 import type { ExhibitionStore } from '../state/exhibitions.ts';
+import { type ContentSnapshot } from '../content.ts';
+import { SnapshotAnswer } from '../snapshot-answer.ts';
+import { Tour, tourOf } from '../guide/tour.ts';
 
 const SESSION_ID = /^[\w.:-]{1,64}$/;
 
@@ -98,6 +102,7 @@ const exhibitionParam = z.object({ id: z.string().regex(EXHIBITION_ID) });
 
 export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: store, guide, starters, speech } }) => {
   exhibitionRoutes(api, store, content, starters);
+  tourRoute(api, store, content);
   questionRoutes(api, guide);
   speechRoutes(api, speech);
 };
@@ -250,6 +255,40 @@ function speechRoutes(api: RouteTable, speech: SpeechClips | null): void {
       ctx.set('Cache-Control', 'private, max-age=300');
       ctx.type = 'audio/mpeg';
       ctx.body = audio;
+    },
+  });
+}
+
+/** Tours answered per bake and exhibition content: computed once, then its bytes and strong ETag (304). */
+const TOUR_CACHE_ENTRIES = 256;
+const tourAnswers = new WeakMap<ContentSnapshot, Map<string, Promise<SnapshotAnswer>>>();
+
+function tourRoute(api: RouteTable, store: ExhibitionStore, content: ContentStore): void {
+  api.route({
+    method: 'GET',
+    path: '/v1/guide/exhibitions/{id}/tour',
+    operationId: 'getExhibitionTour',
+    summary: "The walking route through an exhibition's hung artworks, room by room, on each room's navmesh",
+    tag: 'guide',
+    access: 'public',
+    params: exhibitionParam,
+    response: { json: z.object({ data: Tour }), precompressed: true },
+    errors: [304, 404],
+    async handler(ctx, { params }) {
+      const found = await store.get(params.id);
+      if (!found) throw notFound('No exhibition with this id is registered');
+      const snapshot = content.snapshot;
+      const answers = tourAnswers.get(snapshot) ?? new Map<string, Promise<SnapshotAnswer>>();
+      tourAnswers.set(snapshot, answers);
+      const key = `${params.id}\n${found.contentHash}`;
+      let answer = answers.get(key);
+      if (!answer) {
+        if (answers.size >= TOUR_CACHE_ENTRIES) answers.delete(answers.keys().next().value!);
+        answer = tourOf(found.context, snapshot, content.dataDir).then((data) => SnapshotAnswer.of({ data }, { cacheControl: 'no-cache' }));
+        answers.set(key, answer);
+        answer.catch(() => answers.delete(key));
+      }
+      return (await answer).answer(ctx.req);
     },
   });
 }

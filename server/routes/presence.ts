@@ -73,7 +73,6 @@ export const presenceRoutes: RouteModule = (api, { presence: hub }) => {
       ctx.set(SSE_HEADERS);
       if (ctx.method === 'HEAD') return seat.release();
       // The hub owns the connection from here on (it sends the headers); nothing else is written for it.
-      ctx.writeHead();
       ctx.respond = false;
       hub.attach(ctx.req, ctx.res, seat);
     },

@@ -47,7 +47,7 @@ export interface KeyStore {
    * (the hot path); a promise when the store must be asked, rejected with 503 UNAVAILABLE when it
    * cannot be.
    */
-  verify(presented: string): number | null | Promise<number | null>;
+  verify(presented: string): Promise<number | null>;
   /** Write batched last-use times. */
   flushUse(): Promise<void>;
 }
@@ -218,7 +218,7 @@ export class SqliteKeyStore implements KeyStore {
     return this.findNow(String(info.id))!;
   }
 
-  verify(presented: string): number | null {
+  async verify(presented: string): Promise<number | null> {
     if (!KEY_PATTERN.test(presented)) return null;
     const digest = hash('sha256', presented, 'base64');
     const now = Date.now();

@@ -155,7 +155,7 @@ export class PgKeyStore implements KeyStore {
     return (await this.find(String(info.id)))!;
   }
 
-  verify(presented: string): number | null | Promise<number | null> {
+  async verify(presented: string): Promise<number | null> {
     if (!KEY_PATTERN.test(presented)) return null;
     const digest = hash('sha256', presented, 'base64');
     const now = Date.now();

@@ -19,6 +19,7 @@ import { channel } from 'node:diagnostics_channel';
 import { createParser, type EventSourceMessage, type EventSourceParser } from 'eventsource-parser';
 import type { Logger } from 'pino';
 import { causeOf } from '../../common/errors.ts';
+import { BodyTooLarge } from '../../common/net.ts';
 import { HttpError } from '../errors.ts';
 
 /** Every upstream call and failure, for the metrics (server/operations.ts): `{ upstream, failure? }`. */
@@ -347,8 +348,6 @@ export class UpstreamHttp {
   }
 }
 
-export class BodyTooLarge extends Error {}
-
 /**
  * A response body, at most `maxBytes` (else BodyTooLarge). When `signal` fires the body's reader is
  * cancelled directly and the read fails with the signal's reason: this holds after a garbage
@@ -358,7 +357,7 @@ export async function readBody(response: Response, maxBytes: number, signal?: Ab
   const declared = Number(response.headers.get('content-length') ?? NaN);
   if (declared > maxBytes) {
     await response.body?.cancel().catch(() => undefined);
-    throw new BodyTooLarge();
+    throw new BodyTooLarge(maxBytes);
   }
   if (!response.body) return Buffer.alloc(0);
   const reader = response.body.getReader();
@@ -373,7 +372,7 @@ export async function readBody(response: Response, maxBytes: number, signal?: Ab
       if (signal?.aborted) throw signal.reason ?? new Deadline();
       if (done) break;
       total += value.byteLength;
-      if (total > maxBytes) throw new BodyTooLarge();
+      if (total > maxBytes) throw new BodyTooLarge(maxBytes);
       chunks.push(value);
     }
   } catch (err) {

@@ -7,7 +7,8 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import type { Logger } from 'pino';
-import { BodyTooLarge, deadline, readBody, UpstreamError } from './http.ts';
+import { BodyTooLarge } from '../../common/net.ts';
+import { deadline, readBody, UpstreamError } from './http.ts';
 
 const SPEECH_SERVICE = 'speech engine';
 

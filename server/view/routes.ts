@@ -46,7 +46,8 @@ function viewRoom(snapshot: ContentSnapshot, id: number): ViewRoom | null {
 
 /** The page's `?variant=` (shown back to the reader, so only its first VARIANT_PARAM_MAX characters), or null. */
 function askedVariant(ctx: RouteContext): string | null {
-  const value = ctx.queryParam('variant');
+  const asked = ctx.query.variant;
+  const value = Array.isArray(asked) ? asked[0] : asked;
   return value ? value.slice(0, VARIANT_PARAM_MAX) : null;
 }
 

@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MemoryRateLimitStore } from '../../server/middleware/rate-limit.ts';
 import { idParam, limitParam, RouteTable } from '../../server/route-table.ts';
-import { requestHandler, stages } from '../../server/stages.ts';
+import { museumApp } from '../../server/koa-app.ts';
 import { openStateDb } from '../../server/state/db.ts';
 import { SqliteKeyStore } from '../../server/state/keys.ts';
 import type { MuseumContext } from '../../server/types.ts';
@@ -87,7 +87,7 @@ beforeAll(async () => {
   const keys = new SqliteKeyStore(openStateDb(':memory:'));
   key = (await keys.create('route-table')).key;
   const log = pino({ level: 'silent' });
-  server = createServer(requestHandler(stages({ table: table(keys), log, trustProxy: false, operations: observer }), log));
+  server = createServer(museumApp({ table: table(keys), log, trustProxy: false, operations: observer }).callback());
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
   port = (server.address() as AddressInfo).port;
 });

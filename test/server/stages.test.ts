@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { MemoryRateLimitStore } from '../../server/middleware/rate-limit.ts';
 import { RouteTable } from '../../server/route-table.ts';
-import { requestHandler, stages } from '../../server/stages.ts';
+import { museumApp } from '../../server/koa-app.ts';
 import { openStateDb } from '../../server/state/db.ts';
 import { SqliteKeyStore } from '../../server/state/keys.ts';
 import type { MuseumContext } from '../../server/types.ts';
@@ -44,7 +44,7 @@ beforeAll(async () => {
       throw new Error('secret detail');
     },
   });
-  server = createServer(requestHandler(stages({ table, log, trustProxy: false, operations }), log));
+  server = createServer(museumApp({ table, log, trustProxy: false, operations }).callback());
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
   port = (server.address() as AddressInfo).port;
 });

@@ -90,7 +90,7 @@ describe('MemoryRateLimitStore', () => {
     await expectExactSlidingWindow(new MemoryRateLimitStore());
   });
 
-  it('decides every hit as an exact count of the hits allowed in the last window would', () => {
+  it('decides every hit as an exact count of the hits allowed in the last window would', async () => {
     const store = new MemoryRateLimitStore();
     const allowedAt: number[] = [];
     let now = 0;
@@ -100,29 +100,29 @@ describe('MemoryRateLimitStore', () => {
       seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31;
       now += seed % 7 === 0 ? seed % 1_500 : seed % 40;
       const inWindow = allowedAt.filter((t) => t > now - 1_000).length;
-      const decision = store.hit('k', 5, 1_000, now);
+      const decision = await store.hit('k', 5, 1_000, now);
       expect(decision).toMatchObject(inWindow < 5 ? { allowed: true, remaining: 4 - inWindow } : { allowed: false, remaining: 0 });
       if (decision.allowed) allowedAt.push(now);
     }
   });
 
-  it('never allows more than the limit in a window when the clock steps back', () => {
+  it('never allows more than the limit in a window when the clock steps back', async () => {
     const store = new MemoryRateLimitStore();
     const allowedAt: number[] = [];
     for (const now of [10_000, 10_100, 9_000, 9_050, 10_200, 10_300, 10_950, 11_000, 11_060, 11_200]) {
-      if (store.hit('k', 3, 1_000, now).allowed) allowedAt.push(now);
+      if ((await store.hit('k', 3, 1_000, now)).allowed) allowedAt.push(now);
       for (const t of allowedAt) expect(allowedAt.filter((u) => u > t - 1_000 && u <= t).length).toBeLessThanOrEqual(3);
     }
     expect(allowedAt.length).toBeGreaterThan(3);
   });
 
-  it('stays bounded: beyond maxSubjects the least recently used subject is dropped', () => {
+  it('stays bounded: beyond maxSubjects the least recently used subject is dropped', async () => {
     const store = new MemoryRateLimitStore(3);
-    for (const s of ['a', 'b', 'c']) store.hit(s, 2, 60_000, 0);
-    store.hit('a', 2, 60_000, 1); // a is now the most recently used
-    store.hit('d', 2, 60_000, 2); // evicts b
+    for (const s of ['a', 'b', 'c']) await store.hit(s, 2, 60_000, 0);
+    await store.hit('a', 2, 60_000, 1); // a is now the most recently used
+    await store.hit('d', 2, 60_000, 2); // evicts b
     expect(store.size).toBe(3);
-    expect(store.hit('a', 2, 60_000, 3)).toMatchObject({ allowed: false, remaining: 0 });
-    expect(store.hit('b', 2, 60_000, 3)).toMatchObject({ allowed: true, remaining: 1 });
+    expect(await store.hit('a', 2, 60_000, 3)).toMatchObject({ allowed: false, remaining: 0 });
+    expect(await store.hit('b', 2, 60_000, 3)).toMatchObject({ allowed: true, remaining: 1 });
   });
 });

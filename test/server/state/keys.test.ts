@@ -138,16 +138,16 @@ describe('KeyStore across connections', () => {
     try {
       const { key } = await there.create('other-connection');
       nextMillisecond();
-      expect(here.verify(key)).toEqual(expect.any(Number));
-      expect(here.verify(key)).toEqual(expect.any(Number)); // now remembered
+      expect(await here.verify(key)).toEqual(expect.any(Number));
+      expect(await here.verify(key)).toEqual(expect.any(Number)); // now remembered
       await there.revoke('other-connection');
       nextMillisecond();
-      expect(here.verify(key)).toBeNull();
+      expect(await here.verify(key)).toBeNull();
       // Its own revocations too, although they do not move its connection's data_version.
       const own = (await here.create('own-connection')).key;
-      expect(here.verify(own)).toEqual(expect.any(Number));
+      expect(await here.verify(own)).toEqual(expect.any(Number));
       await here.revoke('own-connection');
-      expect(here.verify(own)).toBeNull();
+      expect(await here.verify(own)).toBeNull();
     } finally {
       await here.flushUse();
       await there.flushUse();
