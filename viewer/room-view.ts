@@ -99,8 +99,8 @@ export function viewpointOf(slot: RoomSlot, fovDegrees: number): Vector3 {
  * one (decisions.md "Walkable rooms"), else the viewpoint in front of it brought down onto the floor.
  */
 export function standingPoint(slot: RoomSlot, stage: Stage, navigation: Navigation | null): Vector3 {
-  // RoomSlot.view comes with the navmesh bake; slot data baked before it has none.
-  const baked = (slot as RoomSlot & { view?: { position: Vec3 } | null }).view?.position;
+  // Slot data baked before walkable rooms has no view.
+  const baked = slot.view?.position;
   if (baked) return new Vector3(...baked);
   const eye = viewpointOf(slot, stage.camera.fov);
   const floor: Vec3 = [eye.x, stage.floorAt(eye.x, eye.z), eye.z];

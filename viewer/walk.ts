@@ -6,7 +6,7 @@
  * walked waypoint by waypoint in the same frame loop.
  */
 import { Euler, type PerspectiveCamera, Vector3 } from 'three';
-import type { Navigation, Vec3 } from '../artifacts/navmesh.ts';
+import { NAVMESH_AGENT, type Navigation, type Vec3 } from '../artifacts/navmesh.ts';
 
 export const EYE_HEIGHT = 1.6;
 const SPEED = 1.4; // m/s, a gallery stroll
@@ -100,7 +100,7 @@ export class WalkControls {
     const on = this.navigation?.closestPoint([p.x, p.y, p.z]);
     this.feet.set(...(on ?? ([p.x, p.y, p.z] as Vec3)));
     const floor = on && this.floorAt ? this.floorAt(this.feet.x, this.feet.z) : this.feet.y;
-    this.lift = Math.max(0, Math.min(0.2, this.feet.y - floor));
+    this.lift = Math.max(0, Math.min(NAVMESH_AGENT.stepHeight, this.feet.y - floor));
     this.setEye();
   }
 

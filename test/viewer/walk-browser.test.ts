@@ -86,12 +86,12 @@ describe.skipIf(!HAS_CHROMIUM)('walk mode in Chromium', () => {
     await pageUntil(page, 'window.museumViewer && window.museumViewer.ready');
     await page.check('#walk');
     const start = await pageUntil<Vec3>(page, 'window.museumViewer.visitor()');
-    expect(await page.evaluate('window.museumViewer.floorSource')).toMatch(/^(baked|page)$/);
+    expect(await page.evaluate('window.museumViewer.floorSource')).toBe('baked'); // the room's navmesh_url GLB
     const { eye, floorY } = (await page.evaluate(
       '(() => { const s = window.museumViewer.stage; const p = s.camera.position; return { eye: p.y, floorY: s.floorAt(p.x, p.z) }; })()',
     )) as { eye: number; floorY: number };
     expect(eye - floorY).toBeCloseTo(1.6, 2); // eye 1.6 m above the floor under the feet
-    expect(start[1] - floorY).toBeLessThan(0.2); // the feet on the navmesh, just above that floor
+    expect(start[1] - floorY).toBeLessThan(0.3); // the feet on the navmesh, within a step of that floor
 
     const slot = (await page.evaluate(
       '(() => { const f = window.museumViewer.room.frames.frames[0].slot; return { id: f.id, position: f.position, facing: f.facing }; })()',
