@@ -24,6 +24,28 @@ function el(tag: string, text?: string, cls?: string): HTMLElement {
   return node;
 }
 
+/** What the page reads of `GET /v1/guide/exhibitions/{id}/tour` (server/guide/tour.ts). */
+interface TourRoute {
+  rooms: Array<{
+    uid: string;
+    spawn: Vec3 | null;
+    stops: Array<{ slot: string | null; view: { position: Vec3 } | null }>;
+    path: Vec3[];
+  }>;
+}
+
+const horizontalDistance = (a: Vec3, b: Vec3) => Math.hypot(a[0] - b[0], a[2] - b[2]);
+
+/** The exhibition's tour route, or null when the server has none (the page then queries paths itself). */
+async function fetchTour(id: string): Promise<TourRoute | null> {
+  try {
+    const res = await fetch(`/v1/guide/exhibitions/${encodeURIComponent(id)}/tour`);
+    return res.ok ? ((await res.json()) as { data: TourRoute }).data : null;
+  } catch {
+    return null;
+  }
+}
+
 /** A stop the tour reached: the placement, the slot and where the visitor stood (feet). */
 export interface TourStop {
   placement: number;
@@ -187,6 +209,39 @@ class Viewer {
     return walk.walkRoute(points, new Vector3(...frame.slot.position));
   }
 
+  /** Walk to every hung artwork in slot order with path queries (no tour route from the server). */
+  async walkHung(placement: number): Promise<TourStop[]> {
+    const stops: TourStop[] = [];
+    for (const stop of this.hang.hung) {
+      if (!(await this.walkToSlot(stop.slot))) throw new Error('the tour was interrupted');
+      stops.push({ placement, slot: stop.slot, view: this.viewOf(stop.slot)!, visitor: this.visitor()! });
+    }
+    return stops;
+  }
+
+  /** Walk a room's tour route from its spawn, stop by stop (each stop's view is on the path), facing each artwork. */
+  async walkTourRoom(placement: number, room: TourRoute['rooms'][number]): Promise<TourStop[]> {
+    await this.setWalking(true);
+    const walk = this.stage.walk;
+    walk.placeFeet(new Vector3(...room.spawn!));
+    const stops: TourStop[] = [];
+    let at = 0;
+    for (const stop of room.stops) {
+      const frame = this.room?.frames?.frames.find((f) => f.slot.id === stop.slot);
+      if (!stop.view || !frame) continue;
+      const view = stop.view.position;
+      // The stop's view is the path point nearest it from here on.
+      let end = at;
+      for (let k = at; k < room.path.length; k++)
+        if (horizontalDistance(room.path[k]!, view) < horizontalDistance(room.path[end]!, view)) end = k;
+      const points = room.path.slice(at, end + 1).map((p) => new Vector3(...p));
+      at = end;
+      if (!(await walk.walkRoute(points, new Vector3(...frame.slot.position)))) throw new Error('the tour was interrupted');
+      stops.push({ placement, slot: frame.slot.id, view, visitor: this.visitor()! });
+    }
+    return stops;
+  }
+
   showRecord(frame: Frame | null): void {
     const record = $('record');
     record.replaceChildren();
@@ -347,15 +402,13 @@ async function runExhibition(viewer: Viewer, data: Extract<ViewData, { kind: 'ex
     }
   };
   // The tour: every room in order, in each its hung artworks in slot order, walked to and faced.
-  // TODO(nav): follow GET /v1/guide/exhibitions/{id}/tour's path once it is served.
   const tour = async (): Promise<TourStop[]> => {
+    const route = await fetchTour(data.id);
     const stops: TourStop[] = [];
     for (let i = 0; i < data.placements.length; i++) {
       await go(i);
-      for (const stop of viewer.hang.hung) {
-        if (!(await viewer.walkToSlot(stop.slot))) throw new Error('the tour was interrupted');
-        stops.push({ placement: i, slot: stop.slot, view: viewer.viewOf(stop.slot)!, visitor: viewer.visitor()! });
-      }
+      const room = route?.rooms.find((r) => r.uid === data.placements[i]!.uid);
+      stops.push(...(room?.spawn ? await viewer.walkTourRoom(i, room) : await viewer.walkHung(i)));
     }
     return stops;
   };
