@@ -185,6 +185,35 @@ class Viewer {
     return this.stage.walk.navigation?.triangles() ?? null;
   }
 
+  /**
+   * Time `count` path queries on the shown room's navmesh between centres of its triangles (a fixed
+   * sequence, so every run asks the same), for bench/viewer.ts: median and p95 in ms.
+   */
+  async measurePathQueries(count: number): Promise<{ count: number; medianMs: number; p95Ms: number; meanMs: number; triangles: number }> {
+    const floor = await this.walkableFloor();
+    if (!floor) throw new Error('this room has no walkable floor');
+    const { positions, indices } = floor.navigation.triangles();
+    const centre = (t: number): Vec3 => {
+      const c: Vec3 = [0, 0, 0];
+      for (let k = 0; k < 3; k++) for (let a = 0; a < 3; a++) c[a] += positions[3 * indices[3 * t + k]! + a]! / 3;
+      return c;
+    };
+    const triangles = indices.length / 3;
+    const times: number[] = [];
+    // performance.now() is coarse (0.1 ms) in a page without cross-origin isolation: the mean over the batch too.
+    const batch = performance.now();
+    for (let i = 0; i < count; i++) {
+      const [a, b] = [centre((i * 7919) % triangles), centre(((i * 104729 + triangles / 2) % triangles) | 0)];
+      const started = performance.now();
+      floor.navigation.path(a, b);
+      times.push(performance.now() - started);
+    }
+    const meanMs = (performance.now() - batch) / count;
+    times.sort((x, y) => x - y);
+    const at = (q: number) => times[Math.min(times.length - 1, Math.floor(q * times.length))]!;
+    return { count, medianMs: at(0.5), p95Ms: at(0.95), meanMs, triangles };
+  }
+
   /** In walk mode, turn to look at a point. */
   faceToward(point: Vec3): void {
     this.stage.walk.face(new Vector3(...point));
