@@ -271,7 +271,9 @@ export const Room = z
         'the walkable floor: a GLB whose node NavMesh holds one float32 triangle mesh, in the room frame, reachable from spawn; ' +
           'null until baked or when nothing is walkable (the bake warnings say why)',
       ),
-    spawn: Vec3.nullable().describe('[x, y, z] on the navmesh where a visitor enters (an authored Spawn / Entrance node, else the largest indoor region); null without a navmesh'),
+    spawn: Vec3.nullable().describe(
+      '[x, y, z] on the navmesh where a visitor enters (an authored Spawn / Entrance node, else the largest indoor region); null without a navmesh',
+    ),
     model_variants: z
       .array(RoomModelVariant)
       .describe('the optimized model in each variant a client can pick from (every one carries the same Slot_/Auto_ anchor nodes)')

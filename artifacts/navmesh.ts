@@ -182,7 +182,7 @@ export function readNavMeshGlb(glb: Uint8Array): { positions: Float32Array; indi
     const acc = json.accessors[i];
     const bv = json.bufferViews[acc.bufferView];
     const offset = binStart + (bv.byteOffset ?? 0) + (acc.byteOffset ?? 0);
-    return { acc, bytes: glb.slice(offset, offset + bv.byteLength - (acc.byteOffset ?? 0)) };
+    return { acc, bytes: Uint8Array.from(glb.subarray(offset, offset + bv.byteLength - (acc.byteOffset ?? 0))) };
   };
   const pos = accessor(primitive.attributes.POSITION);
   const positions = new Float32Array(pos.bytes.buffer, 0, pos.acc.count * 3);

@@ -208,6 +208,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/guide/exhibitions/{id}/tour": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The walking route through an exhibition's hung artworks, room by room, on each room's navmesh */
+        get: operations["getExhibitionTour"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/guide/followup": {
         parameters: {
             query?: never;
@@ -937,10 +954,18 @@ export interface components {
              *     ]
              */
             model_variants: components["schemas"]["RoomModelVariant"][];
+            /** @description the walkable floor: a GLB whose node NavMesh holds one float32 triangle mesh, in the room frame, reachable from spawn; null until baked or when nothing is walkable (the bake warnings say why) */
+            navmesh_url: string | null;
             series: string;
             /** @description the baked anchors (RoomSlotData), public */
             slot_data_url: string | null;
             slots: number;
+            /** @description [x, y, z] on the navmesh where a visitor enters (an authored Spawn / Entrance node, else the largest indoor region); null without a navmesh */
+            spawn: [
+                number,
+                number,
+                number
+            ] | null;
             thumbnail_url: string | null;
             title: string;
             /** @description the room token id in decimal (a string: token ids exceed 2^53), or null */
@@ -999,6 +1024,17 @@ export interface components {
             ];
             /** @enum {string} */
             source: "authored" | "generated";
+            /** @description where to stand to see the artwork: clamp(1.5 × max(width, height), 1.2, 6) m in front along facing, else the nearest navmesh point with a clear line of sight from 1.6 m above it and ≥ 0.8 m away; null when none within 8 m (or the room has no navmesh); absent in slot data baked before walkable rooms */
+            view?: {
+                /** @description horizontal metres from position to the frame centre */
+                distance: number;
+                /** @description where a visitor stands (feet, on the navmesh, reachable from the room's spawn), in the glTF scene's frame (right-handed, +Y up, metres) */
+                position: [
+                    number,
+                    number,
+                    number
+                ];
+            } | null;
             /** @description frame width in metres (along the local +X axis) */
             width: number;
         };
@@ -1089,6 +1125,45 @@ export interface components {
             total: number;
         } & {
             [key: string]: unknown;
+        };
+        Tour: {
+            exhibition: string;
+            rooms: components["schemas"]["TourRoom"][];
+        };
+        TourRoom: {
+            /** @description length of path in metres */
+            length_m: number;
+            /** @description walking route on the navmesh from spawn through every view, in order */
+            path: [
+                number,
+                number,
+                number
+            ][];
+            /** @description museum room id */
+            room: number;
+            /** @description the room's spawn (null when the room has no navmesh) */
+            spawn: [
+                number,
+                number,
+                number
+            ] | null;
+            stops: {
+                artwork: number | null;
+                /** @description the slot the artwork hangs in (null when the room has fewer slots) */
+                slot: string | null;
+                title: string;
+                /** @description null: listed, skipped by the path */
+                view: {
+                    distance: number;
+                    position: [
+                        number,
+                        number,
+                        number
+                    ];
+                } | null;
+            }[];
+            /** @description placement uid */
+            uid: string;
         };
         UnauthorizedError: {
             errors: {
@@ -2576,6 +2651,101 @@ export interface operations {
             500: components["responses"]["InternalError"];
         };
     };
+    getExhibitionTour: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            "4XX": components["responses"]["RequestError"];
+            /** @description OK */
+            200: {
+                headers: {
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    "Content-Encoding": components["headers"]["Content-Encoding"];
+                    ETag: components["headers"]["ETag"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "data": {
+                     *         "exhibition": "spring-show:2025",
+                     *         "rooms": [
+                     *           {
+                     *             "uid": "p-atrium",
+                     *             "room": 1,
+                     *             "spawn": [
+                     *               0.1,
+                     *               0.15,
+                     *               0.2
+                     *             ],
+                     *             "stops": [
+                     *               {
+                     *                 "slot": "Slot_001",
+                     *                 "artwork": 104,
+                     *                 "title": "Landscape",
+                     *                 "view": {
+                     *                   "position": [
+                     *                     1.3,
+                     *                     0.15,
+                     *                     1
+                     *                   ],
+                     *                   "distance": 1.5
+                     *                 }
+                     *               },
+                     *               {
+                     *                 "slot": "Slot_002",
+                     *                 "artwork": 102,
+                     *                 "title": "Untitled",
+                     *                 "view": null
+                     *               }
+                     *             ],
+                     *             "path": [
+                     *               [
+                     *                 0.1,
+                     *                 0.15,
+                     *                 0.2
+                     *               ],
+                     *               [
+                     *                 1.3,
+                     *                 0.15,
+                     *                 1
+                     *               ]
+                     *             ],
+                     *             "length_m": 1.442
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": {
+                        data: components["schemas"]["Tour"];
+                    };
+                };
+            };
+            /** @description Not modified: the representation named by If-None-Match is current */
+            304: {
+                headers: {
+                    "Cache-Control": components["headers"]["Cache-Control"];
+                    ETag: components["headers"]["ETag"];
+                    Vary: components["headers"]["Vary"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            404: components["responses"]["NotFoundError"];
+            500: components["responses"]["InternalError"];
+        };
+    };
     getGuideFollowup: {
         parameters: {
             query: {
@@ -3053,6 +3223,12 @@ export interface operations {
                      *           "model_url": "https://museum.example/files/1183d06082e403ccd6b8ebb4f6262102b29e8a3b9fd49275e7ad57366c77eb83.glb",
                      *           "model_optimized_url": "https://museum.example/files/6fd89a0feab19cde53814b5a54aea578dda63861f5a5268a4fd3eeeae888ea2a.glb",
                      *           "slot_data_url": "https://museum.example/v1/rooms/1/slots",
+                     *           "navmesh_url": "https://museum.example/files/abababababababababababababababababababababababababababababababab.glb",
+                     *           "spawn": [
+                     *             0.1,
+                     *             0.15,
+                     *             0.2
+                     *           ],
                      *           "model_variants": [
                      *             {
                      *               "name": "draco",
@@ -3099,6 +3275,8 @@ export interface operations {
                      *           "model_url": "https://museum.example/files/68e0f767c5967c5145a75ecdbd66cc580e0c1be11fe3b71f20b2c704b522623a.glb",
                      *           "model_optimized_url": null,
                      *           "slot_data_url": "https://museum.example/v1/rooms/2/slots",
+                     *           "navmesh_url": null,
+                     *           "spawn": null,
                      *           "model_variants": []
                      *         }
                      *       ]
@@ -3171,6 +3349,12 @@ export interface operations {
                      *         "model_url": "https://museum.example/files/1183d06082e403ccd6b8ebb4f6262102b29e8a3b9fd49275e7ad57366c77eb83.glb",
                      *         "model_optimized_url": "https://museum.example/files/6fd89a0feab19cde53814b5a54aea578dda63861f5a5268a4fd3eeeae888ea2a.glb",
                      *         "slot_data_url": "https://museum.example/v1/rooms/1/slots",
+                     *         "navmesh_url": "https://museum.example/files/abababababababababababababababababababababababababababababababab.glb",
+                     *         "spawn": [
+                     *           0.1,
+                     *           0.15,
+                     *           0.2
+                     *         ],
                      *         "model_variants": [
                      *           {
                      *             "name": "draco",

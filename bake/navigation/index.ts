@@ -26,7 +26,10 @@ const SPAWN_NODE = /^(spawn|entrance)$/i;
 
 /** World position of an authored `Spawn` / `Entrance` node, if the model has one. */
 export function authoredSpawn(document: Document): Vec3 | null {
-  const node = document.getRoot().listNodes().find((n) => SPAWN_NODE.test(n.getName().trim()));
+  const node = document
+    .getRoot()
+    .listNodes()
+    .find((n) => SPAWN_NODE.test(n.getName().trim()));
   return node ? (node.getWorldTranslation() as Vec3) : null;
 }
 

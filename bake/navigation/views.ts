@@ -92,6 +92,8 @@ export function viewFor(slot: SlotPose, nav: Navigation, scene: WorldScene, opti
   const accept = (p: Vec3 | null): SlotView | null => {
     if (!p || !qualifies(p, slot.position, scene, opts)) return null;
     const position: Vec3 = [round3(p[0]), round3(p[1]), round3(p[2])];
+    // Points Detour clamped to an edge can round to just outside it: a published view is over the mesh.
+    if (!nav.isOnMesh(position)) return null;
     return { position, distance: round3(horizontal(position, slot.position)) };
   };
   const direct = accept(onMeshAt(nav, aim[0], floorY, aim[2], opts.onMeshTolerance * 4));

@@ -18,7 +18,7 @@ import { CLIP_ID, type SpeechClips } from '../guide/speech.ts';
 import { type StarterJobs, suggest } from '../guide/suggestions.ts';
 import { cleanText } from '../guide/text.ts';
 import type { ExhibitionStore } from '../state/exhibitions.ts';
-import { type ContentSnapshot } from '../content.ts';
+import type { ContentSnapshot } from '../content.ts';
 import { SnapshotAnswer } from '../snapshot-answer.ts';
 import { Tour, tourOf } from '../guide/tour.ts';
 

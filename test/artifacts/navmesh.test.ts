@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { loadNavigation } from '../../artifacts/navmesh.js';
+import { loadNavigation, readNavMeshGlb } from '../../artifacts/navmesh.js';
+import { navMeshGlb } from '../../bake/navigation/glb.ts';
 
 // A 10 m × 10 m floor with a 2 m × 2 m hole in the middle (a pillar's footprint).
 function floorWithHole(): { positions: number[]; indices: number[] } {
@@ -18,6 +19,15 @@ function floorWithHole(): { positions: number[]; indices: number[] } {
 }
 
 describe('navmesh queries', () => {
+  it('reads the NavMesh GLB the bake writes, from a Buffer view too', async () => {
+    const { positions, indices } = floorWithHole();
+    const glb = await navMeshGlb(Float32Array.from(positions), Uint32Array.from(indices));
+    const padded = Buffer.concat([Buffer.alloc(3), Buffer.from(glb)]).subarray(3);
+    const read = readNavMeshGlb(padded);
+    expect(Array.from(read.positions)).toEqual(positions);
+    expect(Array.from(read.indices)).toEqual(indices);
+  });
+
   it('finds closest points, paths round the hole, slides along edges and tells on/off', async () => {
     const { positions, indices } = floorWithHole();
     const nav = await loadNavigation(positions, indices);

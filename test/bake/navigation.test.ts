@@ -64,7 +64,9 @@ function wallDistance(p: Float32Array, point: Vec3): number {
   return best;
 }
 
-async function bakeRoom(path: string): Promise<{ scene: WorldScene; floor: WalkableFloor; views: Array<SlotView | null>; slots: ReturnType<typeof computeSlots>['slots'] }> {
+async function bakeRoom(
+  path: string,
+): Promise<{ scene: WorldScene; floor: WalkableFloor; views: Array<SlotView | null>; slots: ReturnType<typeof computeSlots>['slots'] }> {
   const document = await readModelFile(path);
   const scene = buildWorldScene(document);
   const { slots } = computeSlots(document, { roomId: 1, onchainSlots: 6, modelSha256: '0'.repeat(64), plan: false });

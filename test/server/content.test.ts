@@ -277,6 +277,8 @@ describe('rooms', () => {
           'title',
           'token_id',
           'model_variants',
+          'navmesh_url',
+          'spawn',
         ].sort(),
       );
     }
@@ -294,6 +296,8 @@ describe('rooms', () => {
       model_url: file('room1.model'),
       model_optimized_url: file('room1.model_optimized'),
       slot_data_url: 'http://museum.test/v1/rooms/1/slots',
+      navmesh_url: null,
+      spawn: null,
       // The fixture bake predates model variants (test/server/files-encoding.test.ts has baked ones).
       model_variants: [],
     });

@@ -30,8 +30,14 @@ describe('GET /v1/guide/exhibitions/{id}/tour', () => {
     expect((await register(s, doc)).status).toBe(200);
     const res = await call(s, 'GET', '/v1/guide/exhibitions/tour-test/tour');
     expect(res.status).toBe(200);
-    const rooms = res.json.data.rooms as Array<{ spawn: P | null; path: P[]; length_m: number; stops: Array<{ view: { position: P } | null }> }>;
-    expect(rooms.map((r: { room?: number }) => r.room)).toEqual([1, 2]);
+    const rooms = res.json.data.rooms as Array<{
+      room: number;
+      spawn: P | null;
+      path: P[];
+      length_m: number;
+      stops: Array<{ view: { position: P } | null }>;
+    }>;
+    expect(rooms.map((r) => r.room)).toEqual([1, 2]);
     let viewed = 0;
     for (const room of rooms) {
       if (!room.spawn) continue;
