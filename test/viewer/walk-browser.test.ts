@@ -167,16 +167,15 @@ describe.skipIf(!HAS_CHROMIUM)('walk mode in Chromium', () => {
       view: Vec3;
       visitor: Vec3;
     }>;
-    // The server's tour route is followed when it answers (nav's route answered 500 at 09:25 UTC; the
-    // page then walks path queries of its own): either way every stop is reached.
+    // Walked along the server's tour route (GET …/tour answered; a failure would be in `failed`).
     expect(stops.map((s) => s.placement)).toEqual([0, 0, 0, 1, 1]);
     for (const stop of stops) expect(horizontal(stop.visitor, stop.view)).toBeLessThan(0.15);
     const last = stops.at(-1)!;
     const end = (await page.evaluate('window.museumViewer.visitor()')) as Vec3;
     expect(horizontal(end, last.view)).toBeLessThan(0.15);
     // The sample artworks' images live on hosts this test does not serve: their frames show placeholders.
-    expect(failed.filter((f) => !/^(502 .*\/view\/textures\/|500 .*\/tour$)/.test(f))).toEqual([]);
-    expect(errors.filter((e) => !/status of 50[02]/.test(e))).toEqual([]);
+    expect(failed.filter((f) => !/^502 .*\/view\/textures\//.test(f))).toEqual([]);
+    expect(errors.filter((e) => !/status of 502/.test(e))).toEqual([]);
     await page.close();
   });
 });
