@@ -318,10 +318,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     slotChanges: compareSlots(job.previousSlots?.slots ?? null, slotData.slots),
     slotData,
     engine: { kind: slots.kind, kindEvidence: slots.kindEvidence, planPicture: planRef },
-    warnings: [
-      ...roomWarnings(slots, variantsWarning ? [...optimized.warnings, variantsWarning] : optimized.warnings),
-      ...walk.warnings,
-    ],
+    warnings: [...roomWarnings(slots, variantsWarning ? [...optimized.warnings, variantsWarning] : optimized.warnings), ...walk.warnings],
     optimizerWarnings: optimized.warnings,
     optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },
     variantsMs: Object.fromEntries(variants.map((v) => [v.name, v.ms])),

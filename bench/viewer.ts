@@ -401,6 +401,35 @@ async function blankViewerPage(serverUrl: string): Promise<string> {
   return `${serverUrl}/view/exhibitions/bench-blank`;
 }
 
+// ---- Walk mode: path queries in the page (issue #41) ----
+
+const PATH_QUERIES = 2000;
+
+/** A path query's time in the page on each real room's baked navmesh: median / p95 over PATH_QUERIES. */
+async function measurePathQueries(browser: Browser, serverUrl: string) {
+  const rows = [];
+  for (const room of REAL_ROOMS) {
+    const page = await browser.newPage();
+    await page.goto(`${serverUrl}/view/rooms/${room.id}`);
+    for (let i = 0; !(await page.evaluate('window.museumViewer?.ready')); i++) {
+      if (i > 600) throw new Error(`room ${room.id} never got ready`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const result = (await page.evaluate(`window.museumViewer.measurePathQueries(${PATH_QUERIES})`)) as {
+      medianMs: number;
+      p95Ms: number;
+      meanMs: number;
+      triangles: number;
+    };
+    rows.push({ room: room.id, title: room.title, ...result });
+    console.log(
+      `path query, ${room.title}: median ${result.medianMs.toFixed(3)} ms, p95 ${result.p95Ms.toFixed(3)} ms, mean ${result.meanMs.toFixed(4)} ms (${PATH_QUERIES} queries, ${result.triangles} triangles)`,
+    );
+    await page.close();
+  }
+  return rows;
+}
+
 async function main(): Promise<void> {
   if (!HAS_CHROMIUM) throw new Error('needs /usr/bin/chromium (scripts/system-deps.sh)');
   const work = mkdtempSync(join(tmpdir(), 'museum-bench-viewer-'));
@@ -446,7 +475,8 @@ async function main(): Promise<void> {
       mkdirSync(SHOTS, { recursive: true });
       await screenshots(browser, server.url, manifest);
       const weight = await pageWeight();
-      const result = { rounds: ROUNDS, network: BROADBAND, rooms, weight, stalls, at: new Date().toISOString() };
+      const path_queries = await measurePathQueries(browser, server.url);
+      const result = { rounds: ROUNDS, network: BROADBAND, rooms, weight, stalls, path_queries, at: new Date().toISOString() };
       mkdirSync(join(ROOT, '.bench'), { recursive: true });
       writeFileSync(join(ROOT, '.bench', 'viewer.json'), `${JSON.stringify(result, null, 1)}\n`);
       const ratio = median(rooms.map((r) => r.meshopt_ratio));

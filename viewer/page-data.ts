@@ -18,6 +18,10 @@ export interface ViewRoom {
   slotsUrl: string | null;
   /** The baked model variants (Room.model_variants); empty for a room baked before variants. */
   variants: ViewVariant[];
+  /** The room's navmesh GLB (Room.navmesh_url, same-origin), or null: walk mode builds the floor in the page. */
+  navmeshUrl: string | null;
+  /** Where a visitor enters (Room.spawn, feet on the navmesh), or null. */
+  spawn: [number, number, number] | null;
 }
 
 /** One baked model variant (decisions.md, "Model variants"), its URL a same-origin path. */

@@ -8,6 +8,7 @@ import type { RoomSlot, RoomSlotData } from '../artifacts/format.ts';
 import { type Frame, FrameSet } from './frames.ts';
 import { chooseModel, type ModelChoice, type ViewRoom } from './page-data.ts';
 import type { Stage } from './stage.ts';
+import type { Navigation, Vec3 } from '../artifacts/navmesh.ts';
 
 export interface LoadedRoom {
   frames: FrameSet | null;
@@ -91,6 +92,19 @@ export function viewpointOf(slot: RoomSlot, fovDegrees: number): Vector3 {
   const open = slot.clearance?.front;
   const distance = open && open > 0.3 ? Math.min(wanted, open * 0.85) : wanted;
   return new Vector3(...slot.position).addScaledVector(new Vector3(...slot.facing), Math.max(0.25, distance));
+}
+
+/**
+ * Where a visitor stands to see a slot (feet): the bake's `view.position` when the slot data has
+ * one (decisions.md "Walkable rooms"), else the viewpoint in front of it brought down onto the floor.
+ */
+export function standingPoint(slot: RoomSlot, stage: Stage, navigation: Navigation | null): Vector3 {
+  // Slot data baked before walkable rooms has no view.
+  const baked = slot.view?.position;
+  if (baked) return new Vector3(...baked);
+  const eye = viewpointOf(slot, stage.camera.fov);
+  const floor: Vec3 = [eye.x, stage.floorAt(eye.x, eye.z), eye.z];
+  return new Vector3(...(navigation?.closestPoint(floor) ?? floor));
 }
 
 export function describeSlot(frame: Frame): Array<[string, string]> {

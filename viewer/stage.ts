@@ -25,6 +25,8 @@ import { GLTFLoader } from 'three/examples/jsm/loaders/GLTFLoader.js';
 import { KTX2Loader } from 'three/examples/jsm/loaders/KTX2Loader.js';
 import { OrbitControls } from 'three/examples/jsm/controls/OrbitControls.js';
 import { type Decoders, DRACO_EXTENSION, MESHOPT_EXTENSION } from './page-data.ts';
+import { type WalkOptions, WalkControls } from './walk.ts';
+import type { Navigation } from '../artifacts/navmesh.ts';
 
 /**
  * KTX2Loader fetches `<transcoder path>basis_transcoder.js` and `.wasm`; this server names them by content
@@ -36,7 +38,6 @@ function basisManager(basis: Decoders['basis']): LoadingManager {
   const urls: Record<string, string> = { [`${BASIS_DIR}basis_transcoder.js`]: basis.js, [`${BASIS_DIR}basis_transcoder.wasm`]: basis.wasm };
   return new LoadingManager().setURLModifier((url) => urls[url] ?? url);
 }
-import { WalkControls } from './walk.ts';
 
 /** Free the GPU resources of a subtree leaving the scene (geometries, materials, their textures). */
 export function disposeTree(root: Object3D): void {
@@ -110,6 +111,7 @@ export class Stage {
   constructor(
     readonly canvasHost: HTMLElement,
     private readonly decoders: Decoders,
+    walkOptions: Partial<WalkOptions> = {},
   ) {
     this.meshopt = new LazyMeshoptDecoder(decoders.meshopt);
     this.renderer = new WebGLRenderer({ antialias: true });
@@ -122,7 +124,8 @@ export class Stage {
     this.scene.add(sun);
     this.orbit = new OrbitControls(this.camera, this.renderer.domElement);
     this.orbit.addEventListener('change', () => this.requestRender());
-    this.walk = new WalkControls(this.camera, this.renderer.domElement, () => this.requestRender());
+    this.walk = new WalkControls(this.camera, this.renderer.domElement, () => this.requestRender(), walkOptions);
+    this.walk.floorAt = (x, z) => this.floorAt(x, z);
     new ResizeObserver(() => this.resize()).observe(this.canvasHost);
     this.resize();
   }
@@ -228,6 +231,13 @@ export class Stage {
     const hits = ray.intersectObject(this.model, true).filter((h) => h.object.visible && h.face && h.face.normal.y > 0.5);
     // The lowest upward face under the point is the floor (not a table or a ceiling slab).
     return hits.length ? hits[hits.length - 1]!.point.y : this.bounds.min.y;
+  }
+
+  /** The walkable floor walk mode keeps to (null: walk freely); a visitor already walking is put on it. */
+  setNavigation(navigation: Navigation | null): void {
+    this.walk.navigation = navigation;
+    if (this.walk.enabled) this.walk.placeFeet(this.walk.feet);
+    this.requestRender();
   }
 
   setWalking(on: boolean): void {

@@ -1,25 +1,56 @@
 /**
- * First-person walk, as a visitor moves: the eye 1.6 m above the floor, W/A/S/D or the arrow keys
+ * First-person walk, as a visitor moves: the eye 1.6 m above the feet, W/A/S/D or the arrow keys
  * to walk (Shift to hurry), drag to look around. No pointer lock, so it works in any embedding.
+ * With a navmesh every step goes through its moveAlong (Detour moveAlongSurface): the visitor
+ * slides along walls and never leaves the walkable floor. Routes (click-to-walk, the tour) are
+ * walked waypoint by waypoint in the same frame loop.
  */
 import { Euler, type PerspectiveCamera, Vector3 } from 'three';
+import { NAVMESH_AGENT, type Navigation, type Vec3 } from '../artifacts/navmesh.ts';
 
-const EYE_HEIGHT = 1.6;
+export const EYE_HEIGHT = 1.6;
 const SPEED = 1.4; // m/s, a gallery stroll
 const LOOK = 0.004; // radians per pixel dragged
+/** A waypoint counts as reached within this many metres. */
+const ARRIVED = 0.05;
+
+export interface WalkOptions {
+  /** Walking speed multiplier (the page's `?walk_speed=`, for tests and demos); 1 = 1.4 m/s. */
+  speed: number;
+}
+
+export const WALK_DEFAULTS: WalkOptions = { speed: 1 };
+
+interface Route {
+  points: Vector3[];
+  face: Vector3 | null;
+  done: (reached: boolean) => void;
+}
 
 export class WalkControls {
   enabled = false;
+  /** The walkable floor, when the room has one; null walks freely at the start's height. */
+  navigation: Navigation | null = null;
+  /** Where the visitor stands (feet, room frame). */
+  readonly feet = new Vector3();
   private readonly keys = new Set<string>();
   private readonly euler = new Euler(0, 0, 0, 'YXZ');
   private last = 0;
   private drag: { x: number; y: number } | null = null;
+  private route: Route | null = null;
+  private readonly options: WalkOptions;
+  /** How far the navmesh lies above the model's floor (recast lays it about a cell height up). */
+  private lift = 0;
+  /** The model's floor height under a point (the stage's ray cast), to measure `lift`. */
+  floorAt: ((x: number, z: number) => number) | null = null;
 
   constructor(
     private readonly camera: PerspectiveCamera,
     private readonly dom: HTMLElement,
     private readonly requestRender: () => void,
+    options: Partial<WalkOptions> = {},
   ) {
+    this.options = { ...WALK_DEFAULTS, ...options };
     window.addEventListener('keydown', (e) => {
       // Typing into a text field is not walking (checkboxes and buttons are fine).
       if (
@@ -36,22 +67,24 @@ export class WalkControls {
       if (this.enabled) this.drag = { x: e.clientX, y: e.clientY };
     });
     window.addEventListener('pointerup', () => (this.drag = null));
-    window.addEventListener('pointermove', (e) => {
-      if (!this.enabled || !this.drag) return;
-      this.euler.setFromQuaternion(this.camera.quaternion);
-      this.euler.y -= (e.clientX - this.drag.x) * LOOK;
-      this.euler.x = Math.max(-1.4, Math.min(1.4, this.euler.x - (e.clientY - this.drag.y) * LOOK));
-      this.camera.quaternion.setFromEuler(this.euler);
-      this.drag = { x: e.clientX, y: e.clientY };
-      this.requestRender();
-    });
+    window.addEventListener('pointermove', (e) => this.look(e));
   }
 
-  /** Stand at `floor` (eye height above it), looking the way the orbit camera looked. */
+  private look(e: PointerEvent): void {
+    if (!this.enabled || !this.drag) return;
+    this.euler.setFromQuaternion(this.camera.quaternion);
+    this.euler.y -= (e.clientX - this.drag.x) * LOOK;
+    this.euler.x = Math.max(-1.4, Math.min(1.4, this.euler.x - (e.clientY - this.drag.y) * LOOK));
+    this.camera.quaternion.setFromEuler(this.euler);
+    this.drag = { x: e.clientX, y: e.clientY };
+    this.requestRender();
+  }
+
+  /** Stand at `floor` (snapped onto the navmesh; eye height above it), looking away from `from`. */
   start(floor: Vector3, from: Vector3): void {
     this.enabled = true;
     const heading = floor.clone().sub(from).setY(0);
-    this.camera.position.set(floor.x, floor.y + EYE_HEIGHT, floor.z);
+    this.placeFeet(floor);
     if (heading.lengthSq() > 1e-6) this.camera.lookAt(this.camera.position.clone().add(heading));
     this.last = performance.now();
   }
@@ -59,18 +92,62 @@ export class WalkControls {
   stop(): void {
     this.enabled = false;
     this.keys.clear();
+    this.cancelRoute();
+  }
+
+  /** Put the feet at `p` (its nearest navmesh point when there is a navmesh) and the eye above. */
+  placeFeet(p: Vector3): void {
+    const on = this.navigation?.closestPoint([p.x, p.y, p.z]);
+    this.feet.set(...(on ?? ([p.x, p.y, p.z] as Vec3)));
+    const floor = on && this.floorAt ? this.floorAt(this.feet.x, this.feet.z) : this.feet.y;
+    this.lift = Math.max(0, Math.min(NAVMESH_AGENT.stepHeight, this.feet.y - floor));
+    this.setEye();
+  }
+
+  /** Turn (about the vertical) to look at `point` from the eye. */
+  face(point: Vector3): void {
+    this.camera.lookAt(point);
+    this.requestRender();
+  }
+
+  /**
+   * Walk `points` (feet positions, in order) then face `face`; resolves true on arrival, false when
+   * cancelled (a key, another route, leaving walk mode).
+   */
+  walkRoute(points: Vector3[], face: Vector3 | null): Promise<boolean> {
+    this.cancelRoute();
+    return new Promise((done) => {
+      this.route = { points: points.map((p) => p.clone()), face, done };
+      this.last = performance.now();
+      this.requestRender();
+    });
+  }
+
+  private cancelRoute(): void {
+    const route = this.route;
+    this.route = null;
+    route?.done(false);
   }
 
   private moving(): boolean {
     return ['KeyW', 'KeyA', 'KeyS', 'KeyD', 'ArrowUp', 'ArrowDown', 'ArrowLeft', 'ArrowRight'].some((k) => this.keys.has(k));
   }
 
-  /** Advance by the time since the last frame; asks for another frame while a key is held. */
+  /** Advance by the time since the last frame; asks for another frame while walking. */
   update(): void {
     const now = performance.now();
     const dt = Math.min(0.1, (now - this.last) / 1000);
     this.last = now;
-    if (!this.enabled || !this.moving()) return;
+    if (!this.enabled) return;
+    if (this.moving()) {
+      this.cancelRoute();
+      this.stepByKeys(dt);
+    } else if (this.route) this.stepOnRoute(dt);
+    else return;
+    this.requestRender();
+  }
+
+  private stepByKeys(dt: number): void {
     const forward = new Vector3();
     this.camera.getWorldDirection(forward);
     forward.setY(0).normalize();
@@ -80,8 +157,45 @@ export class WalkControls {
     if (this.keys.has('KeyS') || this.keys.has('ArrowDown')) step.sub(forward);
     if (this.keys.has('KeyD') || this.keys.has('ArrowRight')) step.add(right);
     if (this.keys.has('KeyA') || this.keys.has('ArrowLeft')) step.sub(right);
-    const speed = SPEED * (this.keys.has('ShiftLeft') || this.keys.has('ShiftRight') ? 2.5 : 1);
-    if (step.lengthSq() > 0) this.camera.position.addScaledVector(step.normalize(), speed * dt);
-    this.requestRender();
+    const hurry = this.keys.has('ShiftLeft') || this.keys.has('ShiftRight') ? 2.5 : 1;
+    if (step.lengthSq() > 0) this.moveTo(this.feet.clone().addScaledVector(step.normalize(), SPEED * this.options.speed * hurry * dt));
+  }
+
+  private stepOnRoute(dt: number): void {
+    const route = this.route!;
+    let budget = SPEED * this.options.speed * dt;
+    while (budget > 0 && route.points.length) {
+      const next = route.points[0]!;
+      const to = next.clone().sub(this.feet).setY(0);
+      const distance = to.length();
+      if (distance <= ARRIVED) {
+        route.points.shift();
+        continue;
+      }
+      const stride = Math.min(budget, distance);
+      budget -= stride;
+      this.camera.lookAt(this.camera.position.clone().add(to));
+      const before = this.feet.clone();
+      this.moveTo(this.feet.clone().addScaledVector(to.normalize(), stride));
+      // Reached, or held back by the navmesh's edge (a corner of the path): on to the next point.
+      if (stride === distance || before.distanceTo(this.feet) < stride * 0.01) route.points.shift();
+    }
+    if (route.points.length) return;
+    this.route = null;
+    if (route.face) this.camera.lookAt(route.face);
+    route.done(true);
+  }
+
+  /** One step: along the navmesh surface (sliding along walls) when there is one. */
+  private moveTo(target: Vector3): void {
+    const nav = this.navigation;
+    if (nav) this.feet.set(...nav.moveAlong([this.feet.x, this.feet.y, this.feet.z], [target.x, target.y, target.z]));
+    else this.feet.copy(target);
+    this.setEye();
+  }
+
+  /** The eye EYE_HEIGHT above the floor under the feet. */
+  private setEye(): void {
+    this.camera.position.set(this.feet.x, this.feet.y - this.lift + EYE_HEIGHT, this.feet.z);
   }
 }

@@ -115,7 +115,9 @@ export function viewerPage(assets: PageAssets, data: Extract<ViewData, { kind: '
       '<span class="spacer"></span>',
       '<button type="button" id="home">Overview</button>',
       '<label><input type="checkbox" id="walk"> Walk</label>',
+      ...(exhibition ? ['<button type="button" id="tour">Tour</button>'] : []),
       '<label><input type="checkbox" id="facing"> Facing</label>',
+      '<span id="walk-note" hidden></span>',
       '</header>',
       '<div id="warning" role="alert" hidden></div>',
       '<main id="stage"></main>',
@@ -134,7 +136,7 @@ export function viewerPage(assets: PageAssets, data: Extract<ViewData, { kind: '
       '<h2>Record</h2><div id="record"></div>',
       '<h2>Legend</h2><ul id="legend"></ul>',
       '<p class="help">Orbit: drag to turn, scroll to zoom, right-drag to pan. Walk: W A S D or arrows (Shift to hurry), drag to look. ' +
-        'Click a frame for its record.</p>',
+        'Click a frame for its record; in walk mode, a click on a frame walks there.</p>',
       '</aside>',
     ],
   });

@@ -32,6 +32,9 @@ function viewRoom(snapshot: ContentSnapshot, id: number): ViewRoom | null {
     modelOptimized: room.model_optimized !== null,
     sourceModelUrl: path(room.model),
     slotsUrl: room.slot_data ? `/v1/rooms/${room.id}/slots` : null,
+    // A room baked before walkable rooms has none: the page builds its floor from the model.
+    navmeshUrl: path(room.navmesh ?? null),
+    spawn: room.spawn ?? null,
     variants: (room.model_variants ?? []).map((v) => ({
       name: v.name,
       url: `/files/${v.file.sha256}.${v.file.ext}`,

@@ -140,6 +140,7 @@ describe.skipIf(!HAS_CHROMIUM)('the 3D viewer in Chromium', () => {
     await page.check('#facing');
     expect(await page.evaluate('window.museumViewer.room.frames.frames.every((f) => f.arrow.visible)')).toBe(true);
     await page.check('#walk');
+    await pageUntil(page, 'window.museumViewer.visitor()'); // walk mode loads its floor first
     const before = (await page.evaluate(
       '(() => { const s = window.museumViewer.stage; return { p: s.camera.position.toArray(), floor: s.bounds.min.y }; })()',
     )) as { p: number[]; floor: number };

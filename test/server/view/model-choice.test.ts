@@ -27,6 +27,8 @@ const room = (over: Partial<ViewRoom> = {}): ViewRoom => ({
   modelOptimized: true,
   sourceModelUrl: '/files/source.glb',
   slotsUrl: '/v1/rooms/1/slots',
+  navmeshUrl: null,
+  spawn: null,
   variants: VARIANTS,
   ...over,
 });

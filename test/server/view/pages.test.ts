@@ -34,6 +34,8 @@ describe('viewer pages', () => {
           modelOptimized: true,
           sourceModelUrl: '/files/b.glb',
           slotsUrl: '/v1/rooms/1/slots',
+          navmeshUrl: null,
+          spawn: null,
           variants: [],
         },
       },
