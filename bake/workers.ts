@@ -125,7 +125,8 @@ export class WorkerPool<J, R> {
       // Nothing of the parent's flags (a test runner's, a loader's): only the heap cap.
       execArgv: heapMb ? [`--max-old-space-size=${heapMb}`] : [],
       serialization: 'advanced', // structured clone, as worker threads had: buffers and typed arrays travel as such
-      stdio: ['ignore', 'inherit', 'pipe', 'ipc'],
+      // Results travel over IPC; a worker's stdout (e.g. the Basis encoder's per-slice chatter) is not the CLI's output.
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
     });
     const running = new Map<number, Task<J, R>>();
     this.workers.set(worker, running);

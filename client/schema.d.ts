@@ -979,10 +979,10 @@ export interface components {
             /** @description longest texture side in pixels; null: no textures */
             max_texture_size: number | null;
             /**
-             * @description draco: model_optimized_url itself (KHR_draco_mesh_compression); meshopt: EXT_meshopt_compression + KHR_mesh_quantization; plain: float32 geometry, no compression, textures at most 1024 px (loads with no decoder)
+             * @description draco: model_optimized_url itself (KHR_draco_mesh_compression); meshopt: EXT_meshopt_compression + KHR_mesh_quantization; plain: float32 geometry, no compression, textures at most 1024 px (loads with no decoder); ktx2: meshopt geometry, KHR_texture_basisu textures (ETC1S colour, UASTC normal maps, mipmapped; rooms with textures only)
              * @enum {string}
              */
-            name: "draco" | "meshopt" | "plain";
+            name: "draco" | "meshopt" | "plain" | "ktx2";
             url: string;
         };
         RoomSlot: {
@@ -1676,8 +1676,10 @@ export interface components {
             };
         };
         /** @description Upstream temporarily unavailable */
-        UpstreamError: {
+        UpstreamErrorIpLimited: {
             headers: {
+                "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
@@ -2499,6 +2501,8 @@ export interface operations {
             /** @description OK */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
@@ -2598,8 +2602,9 @@ export interface operations {
                     };
                 };
             };
-            404: components["responses"]["NotFoundError"];
-            500: components["responses"]["InternalError"];
+            404: components["responses"]["NotFoundErrorIpLimited"];
+            429: components["responses"]["RateLimitedErrorIpLimited"];
+            500: components["responses"]["InternalErrorIpLimited"];
         };
     };
     getExhibitionSuggestions: {
@@ -2622,6 +2627,8 @@ export interface operations {
             /** @description OK */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
@@ -2646,9 +2653,10 @@ export interface operations {
                     };
                 };
             };
-            400: components["responses"]["BadRequestError"];
-            404: components["responses"]["NotFoundError"];
-            500: components["responses"]["InternalError"];
+            400: components["responses"]["BadRequestErrorIpLimited"];
+            404: components["responses"]["NotFoundErrorIpLimited"];
+            429: components["responses"]["RateLimitedErrorIpLimited"];
+            500: components["responses"]["InternalErrorIpLimited"];
         };
     };
     getExhibitionTour: {
@@ -2808,6 +2816,8 @@ export interface operations {
             /** @description mp3 audio */
             200: {
                 headers: {
+                    "X-RateLimit-Limit": components["headers"]["X-RateLimit-Limit"];
+                    "X-RateLimit-Remaining": components["headers"]["X-RateLimit-Remaining"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
@@ -2815,9 +2825,11 @@ export interface operations {
                     "audio/mpeg": string;
                 };
             };
-            404: components["responses"]["NotFoundError"];
-            500: components["responses"]["InternalError"];
-            502: components["responses"]["UpstreamError"];
+            404: components["responses"]["NotFoundErrorIpLimited"];
+            429: components["responses"]["RateLimitedErrorIpLimited"];
+            500: components["responses"]["InternalErrorIpLimited"];
+            502: components["responses"]["UpstreamErrorIpLimited"];
+            503: components["responses"]["UnavailableErrorIpLimited"];
         };
     };
     askLibrary: {

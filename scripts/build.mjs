@@ -19,7 +19,20 @@ import { buildViewer, writeViewer } from './viewer-build.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const DIST = join(ROOT, 'dist');
-const EXTERNAL = ['sharp', 'better-sqlite3', 'draco3dgltf', 'pino', 'tsx', 'esbuild', 'pg'];
+const EXTERNAL = [
+  'sharp',
+  'better-sqlite3',
+  'draco3dgltf',
+  'pino',
+  'tsx',
+  'esbuild',
+  'pg',
+  'ktx2-encoder',
+  'recast-navigation',
+  '@recast-navigation/core',
+  '@recast-navigation/generators',
+  '@recast-navigation/wasm',
+];
 
 // Taken before reading any source: a file saved during the build counts as newer than the bundle.
 const builtAt = Date.now();

@@ -141,7 +141,7 @@ export function sendErrorAndClose(res: ServerResponse, status: number, message: 
 }
 
 /** Send `response` and close the connection lingeringly: a peer still sending reads it, one that keeps sending is cut off. */
-export function answerAndClose(socket: Duplex, response: string): void {
+function answerAndClose(socket: Duplex, response: string): void {
   lingeringClose(socket, response);
 }
 

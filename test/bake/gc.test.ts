@@ -415,7 +415,13 @@ describe('museum bake gc', () => {
 describe('model variants and precompressed siblings', () => {
   /** Every file of a manifest's rooms, with the `.br` / `.gz` siblings that exist beside them. */
   async function roomFiles(data: string, manifest: Manifest): Promise<string[]> {
-    const names = manifest.rooms.flatMap((r) => [r.model, r.model_optimized, r.slot_data, ...(r.model_variants ?? []).map((v) => v.file)]);
+    const names = manifest.rooms.flatMap((r) => [
+      r.model,
+      r.model_optimized,
+      r.slot_data,
+      r.navmesh ?? null,
+      ...(r.model_variants ?? []).map((v) => v.file),
+    ]);
     const present = new Set(await readdir(artifactPaths(data).files));
     const own = names.filter((ref): ref is FileRef => ref !== null).map(fileName);
     return [...own, ...own.flatMap((n) => [`${n}.br`, `${n}.gz`]).filter((n) => present.has(n))].sort();

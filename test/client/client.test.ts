@@ -94,6 +94,9 @@ describe('every GET operation through the typed client', () => {
     const id = world.exhibitionId;
     const exhibition = await museum.GET('/v1/guide/exhibitions/{id}', { params: { path: { id } } });
     expect(exhibition.data?.data.id).toBe(id);
+    const tour = await museum.GET('/v1/guide/exhibitions/{id}/tour', { params: { path: { id } } });
+    expect(tour.data?.data.exhibition).toBe(id);
+    expect(tour.data?.data.rooms.length).toBeGreaterThan(0);
     const suggestions = await museum.GET('/v1/guide/exhibitions/{id}/suggestions', { params: { path: { id } } });
     expect(suggestions.data?.data.suggestions.length).toBeGreaterThan(0);
     const followup = await museum.GET('/v1/guide/followup', { params: { query: { exhibition: id, session: world.session } } });
