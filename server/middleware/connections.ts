@@ -4,7 +4,7 @@
  *    (`requestTimeout`). Both stop counting once the request is received, so a response that runs
  *    for minutes (event streams) is not affected. A late request is answered 408 and closed.
  *  - Open connections per client (`maxConnectionsPerIp`; IPv6 by /64; every socket held counts): one
- *    more is answered 503 `BUSY` and destroyed at once, before any request is read. Sockets in all:
+ *    more is answered 503 `BUSY` at once, before any request is read, and closed within 1 s. Sockets in all:
  *    `maxConnections` (http.Server#maxConnections, below the descriptor limit). Behind TRUST_PROXY every connection comes from the
  *    proxy, so the cap is off unless set.
  *  - Requests node refuses before the request path — an HTTP/1.1 request without `Host`, an `Expect` other than
@@ -17,6 +17,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { clientBucket } from '../../common/net.ts';
 import { rawErrorResponse, sendErrorAndClose } from './errors.ts';
+import { discardBody, trackResponses } from './lingering-close.ts';
 
 export interface ConnectionLimits {
   headersTimeoutMs: number;
@@ -43,16 +44,20 @@ export function guardConnections(server: Server, limits: ConnectionLimits, log: 
     awaitingContinue.add(res);
     server.emit('request', req, res);
   });
-  server.on('checkExpectation', (_req: IncomingMessage, res: ServerResponse) => {
-    sendErrorAndClose(res, 417, 'Unsupported Expect header (only 100-continue is)', 'BAD_REQUEST');
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    sendErrorAndClose(req, res, 417, 'Unsupported Expect header (only 100-continue is)', 'BAD_REQUEST');
   });
   // Below the descriptor limit, so a flood of addresses never takes the descriptors /healthz needs.
   server.maxConnections = limits.maxConnections;
+  trackResponses(server);
   if (limits.maxConnectionsPerIp > 0) capConnectionsPerIp(server, limits.maxConnectionsPerIp, log);
 }
 
 /** Responses to `Expect: 100-continue` requests whose `100 Continue` is not sent yet. */
 const awaitingContinue = new WeakSet<ServerResponse>();
+
+/** The client waits for `100 Continue` before it sends its body, and it has not been sent. */
+export const awaitsContinue = (res: ServerResponse): boolean => awaitingContinue.has(res) && !res.headersSent;
 
 /** Before reading a request body: tell a client that waits for it to send the body. */
 export function continueIfExpected(res: ServerResponse): void {
@@ -63,14 +68,14 @@ export function continueIfExpected(res: ServerResponse): void {
 /** Connections answered 503 at connect time: requests parsed on them are not served. */
 const refusedSockets = new WeakSet<object>();
 
-/** How long a refused connection may take to flush its 503 before it is destroyed anyway. */
-const REFUSAL_FLUSH_MS = 1_000;
+/** A refused connection is held at most this long: its 503 sent, a request it had started discarded to its end. */
+const REFUSAL_BOUNDS = { ms: 1_000, bytes: 16 * 1024 * 1024 } as const;
 
 /**
- * Every socket the server holds counts for its address until it is closed — lingering ones (a
- * refused body being discarded) and refused ones included (issue 43). One over the cap gets its
- * 503 written and is destroyed at once (at most 1 s to flush it): it never lingers, so a flood holds
- * `max` sockets and refusals in flight.
+ * Every socket the server holds counts for its address until it is closed — refused ones and ones
+ * discarding a refused body included (issue 43). One over the cap gets its 503 and our side ended at
+ * once; it is held only until the client ends its side or what it had started sending is read
+ * (≤ 1 s), never lingered for.
  */
 function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
   const open = new Map<string, number>();
@@ -97,13 +102,14 @@ function capConnectionsPerIp(server: Server, max: number, log: Logger): void {
   });
 }
 
-/** Write the 503 and destroy the socket once it is flushed (bounded), without reading what the client sends. */
+/** Send the 503 and end our side; destroy the socket at the bound (a request on it is discarded: `refusedBeforeRouting`). */
 function refuseAtOnce(socket: Socket, refusal: string | Buffer): void {
-  const timer = setTimeout(() => socket.destroy(), REFUSAL_FLUSH_MS);
+  const timer = setTimeout(() => socket.destroy(), REFUSAL_BOUNDS.ms);
   timer.unref();
   socket.once('close', () => clearTimeout(timer));
   socket.on('error', () => socket.destroy());
-  socket.write(refusal, () => socket.destroy());
+  socket.once('end', () => socket.destroy()); // the client ended its side: nothing unread is left
+  socket.end(refusal);
 }
 
 /**
@@ -112,8 +118,12 @@ function refuseAtOnce(socket: Socket, refusal: string | Buffer): void {
  * 400, answered here with the envelope).
  */
 export function refusedBeforeRouting(req: IncomingMessage, res: ServerResponse): boolean {
-  if (refusedSockets.has(req.socket)) return true;
+  if (refusedSockets.has(req.socket)) {
+    // Already answered 503: what the client sends is read to its end, so closing sends no reset.
+    void discardBody(req, REFUSAL_BOUNDS).then(() => req.socket.destroy());
+    return true;
+  }
   if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return false;
-  sendErrorAndClose(res, 400, 'The Host header is required');
+  sendErrorAndClose(req, res, 400, 'The Host header is required');
   return true;
 }

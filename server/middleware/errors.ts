@@ -2,8 +2,8 @@
  * The error envelope: every failure leaves as `{ errors: [{ message, extensions: { code } }] }`
  * with the right status. Unexpected exceptions become a generic 500 (the detail is logged with
  * the request id, never sent). Unmatched routes become 404. A refused request whose body has not
- * been read (401, 429, 413…) is answered without reading it, and its connection closed lingeringly
- * (lingering-close.ts: the client still sending reads its answer, not a reset). A client
+ * been read (401, 429, 413…) is answered without parsing it, and its connection closed once the
+ * rest is discarded (lingering-close.ts: the client still sending reads its answer, not a reset). A client
  * that hung up before sending its whole request is logged as such (status 499), not as a failure.
  */
 import { STATUS_CODES } from 'node:http';
@@ -16,7 +16,8 @@ import { JSON_TYPE } from '../http-conditional.ts';
 import { answerWith } from '../answer.ts';
 import type { MuseumMiddleware, RawAnswer } from '../types.ts';
 import { CORS_HEADERS } from './cors.ts';
-import { lingerAfterLastAnswer, lingeringClose, isLingering } from './lingering-close.ts';
+import { awaitsContinue } from './connections.ts';
+import { answerBeforeBody, answeredClientError, endAfterClientError, responseInProgress } from './lingering-close.ts';
 import { freshRequestId } from './request-id.ts';
 
 const CLIENT_MESSAGES: Record<number, string> = {
@@ -70,12 +71,15 @@ export function errorEnvelope(log: Logger): MuseumMiddleware {
         ctx.respond = false;
         return;
       }
-      // Never read a refused request's body: answer, then close (the client may still be sending).
+      const answer = errorAnswer(httpErrorOf(err, log, { requestId: ctx.state.requestId, method: ctx.method, url: ctx.url }));
+      // Never parse a refused request's body: answer while the client may still be sending, then close.
       if (bodyUnread(ctx.req)) {
-        ctx.set('Connection', 'close');
-        lingerAfterLastAnswer(ctx.req.socket);
+        ctx.status = answer.status;
+        ctx.respond = false;
+        answerBeforeBody(ctx.req, ctx.res, answer, !awaitsContinue(ctx.res));
+        return;
       }
-      answerWith(ctx, errorAnswer(httpErrorOf(err, log, { requestId: ctx.state.requestId, method: ctx.method, url: ctx.url })));
+      answerWith(ctx, answer);
       return;
     }
     // No middleware answered (a handler that set nothing): 404, as an unknown path.
@@ -133,16 +137,14 @@ export function rawErrorResponse(
  * The same answer through node's response object (requests node refuses before the request path sees
  * them); the connection closes after it.
  */
-export function sendErrorAndClose(res: ServerResponse, status: number, message: string, code = codeForStatus(status)): void {
-  const answer = closingErrorAnswer(status, message, code, {});
-  lingerAfterLastAnswer(res.socket as Socket);
-  res.writeHead(status, answer.headers);
-  res.end(answer.body);
-}
-
-/** Send `response` and close the connection lingeringly: a peer still sending reads it, one that keeps sending is cut off. */
-function answerAndClose(socket: Duplex, response: string): void {
-  lingeringClose(socket, response);
+export function sendErrorAndClose(
+  req: IncomingMessage,
+  res: ServerResponse,
+  status: number,
+  message: string,
+  code = codeForStatus(status),
+): void {
+  answerBeforeBody(req, res, { status, ...closingErrorAnswer(status, message, code, {}) }, !awaitsContinue(res));
 }
 
 /**
@@ -150,18 +152,18 @@ function answerAndClose(socket: Duplex, response: string): void {
  * reach the request path; answer them with the envelope too instead of node's bare status line.
  */
 export function clientErrorResponder() {
-  return (err: NodeJS.ErrnoException, socket: Duplex): void => {
-    // A connection closing lingeringly ends the client's request by design: its bounds close it.
-    if (isLingering(socket)) return;
-    const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
-    if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
+  return (err: NodeJS.ErrnoException, duplex: Duplex): void => {
+    const socket = duplex as Socket; // an http.Server's connections are net sockets
+    // Answered already: what the client still sends is read and dropped until it ends, within bounds.
+    if (answeredClientError(socket)) return;
+    if (err.code === 'ECONNRESET' || !socket.writable || responseInProgress(socket)) {
       socket.destroy();
       return;
     }
     const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT' || err.code === 'ERR_HTTP_HEADERS_TIMEOUT';
     const status = err.code === 'HPE_HEADER_OVERFLOW' ? 431 : timedOut ? 408 : 400;
     const message = status === 431 ? 'Request headers too large' : timedOut ? 'Request not received in time' : 'Bad request';
-    answerAndClose(socket, rawErrorResponse(status, message));
+    endAfterClientError(socket, rawErrorResponse(status, message));
   };
 }
 

@@ -1,59 +1,123 @@
 /**
  * Closing a connection whose client may still be sending (nginx's lingering close). A request
  * refused before its body is read (401, 413, 429, a per-IP connection refusal…) is answered while
- * the client is still writing its body. Destroying the socket then, with unread bytes in its
- * receive buffer, makes the kernel send a reset, and a reset can reach the client before it has
- * read the answer: Node's http client and fetch report EPIPE/ECONNRESET instead of the refusal.
- * So: send the answer and stop sending (half-close), read and discard what the client still sends
- * — never buffered, never parsed — and destroy the socket when the client is done, or at a bound
- * of time and of bytes, whichever comes first, so that no client holds a socket by sending for ever.
+ * the client is still writing its body. Closing the socket then, with unread bytes in its receive
+ * buffer, makes the kernel send a reset, and a reset can reach the client before it has read the
+ * answer: Node's http client and fetch report EPIPE/ECONNRESET instead of the refusal. So: write
+ * the whole answer and end our side, read and discard the rest of the body, and only then destroy
+ * the socket — or at a bound of time and of bytes, whichever comes first, so that no client holds
+ * a socket by sending for ever.
  */
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
 
-/** How long and how much a closing connection is read and discarded for (a body above the 1 MB cap, in full). */
+/** How long and how much a refused body is read and discarded for (a body above the 1 MB cap, in full). */
 export const LINGER = { ms: 5_000, bytes: 16 * 1024 * 1024 } as const;
 
-const lingering = new WeakSet<Duplex>();
+export interface LingerBounds {
+  ms: number;
+  bytes: number;
+}
 
-/** True when `socket` is closing lingeringly: a request parsed on it now is not served. */
-export const isLingering = (socket: Duplex): boolean => lingering.has(socket);
-
-/**
- * Half-close `socket` once what is written to it is sent (`last`, when given, is written first), then
- * discard what the client still sends until it ends its side, or `bounds` are spent; then destroy.
- */
-export function lingeringClose(socket: Duplex, last?: string | Buffer, bounds: { ms: number; bytes: number } = LINGER): void {
-  if (socket.destroyed || lingering.has(socket)) return;
-  lingering.add(socket);
-  let discarded = 0;
-  const timer = setTimeout(() => socket.destroy(), bounds.ms);
-  timer.unref();
-  socket.once('close', () => clearTimeout(timer));
-  // Our own listener takes the bytes from node's HTTP parser (which would parse whatever follows the
-  // refused body as a next request); adding it also moves reading from node's native parser to here.
-  const discard = (chunk: Buffer) => {
-    discarded += chunk.length;
-    if (discarded > bounds.bytes) socket.destroy();
-  };
-  socket.on('data', discard);
-  for (const listener of socket.listeners('data')) {
-    if (listener !== discard) socket.removeListener('data', listener as (...args: unknown[]) => void);
-  }
-  socket.resume();
-  // Node's parser may have stopped the socket's reading (a body nobody read fills its buffers);
-  // resume() does not restart a read the stream thinks is pending, the socket's own _read does.
-  socket._read(0);
-  // The client ended its side: nothing unread is left, so closing (once the answer is out) sends no reset.
-  socket.once('end', () => (socket.writableFinished ? socket.destroy() : socket.once('finish', () => socket.destroy())));
-  if (last === undefined) socket.end();
-  else socket.end(last);
+/** A whole answer written before the request's body is read. */
+export interface ClosingAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string | Buffer;
 }
 
 /**
- * Make node's own close after the last answer of a connection (`Connection: close`: node calls the
- * socket's `destroySoon` once the answer is written) a lingering one.
+ * Read and discard the rest of `req`'s body: true once it has ended, false when `bounds` ran out
+ * first (the caller destroys the connection) or the client went away.
  */
-export function lingerAfterLastAnswer(socket: Socket): void {
-  socket.destroySoon = () => lingeringClose(socket);
+export function discardBody(req: IncomingMessage, bounds: LingerBounds = LINGER): Promise<boolean> {
+  if (req.complete) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    let discarded = 0;
+    const done = (whole: boolean) => {
+      clearTimeout(timer);
+      req.off('data', count);
+      req.off('end', ended);
+      req.off('close', gone);
+      resolve(whole);
+    };
+    const count = (chunk: Buffer) => {
+      discarded += chunk.length;
+      if (discarded > bounds.bytes) done(false);
+    };
+    const ended = () => done(true);
+    const gone = () => done(req.complete);
+    const timer = setTimeout(() => done(false), bounds.ms);
+    timer.unref();
+    req.on('data', count);
+    req.once('end', ended);
+    req.once('close', gone);
+    req.resume();
+  });
+}
+
+/**
+ * Answer `req` while its body is still unread: the whole answer is written and our side of the
+ * connection ended at once (the client reads it while it sends), then the rest of the body is
+ * discarded and the connection destroyed, within `bounds`. A client waiting for `100 Continue`
+ * (`bodyWillCome` false) sends no body: its response ends as any other (node closes after it).
+ */
+export function answerBeforeBody(
+  req: IncomingMessage,
+  res: ServerResponse,
+  answer: ClosingAnswer,
+  bodyWillCome = true,
+  bounds: LingerBounds = LINGER,
+): void {
+  res.writeHead(answer.status, { ...answer.headers, Connection: 'close' });
+  if (!bodyWillCome) {
+    res.end(answer.body);
+    return;
+  }
+  res.write(answer.body);
+  // The response stays unended: node would destroy the socket after it, unread bytes and all (a reset).
+  req.socket.end();
+  void discardBody(req, bounds).then(() => req.socket.destroy());
+}
+
+/** Sockets answered by `endAfterClientError`: node's parser reports each later byte as another error. */
+const answeredAfterError = new WeakSet<Socket>();
+
+/**
+ * A connection whose request node's parser rejected (no request object): send `last` and end our
+ * side, then wait for the client to end its side — what it still sends is read and dropped by node's
+ * parser — and destroy the socket then, or at `bounds`.
+ */
+export function endAfterClientError(socket: Socket, last: string, bounds: LingerBounds = LINGER): void {
+  if (answeredAfterError.has(socket)) return;
+  answeredAfterError.add(socket);
+  const timer = setTimeout(() => socket.destroy(), bounds.ms);
+  timer.unref();
+  const destroyPastBytes = () => {
+    if (socket.bytesRead > bounds.bytes) socket.destroy();
+  };
+  socket.on('data', destroyPastBytes);
+  socket.once('close', () => clearTimeout(timer));
+  // The client ended its side: nothing unread is left, so closing (once the answer is out) sends no reset.
+  socket.once('end', () => (socket.writableFinished ? socket.destroy() : socket.once('finish', () => socket.destroy())));
+  socket.end(last);
+  socket.resume();
+}
+
+/** True when `socket` has been answered after a parser error (later errors on it are that client still sending). */
+export const answeredClientError = (socket: Socket): boolean => answeredAfterError.has(socket);
+
+/** Each connection's latest response (node's 'request' event): a parser error while it is being sent must not write into it. */
+const latestResponse = new WeakMap<Socket, ServerResponse>();
+
+export function trackResponses(server: {
+  on(event: 'request', listener: (req: IncomingMessage, res: ServerResponse) => void): unknown;
+}): void {
+  server.on('request', (req, res) => latestResponse.set(req.socket, res));
+}
+
+/** A response has started on `socket` and is not finished: nothing else may be written to it. */
+export function responseInProgress(socket: Socket): boolean {
+  const res = latestResponse.get(socket);
+  return res !== undefined && res.headersSent && !res.writableFinished;
 }
