@@ -141,7 +141,7 @@ const COLOUR_SLOTS = ['baseColorTexture', 'emissiveTexture', 'diffuseTexture', '
 
 /** Basis settings per kind: UASTC for normal maps (ETC1S smears their directions), ETC1S otherwise; mipmaps always. */
 function basisOptions(slots: Set<string>, settings: OptimizerSettings) {
-  const { etc1sQuality, uastcQuality } = settings.variants.ktx2;
+  const { etc1sQuality, etc1sEffort, uastcQuality } = settings.variants.ktx2;
   const colour = [...slots].some((s) => COLOUR_SLOTS.includes(s));
   // enableDebug off: the encoder otherwise prints every slice to the worker's stdout.
   const common = { generateMipmap: true, enableDebug: false, isKTX2File: true, imageDecoder: decodeRgba };
@@ -155,7 +155,14 @@ function basisOptions(slots: Set<string>, settings: OptimizerSettings) {
       uastcLDRQualityLevel: uastcQuality,
       needSupercompression: true,
     };
-  return { ...common, isUASTC: false, qualityLevel: etc1sQuality, isPerceptual: colour, isSetKTX2SRGBTransferFunc: colour };
+  return {
+    ...common,
+    isUASTC: false,
+    qualityLevel: etc1sQuality,
+    compressionLevel: etc1sEffort,
+    isPerceptual: colour,
+    isSetKTX2SRGBTransferFunc: colour,
+  };
 }
 
 /**

@@ -7,7 +7,7 @@
  * finds no error; the bake is deterministic and incremental with them, and a room whose variant
  * cannot be made fails alone with its previous artifacts kept.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -282,8 +282,9 @@ describe('with the rest of the bake', () => {
       ...OPTIMIZER_SETTINGS,
       variants: { ...OPTIMIZER_SETTINGS.variants, plain: { ...OPTIMIZER_SETTINGS.variants.plain, maxTextureSize: 512 } },
     };
+    // A copy of the bake just repaired: the same files a bake of these sources writes, without baking again.
     const copy = tmp('museum-variants-settings-');
-    await bakeRooms({ contentDir: content, dataDir: copy, concurrency: 2, only: [8] });
+    cpSync(data, copy, { recursive: true });
     const rebaked = await bakeRooms({ contentDir: content, dataDir: copy, concurrency: 2, only: [8], settings: smaller });
     expect(rebaked.rooms.find((r) => r.id === 8)!.reason).toBe('sources or settings changed');
     const room = (await readManifest(copy))!.rooms.find((r) => r.id === 8)!;
