@@ -152,7 +152,7 @@ class Viewer {
     void floor?.then((f) => f?.navigation.destroy()).catch(() => undefined);
   }
 
-  /** Enter or leave walk mode; walking keeps to the room's navmesh (say so when there is none). */
+  /** Enter or leave walk mode, at the room's spawn; walking keeps to the room's navmesh (say so when there is none). */
   async setWalking(on: boolean): Promise<void> {
     $<HTMLInputElement>('walk').checked = on;
     const note = $('walk-note');
@@ -171,7 +171,9 @@ class Viewer {
       note.textContent = why ?? '';
       note.hidden = why === null;
     }
-    this.stage.setWalking(on);
+    // The visitor enters at the room's spawn (decisions.md "Walkable rooms").
+    const spawn = this.shownRoom?.spawn;
+    this.stage.setWalking(on, spawn ? new Vector3(...spawn) : null);
   }
 
   /** Where the visitor stands in walk mode (feet, room frame, metres), or null when not walking. */

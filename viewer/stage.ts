@@ -240,11 +240,21 @@ export class Stage {
     this.requestRender();
   }
 
-  setWalking(on: boolean): void {
+  /**
+   * Enter or leave walk mode. The visitor enters at `enter` (the room's spawn: feet on its navmesh)
+   * when the room has one, else on the floor under the orbit's target; looking the way the camera
+   * looked (levelled).
+   */
+  setWalking(on: boolean, enter: Vector3 | null = null): void {
     if (on === this.walk.enabled) return;
     if (on) {
-      const at = this.orbit.target.clone();
-      this.walk.start(new Vector3(at.x, this.floorAt(at.x, at.z), at.z), this.camera.position);
+      const at = enter ?? this.orbit.target;
+      // A spawn is on the navmesh already (its height included); without a navmesh the feet go on the model's floor.
+      const feet = enter && this.walk.navigation ? enter.clone() : new Vector3(at.x, this.floorAt(at.x, at.z), at.z);
+      const look = this.camera.getWorldDirection(new Vector3());
+      // Looking straight down: the screen's up is the way ahead.
+      if (Math.hypot(look.x, look.z) < 1e-3) look.set(0, 1, 0).applyQuaternion(this.camera.quaternion);
+      this.walk.start(feet, look);
       this.orbit.enabled = false;
     } else {
       this.walk.stop();

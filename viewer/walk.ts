@@ -13,6 +13,9 @@ const SPEED = 1.4; // m/s, a gallery stroll
 const LOOK = 0.004; // radians per pixel dragged
 /** A waypoint counts as reached within this many metres. */
 const ARRIVED = 0.05;
+/** Entering walk mode, the visitor faces a heading with at least this much floor straight ahead (m). */
+const OPEN_AHEAD = 1;
+const UP = new Vector3(0, 1, 0);
 
 export interface WalkOptions {
   /** Walking speed multiplier (the page's `?walk_speed=`, for tests and demos); 1 = 1.4 m/s. */
@@ -80,13 +83,43 @@ export class WalkControls {
     this.requestRender();
   }
 
-  /** Stand at `floor` (snapped onto the navmesh; eye height above it), looking away from `from`. */
-  start(floor: Vector3, from: Vector3): void {
+  /**
+   * Stand at `floor` (snapped onto the navmesh; eye height above it), looking level along `heading`,
+   * or, when a wall or the floor's edge is right ahead there, along the nearest heading that is open.
+   */
+  start(floor: Vector3, heading: Vector3): void {
     this.enabled = true;
-    const heading = floor.clone().sub(from).setY(0);
     this.placeFeet(floor);
-    if (heading.lengthSq() > 1e-6) this.camera.lookAt(this.camera.position.clone().add(heading));
+    const level = this.openHeading(heading.clone().setY(0));
+    if (level.lengthSq() > 1e-6) this.camera.lookAt(this.camera.position.clone().add(level));
     this.last = performance.now();
+  }
+
+  /** How far (m, up to `limit`) walking straight along `dir` (level, unit) from the feet gets on the navmesh. */
+  private reach(dir: Vector3, limit: number): number {
+    const nav = this.navigation;
+    if (!nav) return limit;
+    const f = this.feet;
+    const to = nav.moveAlong([f.x, f.y, f.z], [f.x + dir.x * limit, f.y, f.z + dir.z * limit]);
+    return (to[0] - f.x) * dir.x + (to[2] - f.z) * dir.z;
+  }
+
+  /** `preferred` when the floor is open ahead (OPEN_AHEAD), else the nearest open heading (the most open when none is). */
+  private openHeading(preferred: Vector3): Vector3 {
+    if (!this.navigation || preferred.lengthSq() <= 1e-6) return preferred;
+    const base = preferred.clone().normalize();
+    let best = base;
+    let bestReach = -Infinity;
+    // 0, +15°, -15°, +30°, … 180°: the first open one is the nearest to the heading asked for.
+    for (let k = 0; k <= 12; k++) {
+      for (const sign of k === 0 || k === 12 ? [1] : [1, -1]) {
+        const dir = base.clone().applyAxisAngle(UP, (sign * k * Math.PI) / 12);
+        const reach = this.reach(dir, OPEN_AHEAD);
+        if (reach >= OPEN_AHEAD * 0.99) return dir;
+        if (reach > bestReach) [best, bestReach] = [dir, reach];
+      }
+    }
+    return best;
   }
 
   stop(): void {

@@ -2,7 +2,8 @@
  * The static assets of the viewer and docs pages, served from this server (no CDN, no network):
  * the browser bundle (built into dist/viewer by `make build`, never by the server: while that copy is
  * missing or older than a source, the pages answer 503 naming `make build`), three's Draco and
- * meshopt decoders (fetched by a page only for a model that needs one), and swagger-ui-dist. Every
+ * meshopt decoders and Basis transcoder (fetched by a page only for a model that needs one; the
+ * transcoder without its eval, see basis-transcoder.ts), and swagger-ui-dist. Every
  * URL carries a content hash, so responses are immutable; bodies are held in memory (a fixed, small
  * set) with a gzip copy made on first use.
  */
@@ -13,6 +14,7 @@ import { dirname, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 import { readBuiltViewer, ROOT, VIEWER_OUT, type ViewerBundle } from '../../scripts/viewer-build.mjs';
 import { HttpError } from '../errors.ts';
+import { basisTranscoderWithoutEval } from './basis-transcoder.ts';
 import type { Decoders } from '../../viewer/page-data.ts';
 
 export const ASSET_PREFIX = '/view/assets/';
@@ -104,8 +106,9 @@ export class ViewerAssets {
     }
     const files = new Map<string, Asset>();
     for (const [name, bytes] of bundle.files) files.set(name, asset(Buffer.from(bytes), name.slice(name.lastIndexOf('.') + 1)));
-    const add = (stem: string, path: string): string => {
-      const body = readFileSync(path);
+    /** `transform`: the served text made from the package's file (hashed as served). */
+    const add = (stem: string, path: string, transform?: (text: string) => string): string => {
+      const body = transform ? Buffer.from(transform(readFileSync(path, 'utf8'))) : readFileSync(path);
       const ext = path.slice(path.lastIndexOf('.') + 1);
       const name = hashed(stem, ext, body);
       files.set(name, asset(body, ext));
@@ -129,7 +132,8 @@ export class ViewerAssets {
         },
         meshopt: add('meshopt_decoder', resolve('three/examples/jsm/libs/meshopt_decoder.module.js')),
         basis: {
-          js: add('basis_transcoder', join(basisDir, 'basis_transcoder.js')),
+          // Without its runtime code generation, which the page's CSP (inherited by the blob: worker) forbids.
+          js: add('basis_transcoder', join(basisDir, 'basis_transcoder.js'), basisTranscoderWithoutEval),
           wasm: add('basis_transcoder', join(basisDir, 'basis_transcoder.wasm')),
         },
       },
