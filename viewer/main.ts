@@ -9,7 +9,7 @@ import type { Frame } from './frames.ts';
 import { hangPicture } from './frames.ts';
 import type { ModelChoice, ViewData, ViewPlacement, ViewRoom } from './page-data.ts';
 import { pictureTexture } from './pictures.ts';
-import { describeSlot, type LoadedRoom, loadRoom, standingPoint, viewpointOf } from './room-view.ts';
+import { describeSlot, type LoadedRoom, loadRoom, MODEL_TIMEOUT_MS, standingPoint, viewpointOf } from './room-view.ts';
 import { disposeTree, Stage } from './stage.ts';
 import { Vector3 } from 'three';
 import type { Vec3 } from '../artifacts/navmesh.ts';
@@ -305,8 +305,10 @@ class Viewer {
     this.shownRoom = room;
     this.artworkBySlot.clear();
     this.showRecord(null);
-    const loaded = await loadRoom(this.stage, room, this.data.variant);
+    const loaded = await loadRoom(this.stage, room, this.data.variant, modelTimeoutMs());
     this.room = loaded;
+    // The page gave up waiting for the model: say so where tests and operators look.
+    this.error = loaded.modelError;
     this.modelLoadMs = loaded.modelLoadMs;
     this.showWarnings(loaded.warnings);
     this.showVariants(room, loaded.model);
@@ -456,6 +458,12 @@ async function runExhibition(viewer: Viewer, data: Extract<ViewData, { kind: 'ex
 function walkSpeed(): number {
   const asked = Number(new URLSearchParams(location.search).get('walk_speed'));
   return Number.isFinite(asked) && asked >= 0.1 && asked <= 20 ? asked : 1;
+}
+
+/** The page option `?model_timeout=` (seconds, 1–600): how long a room model may take before the page gives up (tests). */
+function modelTimeoutMs(): number {
+  const asked = Number(new URLSearchParams(location.search).get('model_timeout'));
+  return Number.isFinite(asked) && asked >= 1 && asked <= 600 ? asked * 1000 : MODEL_TIMEOUT_MS;
 }
 
 async function main(): Promise<void> {

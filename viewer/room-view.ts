@@ -12,6 +12,8 @@ import type { Navigation, Vec3 } from '../artifacts/navmesh.ts';
 
 export interface LoadedRoom {
   frames: FrameSet | null;
+  /** Why the model is not shown when the page gave up waiting for it (MODEL_TIMEOUT_MS), else null. */
+  modelError: string | null;
   slotData: RoomSlotData | null;
   /** Problems to show (model failed, no slot data, stale slot data). */
   warnings: string[];
@@ -22,6 +24,38 @@ export interface LoadedRoom {
   modelParsedAt: number | null;
 }
 
+/**
+ * How long a room model may take (download, geometry decode, textures) before the page gives up on it.
+ * A decoder that dies at start never answers: three's KTX2Loader, whose Basis transcoder worker fails
+ * to start, leaves the model's promise pending for ever. The page option `?model_timeout=` (seconds)
+ * changes it, for tests.
+ */
+export const MODEL_TIMEOUT_MS = 60_000;
+
+class ModelTimeout extends Error {}
+
+/** `stage.loadModel(url)`, rejected with a ModelTimeout after `ms`; a model that arrives after that is dropped. */
+async function loadModelWithin(stage: Stage, url: string, ms: number): Promise<void> {
+  const abandoned = new AbortController();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      abandoned.abort();
+      reject(
+        new ModelTimeout(
+          `The room model did not load within ${Math.round(ms / 1000)} s: its decoder or texture transcoder ` +
+            'may have failed to start. Reload the page to try again.',
+        ),
+      );
+    }, ms);
+  });
+  try {
+    await Promise.race([stage.loadModel(url, abandoned.signal), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 async function fetchSlots(url: string): Promise<RoomSlotData> {
   const res = await fetch(url);
   if (!res.ok) throw new Error(`slot data answered ${res.status}`);
@@ -29,13 +63,14 @@ async function fetchSlots(url: string): Promise<RoomSlotData> {
 }
 
 /** `asked`: the page's `?variant=`, or null for the fastest this browser can load. */
-export async function loadRoom(stage: Stage, room: ViewRoom, asked: string | null): Promise<LoadedRoom> {
+export async function loadRoom(stage: Stage, room: ViewRoom, asked: string | null, modelTimeoutMs = MODEL_TIMEOUT_MS): Promise<LoadedRoom> {
   const warnings: string[] = [];
   const slots = room.slotsUrl ? fetchSlots(room.slotsUrl) : Promise.resolve(null);
   const choice = chooseModel(room, asked, typeof WebAssembly === 'object');
   if (choice.notice) warnings.push(choice.notice);
   let modelLoadMs: number | null = null;
   let modelParsedAt: number | null = null;
+  let modelError: string | null = null;
   const model = (async () => {
     if (!choice.url) {
       warnings.push('This room has no model yet.');
@@ -44,12 +79,17 @@ export async function loadRoom(stage: Stage, room: ViewRoom, asked: string | nul
     const started = performance.now();
     try {
       stage.preloadDecoders(choice.extensionsRequired);
-      await stage.loadModel(choice.url);
+      await loadModelWithin(stage, choice.url, modelTimeoutMs);
       modelParsedAt = performance.now();
       modelLoadMs = modelParsedAt - started;
       if (!room.modelOptimized) warnings.push('No optimized model is baked for this room; showing the source model.');
-    } catch {
-      warnings.push('The room model could not be loaded.');
+    } catch (err) {
+      if (err instanceof ModelTimeout) {
+        modelError = err.message;
+        // A decoder stuck at start would hold the next room's model too: the next one starts afresh.
+        stage.dropDecoders();
+      }
+      warnings.push(modelError ?? 'The room model could not be loaded.');
     }
   })();
   let slotData: RoomSlotData | null = null;
@@ -63,7 +103,7 @@ export async function loadRoom(stage: Stage, room: ViewRoom, asked: string | nul
   const stale = slotData && staleFor(slotData, choice.url);
   if (stale) warnings.push(stale);
   const frames = slotData ? new FrameSet(stage, slotData.slots) : null;
-  return { frames, slotData, warnings, modelLoadMs, model: choice, modelParsedAt };
+  return { frames, modelError, slotData, warnings, modelLoadMs, model: choice, modelParsedAt };
 }
 
 /** `/files/<sha256>.<ext>`: the file id is the name (artifacts/format.ts FILE_NAME_PATTERN; the bundle imports no zod). */

@@ -194,9 +194,27 @@ export class Stage {
     if (extensionsRequired.includes(MESHOPT_EXTENSION)) void this.meshopt.ready.catch(() => undefined);
   }
 
-  /** Load the room model, hide its own slot placeholders, and frame the camera on it. */
-  async loadModel(url: string): Promise<void> {
+  /**
+   * Forget the Draco and KTX2 loaders (their workers ended): a model whose load the page gave up on
+   * may have one stuck at start, which would hold every later model too. The next model starts new ones.
+   */
+  dropDecoders(): void {
+    this.draco?.dispose();
+    this.ktx2?.dispose();
+    this.draco = null;
+    this.ktx2 = null;
+  }
+
+  /**
+   * Load the room model, hide its own slot placeholders, and frame the camera on it. `abandoned`: the
+   * page gave up on this load (a model parsed after that is freed, not shown).
+   */
+  async loadModel(url: string, abandoned?: AbortSignal): Promise<void> {
     const gltf = await this.newLoader().loadAsync(url);
+    if (abandoned?.aborted) {
+      disposeTree(gltf.scene);
+      return;
+    }
     if (this.model) {
       this.scene.remove(this.model);
       disposeTree(this.model);

@@ -7,7 +7,10 @@
  *    only the decoder the variant needs is requested (plain: none; ktx2: meshopt's and the Basis
  *    transcoder), ktx2's textures are compressed GPU textures with mipmaps; no console error;
  *  - no `?variant=` picks meshopt; an unknown name says so and shows meshopt; a room baked before
- *    variants shows its Draco model.
+ *    variants shows its Draco model;
+ *  - a Basis transcoder that dies at start (KTX2Loader then never answers) or is not served: the
+ *    ktx2 page does not hang; for the first its model timeout (`?model_timeout=`) says so in
+ *    `museumViewer.error` and the warning, for the second GLTFLoader shows the model without the texture.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -254,6 +257,39 @@ describe.skipIf(!HAS_CHROMIUM)('model variants in the viewer', () => {
       expect(failed, query).toEqual([]);
       await page.close();
     }
+  });
+
+  it.each([
+    ['a transcoder that throws at start', { status: 200, body: 'throw new Error("broken Basis transcoder");' }],
+    ['a 500 for the transcoder', { status: 500, body: 'no transcoder here' }],
+  ] as const)('ktx2 with %s: the page gets ready (the timeout said in museumViewer.error), never hangs', async (what, answer) => {
+    const { page } = await watchedPage(browser);
+    // Only the transcoder's script: its wasm and everything else are served as usual.
+    await page.route(/\/view\/assets\/basis_transcoder-[\w-]+\.js$/, (route) =>
+      route.fulfill({ status: answer.status, contentType: 'text/javascript; charset=utf-8', body: answer.body }),
+    );
+    const started = Date.now();
+    await page.goto(`${server.url}/view/rooms/${CUBE_ROOM_ID}?variant=ktx2&model_timeout=3`);
+    await pageUntil(page, 'window.museumViewer && window.museumViewer.ready', 20_000);
+    const shown = (await page.evaluate(SHOWN)) as Shown;
+    expect(Date.now() - started, what).toBeLessThan(15_000);
+    expect(shown.model?.name).toBe('ktx2');
+    // The slot frames are drawn from the slot data all the same.
+    expect(shown.slots).toBe(8);
+    const modelOnStage = await page.evaluate('window.museumViewer.stage.model !== null');
+    if (answer.status === 200) {
+      // The worker died at start: three's KTX2Loader never rejects, the page's model timeout speaks.
+      const said =
+        'The room model did not load within 3 s: its decoder or texture transcoder may have failed to start. Reload the page to try again.';
+      expect(shown.error).toBe(said);
+      expect(shown.warning).toBe(said);
+      expect(modelOnStage).toBe(false);
+    } else {
+      // The transcoder could not be fetched: KTX2Loader rejects at once and GLTFLoader shows the model without that texture.
+      expect(shown.error).toBeNull();
+      expect(modelOnStage).toBe(true);
+    }
+    await page.close();
   });
 
   it('an exhibition walk shows the variant asked for in each room', async () => {
