@@ -9,7 +9,7 @@ CONTENT_DIR ?= content
 # VITEST_ARGS: passed to vitest by `make test` and `make test-node24` (files to run, reporters).
 VITEST_ARGS ?=
 
-.PHONY: run test test-node24 install build deps sample bake serve typecheck lint unused client bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer bench-publish clean
+.PHONY: run test test-node24 install build deps sample bake serve typecheck lint unused client bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer bench-publish screenshots clean
 
 # Install npm packages (lockfile-exact) and the few Debian packages the project uses.
 install: node_modules/.install-stamp
@@ -78,6 +78,9 @@ bench-presence: install
 	npx tsx bench/presence.ts
 bench-viewer: build
 	npx tsx bench/viewer.ts
+# README pictures of the model variants side by side and of a QA report plan (scripts/screenshots.ts).
+screenshots: build
+	npx tsx scripts/screenshots.ts
 bench-publish: build
 	npx tsx bench/publish.ts
 
