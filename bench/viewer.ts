@@ -539,7 +539,8 @@ async function measureRoom(
 
 const ms = (value: number | null) => (value === null ? '–' : `${value} ms`);
 
-const mb = (n: number | null) => (n === null ? '–' : n ? `${(n / 1024 / 1024).toFixed(2)} MB` : '0');
+const mb = (n: number | null) =>
+  n === null ? '–' : n >= 1024 * 1024 ? `${(n / 1024 / 1024).toFixed(2)} MB` : `${(n / 1024).toFixed(1)} KB`;
 
 function printRoom(title: string, rows: VariantRow[]): void {
   const draco = rows.find((r) => r.variant === 'draco')!;
