@@ -213,7 +213,16 @@ async function renderRoom(room: QaRoom): Promise<RenderedRoom> {
   return { room, plan: planUri, thumbnail, thumbnailNote };
 }
 
-const SLOT_COLUMNS = ['id', 'kind', 'position (m)', 'facing', 'size (m)', 'clearance front / back (m)', 'evidence'];
+const SLOT_COLUMNS = [
+  'id',
+  'kind',
+  'position (m)',
+  'facing',
+  'size (m)',
+  'clearance front / back (m)',
+  'view: distance (m), stand at',
+  'evidence',
+];
 const SUMMARY_COLUMNS = [
   'room',
   'title',
@@ -224,6 +233,7 @@ const SUMMARY_COLUMNS = [
   'flipped',
   'ambiguous',
   'anchors against the previous bake',
+  'without a view',
   'status',
   'view',
 ];
@@ -231,6 +241,9 @@ const SUMMARY_COLUMNS = [
 const headerRow = (columns: string[]) => `<tr>${columns.map((c) => `<th>${c}</th>`).join('')}</tr>`;
 
 const countOf = (slots: RoomSlot[], source: RoomSlot['source']) => slots.filter((s) => s.source === source).length;
+/** Slots with no place to stand in front of them (the room's warnings say why). */
+const withoutView = (slots: RoomSlot[]) => slots.filter((s) => !s.view).length;
+const viewCell = (s: RoomSlot) => (s.view ? `${s.view.distance.toFixed(2)} at ${fmt(s.view.position, 2)}` : 'none');
 
 function statusOf(room: QaRoom): { text: string; cls: string } {
   if (room.error || !room.slotData) return { text: 'failed', cls: 'fail' };
@@ -262,7 +275,8 @@ function roomSection(r: RenderedRoom): string {
       `<p><span class="${status.cls}">${placed} / ${room.onchainSlots}</span> anchors / onchain slots · ${e(kind)}` +
         `${kindEvidence ? ` <small>(${e(kindEvidence)})</small>` : ''}` +
         ` · authored ${countOf(result.slots, 'authored')} · generated ${countOf(result.slots, 'generated')}` +
-        ` · flipped ${result.slots.filter((s) => s.flipped).length} · ambiguous ${result.slots.filter((s) => s.ambiguous).length}</p>`,
+        ` · flipped ${result.slots.filter((s) => s.flipped).length} · ambiguous ${result.slots.filter((s) => s.ambiguous).length}` +
+        ` · without a view ${withoutView(result.slots)}</p>`,
     );
     if (room.changes) parts.push(`<p class="changes">Anchors against the previous bake: ${e(describeSlotChanges(room.changes))}</p>`);
     if (result.shortfall) {
@@ -293,7 +307,7 @@ function roomSection(r: RenderedRoom): string {
         `<td>${fmt(s.position)}</td><td>${fmt(s.facing, 2)}</td>` +
         `<td class="num">${s.width.toFixed(2)} × ${s.height.toFixed(2)}</td>` +
         `<td class="num">${s.clearance ? `${s.clearance.front.toFixed(2)} / ${s.clearance.back.toFixed(2)}` : ''}</td>` +
-        `<td>${e(s.evidence ?? '')}</td></tr>`
+        `<td>${viewCell(s)}</td><td>${e(s.evidence ?? '')}</td></tr>`
       );
     });
     parts.push(
@@ -318,6 +332,7 @@ export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions =
     `${rooms.length} rooms`,
     `${short} with a shortfall`,
     `${failed} failed`,
+    `${rooms.reduce((n, r) => n + withoutView(r.slotData?.slots ?? []), 0)} slots without a view`,
   ]
     .filter(Boolean)
     .join(' · ');
@@ -329,7 +344,8 @@ export async function renderQaReport(rooms: QaRoom[], options: QaReportOptions =
       `<td class="num">${room.slotData ? slots.length : '–'} / ${room.onchainSlots}</td>` +
       `<td class="num">${countOf(slots, 'authored')}</td><td class="num">${countOf(slots, 'generated')}</td>` +
       `<td class="num">${slots.filter((s) => s.flipped).length}</td><td class="num">${slots.filter((s) => s.ambiguous).length}</td>` +
-      `<td>${room.changes ? e(describeSlotChanges(room.changes)) : ''}</td><td class="${status.cls}">${status.text}</td>` +
+      `<td>${room.changes ? e(describeSlotChanges(room.changes)) : ''}</td>` +
+      `<td class="num">${room.slotData ? withoutView(slots) : ''}</td><td class="${status.cls}">${status.text}</td>` +
       `<td>${room.slotData ? `<a href="${viewUrl(room.id)}">3D view</a>` : ''}</td></tr>`
     );
   });

@@ -4,9 +4,18 @@
  * every triangle, not the bake's BVH); same model → same navmesh bytes and views; a sculpture
  * with no floor gets the reason.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { filePath, RoomSlotData } from '../../artifacts/format.ts';
+import { readManifest } from '../../artifacts/store.ts';
+import { bakeRooms } from '../../bake/pipeline.ts';
+import { RoomBuilder } from '../../bake/sample/room-builder.ts';
+import { contentRoom, smallRoomGlb } from './fixtures.ts';
 import { NAVMESH_AGENT, type Vec3 } from '../../artifacts/navmesh.ts';
-import { readModelFile } from '../../bake/gltf-io.ts';
+import { readModelFile, writeGlb } from '../../bake/gltf-io.ts';
 import { navMeshGlb } from '../../bake/navigation/glb.ts';
 import { bakeWalkableFloor, type WalkableFloor } from '../../bake/navigation/navmesh.ts';
 import { type SlotView, viewFor } from '../../bake/navigation/views.ts';
@@ -126,4 +135,43 @@ describe('walkable rooms on real rooms', () => {
     expect('spawn' in result).toBe(false);
     expect(result.warnings.join('\n')).toMatch(/nothing in the model is walkable/);
   }, 60_000);
+});
+
+describe('a room whose navmesh cannot be built', () => {
+  it('publishes everything else with no navmesh, the reason in its warnings, views null; the batch goes on', async () => {
+    // A gallery on a 1 km field: recast's grid would be 10,000² cells (it took 11.9 s and 1.6 GB).
+    const b = new RoomBuilder('Field');
+    const wall = b.material('Wall');
+    b.floorAndCeiling('Field', [-500, -500], [500, 500], 3, b.material('Floor'), b.material('Ceiling'));
+    b.wall('North', [3, -3], [-3, -3], 3, 0.2, wall);
+    b.slot('Slot_001', { center: [0, 1.5, -2.89], normal: [0, 0, 1], up: [0, 1, 0], width: 1, height: 0.8 });
+    const content = mkdtempSync(join(tmpdir(), 'museum-nav-fail-'));
+    const data = mkdtempSync(join(tmpdir(), 'museum-nav-fail-data-'));
+    await writeFile(join(content, 'good.glb'), await smallRoomGlb());
+    await writeFile(join(content, 'field.glb'), await writeGlb(b.document));
+    await writeFile(join(content, 'rooms.json'), JSON.stringify([contentRoom(1, 'good.glb'), contentRoom(2, 'field.glb')]));
+    try {
+      const summary = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 2 });
+      expect(summary.rooms.map((r) => [r.id, r.status])).toEqual([
+        [1, 'baked'],
+        [2, 'baked'],
+      ]);
+      const rooms = (await readManifest(data))!.rooms;
+      const [good, field] = [rooms.find((r) => r.id === 1)!, rooms.find((r) => r.id === 2)!];
+      expect(good.navmesh).toBeTruthy();
+      expect(field.navmesh ?? null).toBeNull();
+      expect(field.spawn ?? null).toBeNull();
+      expect(field.model_optimized).toBeTruthy();
+      const warnings = summary.rooms.find((r) => r.id === 2)!.warnings;
+      expect(warnings).toContain(
+        "navmesh: not built (the room's plan is 10,000 × 10,000 cells of 0.1 m, over the 16,000,000-cell limit of a navmesh)",
+      );
+      const slots = RoomSlotData.parse(JSON.parse(await readFile(filePath(data, field.slot_data!), 'utf8'))).slots;
+      expect(slots.length).toBeGreaterThan(0);
+      expect(slots.every((s) => s.view === null)).toBe(true);
+    } finally {
+      rmSync(content, { recursive: true, force: true });
+      rmSync(data, { recursive: true, force: true });
+    }
+  }, 120_000);
 });

@@ -151,6 +151,29 @@ describe('QA report', () => {
     expect(await pixelsOf(hallPlan, SLOT_COLOURS.authored)).toBe(0);
   });
 
+  it('counts the slots without a view, per room, in the summary and in the page, and shows where each view stands', async () => {
+    const standing = qa(computeSlots(gallery().document, { roomId: 1, onchainSlots: 8, modelSha256: SHA }), 1);
+    const slots = standing.slotData!.slots.map((slot, i) =>
+      i === 0 ? { ...slot, view: null } : { ...slot, view: { position: [1, 0, 2 + i] as [number, number, number], distance: 2.25 } },
+    );
+    const walled = qa(computeSlots(closet(), { roomId: 2, onchainSlots: 2, modelSha256: SHA }), 2);
+    const rooms: QaRoom[] = [
+      { id: 1, title: 'Gallery', onchainSlots: 8, ...standing, slotData: { ...standing.slotData!, slots } },
+      { id: 2, title: 'No floor', onchainSlots: 2, ...walled, warnings: ['navmesh: nothing walkable (no floor under the agent)'] },
+    ];
+    const html = await renderQaReport(rooms);
+    const has = (text: string) => expect(html.includes(text), text).toBe(true);
+    const withoutInCloset = walled.slotData!.slots.length;
+    has(`${1 + withoutInCloset} slots without a view`);
+    has('ambiguous 0 · without a view 1</p>');
+    has(`· without a view ${withoutInCloset}</p>`);
+    has('<td>none</td>');
+    has('<td>2.25 at 1.00, 0.00, 3.00</td>');
+    // The summary row of each room: its count in the column before its status.
+    expect(html).toMatch(/<td class="num">1<\/td><td class="ok">ok<\/td>/);
+    has('<li>navmesh: nothing walkable (no floor under the agent)</li>');
+  });
+
   it('draws one frame and one facing arrow per wall slot, an outline for floor slots', () => {
     const result = computeSlots(gallery().document, { roomId: 1, onchainSlots: 8, modelSha256: SHA });
     const svg = planSvg(result.plan!, result.slots);
