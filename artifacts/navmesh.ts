@@ -5,8 +5,6 @@
  * The wasm is @recast-navigation/wasm's "compat" build (wasm inlined in JS), so bundlers need no
  * separate .wasm file.
  */
-import * as recastCore from 'recast-navigation';
-import * as recastGenerators from 'recast-navigation/generators';
 
 export type Vec3 = [number, number, number];
 
@@ -31,16 +29,21 @@ interface NavMeshQuery {
   destroy(): void;
 }
 type SoloResult = { success: true; navMesh: NavMesh } | { success: false; error: string };
-const recast = recastCore as unknown as {
+interface Recast {
   init(): Promise<void>;
   NavMeshQuery: new (navMesh: NavMesh, params: { maxNodes: number }) => NavMeshQuery;
   getNavMeshPositionsAndIndices(navMesh: NavMesh): [number[], number[]];
+  generateSoloNavMesh(positions: ArrayLike<number>, indices: ArrayLike<number>, config: Record<string, number>): SoloResult;
+}
+/** Set by initNavigation: every query and build below runs after it. */
+let loaded: Recast | null = null;
+const recastModule = (): Recast => {
+  if (!loaded) throw new Error('navigation used before initNavigation() resolved');
+  return loaded;
 };
-export const generateSoloNavMesh = (
-  recastGenerators as unknown as {
-    generateSoloNavMesh(positions: ArrayLike<number>, indices: ArrayLike<number>, config: Record<string, number>): SoloResult;
-  }
-).generateSoloNavMesh;
+
+export const generateSoloNavMesh: Recast['generateSoloNavMesh'] = (positions, indices, config) =>
+  recastModule().generateSoloNavMesh(positions, indices, config);
 
 /** Agent and cell settings of walkable rooms (decisions.md "Walkable rooms"). */
 export const NAVMESH_AGENT = {
@@ -65,11 +68,18 @@ export const NAV_QUERY_DEFAULTS: NavQueryOptions = { halfExtents: [2, 4, 2], max
 
 let initialised: Promise<void> | null = null;
 
-/** Loads the recast wasm once per process/page. */
+/**
+ * Loads recast and its wasm once per process/page. Imported on first use, so the viewer's page
+ * script does not carry recast's wasm (inlined, ~1 MB) until a room is walked.
+ */
 export function initNavigation(): Promise<void> {
-  const ready = initialised ?? recast.init();
-  initialised = ready;
-  return ready;
+  initialised ??= (async () => {
+    const [core, generators] = await Promise.all([import('recast-navigation'), import('recast-navigation/generators')]);
+    const recast = { ...core, ...generators } as unknown as Recast;
+    await recast.init();
+    loaded = recast;
+  })();
+  return initialised;
 }
 
 const toVec = ([x, y, z]: Vec3): Vector3 => ({ x, y, z });
@@ -94,6 +104,7 @@ export interface Navigation {
 /** Wraps a Detour NavMesh with the queries walk mode, the bake and the tour use. */
 export function navigationOf(navMesh: NavMesh, options: Partial<NavQueryOptions> = {}): Navigation {
   const opts = { ...NAV_QUERY_DEFAULTS, ...options };
+  const recast = recastModule();
   const query = new recast.NavMeshQuery(navMesh, { maxNodes: 8192 });
   const halfExtents = toVec(opts.halfExtents);
   const nearest = (p: Vec3) => query.findClosestPoint(toVec(p), { halfExtents });

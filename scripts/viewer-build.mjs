@@ -22,6 +22,9 @@ export async function buildViewer() {
     entryPoints: ENTRIES,
     outdir: VIEWER_OUT,
     entryNames: '[name]-[hash]',
+    // Code loaded on first use (recast, for walk mode) goes to its own chunk, fetched when needed.
+    splitting: true,
+    chunkNames: 'chunk-[hash]',
     bundle: true,
     format: 'esm',
     platform: 'browser',

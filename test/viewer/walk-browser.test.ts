@@ -99,7 +99,16 @@ describe.skipIf(!HAS_CHROMIUM)('walk mode in Chromium', () => {
     // Look at the wall behind the frame at eye height, so W heads straight at it.
     await page.evaluate(`window.museumViewer.faceToward([${slot.position[0]}, ${eye}, ${slot.position[2]}])`);
     await page.keyboard.down('KeyW');
-    await page.waitForTimeout(3_000); // several seconds of walking, far more than the room is wide
+    // Several seconds of walking, far more than the room is wide, and until the visitor stands still
+    // (a loaded machine draws fewer frames: the walk takes longer, it never goes further).
+    const started = Date.now();
+    let last = start;
+    for (let still = 0; still < 4 && Date.now() - started < 20_000; ) {
+      await page.waitForTimeout(250);
+      const now = (await page.evaluate('window.museumViewer.visitor()')) as Vec3;
+      still = Date.now() - started > 3_000 && horizontal(now, last) < 0.01 ? still + 1 : 0;
+      last = now;
+    }
     await page.keyboard.up('KeyW');
     const end = (await page.evaluate('window.museumViewer.visitor()')) as Vec3;
     const floor = (await page.evaluate('window.museumViewer.walkFloorTriangles()')) as { positions: number[]; indices: number[] };
