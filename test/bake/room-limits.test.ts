@@ -59,12 +59,13 @@ describe('room limits', () => {
   }, 30_000);
 
   it('a room over the time limit is stopped and fails alone; the batch goes on', async () => {
-    // One lane: the crowded room (biggest first) runs alone, is stopped, the good room runs after it.
+    // One lane: the crowded room (biggest first; ~15 s) runs alone, is stopped, the good room runs after
+    // it on a fresh worker (its first room loads the codecs: the limit leaves room for a loaded machine).
     const { summary, published, reason } = await bakeWithGood(
       { name: 'crowded.glb', bytes: crowded },
-      { concurrency: 1, roomTimeoutMs: 1_500 },
+      { concurrency: 1, roomTimeoutMs: 5_000 },
     );
-    expect(reason).toBe('took longer than 1.5 s (stopped)');
+    expect(reason).toBe('took longer than 5 s (stopped)');
     expect(summary.rooms.find((r) => r.id === 1)!.status).toBe('baked');
     expect(published).toEqual([1]);
   }, 120_000);
