@@ -78,6 +78,8 @@ async function runOurServer(): Promise<void> {
     // Every bench client is on 127.0.0.1: lift the per-IP caps.
     PRESENCE_MAX_PER_IP: String(LISTENERS * 2),
     MAX_CONNECTIONS_PER_IP: '0',
+    // The default, half the descriptor limit, would be the listeners themselves (10,000 of 20,000 here).
+    MAX_CONNECTIONS: String(LISTENERS + 1_000),
     REDIS_URL: process.env.REDIS_URL ?? '',
   });
   const server = await startServer(config, { log: pino({ level: 'silent' }) });
