@@ -17,6 +17,7 @@
  * - Events go through a Broadcaster: in-process, or through Redis across instances (REDIS_URL).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { SSE_HEADERS } from '../response.ts';
 import type { Broadcaster, PresenceEvent } from './broadcaster.ts';
 import type { IpSeats, Seat } from './seats.ts';
 
@@ -45,12 +46,6 @@ interface Listener {
   /** Set while a refused write waits for 'drain'. */
   drainTimer: NodeJS.Timeout | null;
 }
-
-export const SSE_HEADERS = {
-  'Content-Type': 'text/event-stream; charset=utf-8',
-  'Cache-Control': 'no-cache, no-transform',
-  'X-Accel-Buffering': 'no',
-} as const;
 
 const encodeText = (text: string): Frame => Buffer.from(text);
 

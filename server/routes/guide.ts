@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { type RouteTable, limitParam, type RouteModule } from '../route-table.ts';
 import type { ContentStore } from '../content.ts';
 import { notFound } from '../errors.ts';
+import { clientGone } from '../response.ts';
 import { buildContext, EXHIBITION_ID, ExhibitionDocument, GuideContext, LIMITS } from '../guide/exhibitions.ts';
 import { type Guide, QUESTION_CHARS } from '../guide/guide.ts';
 import { CLIP_ID, type SpeechClips } from '../guide/speech.ts';
@@ -224,11 +225,7 @@ function questionRoutes(api: RouteTable, guide: Guide): void {
     errors: [404],
     async handler(ctx, { body }) {
       // The visitor hanging up cancels upstream work done for this answer.
-      const abort = new AbortController();
-      ctx.res.once('close', () => {
-        if (!ctx.res.writableEnded) abort.abort();
-      });
-      const answer = await guide.ask(body, abort.signal);
+      const answer = await guide.ask(body, clientGone(ctx.res));
       if (!answer) throw notFound('No exhibition with this id is registered');
       ctx.set('Cache-Control', 'no-store');
       ctx.body = { data: answer };

@@ -15,6 +15,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { RouteModule, RouteTable } from '../route-table.ts';
 import { unconfigured } from '../errors.ts';
+import { clientGone, SSE_HEADERS } from '../response.ts';
 import type { RouteContext } from '../types.ts';
 import { UpstreamError } from '../upstream/http.ts';
 import {
@@ -27,21 +28,6 @@ import {
   LibrarySearchResult,
   type LibraryStream,
 } from '../upstream/library.ts';
-
-const SSE_HEADERS = {
-  'Content-Type': 'text/event-stream',
-  'Cache-Control': 'no-cache, no-transform',
-  'X-Accel-Buffering': 'no',
-} as const;
-
-/** A signal that fires when the client goes away before its response was completely sent. */
-function clientGone(ctx: Pick<RouteContext, 'res'>): AbortSignal {
-  const controller = new AbortController();
-  ctx.res.once('close', () => {
-    if (!ctx.res.writableFinished) controller.abort();
-  });
-  return controller.signal;
-}
 
 /**
  * Wait until a slow client drained the socket buffer (or went away). A client that reads nothing
@@ -85,7 +71,7 @@ function questionRoutes(api: RouteTable, client: LibraryAccess, log: Logger): vo
     errors: [502, 503],
     async handler(ctx, { body }) {
       const library = client();
-      ctx.body = { data: await library.ask(body, { signal: clientGone(ctx) }) };
+      ctx.body = { data: await library.ask(body, { signal: clientGone(ctx.res) }) };
     },
   });
 
@@ -116,7 +102,7 @@ function questionRoutes(api: RouteTable, client: LibraryAccess, log: Logger): vo
  * error answer), then sends the head and relays every frame.
  */
 async function libraryStream(ctx: RouteContext, library: LibraryClient, body: LibraryAskRequest, log: Logger): Promise<void> {
-  const gone = clientGone(ctx);
+  const gone = clientGone(ctx.res);
   const stream = await library.askStream(body, { signal: gone });
   const frames = stream[Symbol.asyncIterator]();
   let first: IteratorResult<string>;
@@ -179,7 +165,7 @@ function retrievalRoutes(api: RouteTable, client: LibraryAccess): void {
     errors: [502, 503],
     async handler(ctx, { body }) {
       const library = client();
-      ctx.body = { data: await library.search(body, { signal: clientGone(ctx) }) };
+      ctx.body = { data: await library.search(body, { signal: clientGone(ctx.res) }) };
     },
   });
 
@@ -194,7 +180,7 @@ function retrievalRoutes(api: RouteTable, client: LibraryAccess): void {
     errors: [502, 503],
     async handler(ctx) {
       const library = client();
-      ctx.body = { data: await library.collections({ signal: clientGone(ctx) }) };
+      ctx.body = { data: await library.collections({ signal: clientGone(ctx.res) }) };
     },
   });
 }

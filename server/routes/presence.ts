@@ -7,7 +7,8 @@ import { z } from 'zod';
 import type { RouteModule } from '../route-table.ts';
 import { HttpError } from '../errors.ts';
 import { withoutInvisibles } from '../guide/text.ts';
-import { type PresenceHub, SSE_HEADERS } from '../presence/hub.ts';
+import type { PresenceHub } from '../presence/hub.ts';
+import { SSE_HEADERS } from '../response.ts';
 import type { Seat } from '../presence/seats.ts';
 
 const HANDLE_MAX = 48;

@@ -12,12 +12,12 @@ import type { ContentSnapshot } from '../content.ts';
 import { HttpError } from '../errors.ts';
 import { EXHIBITION_ID, type GuideContext } from '../guide/exhibitions.ts';
 import { VARIANT_PARAM_MAX, type ViewArtwork, type ViewPlacement, type ViewRoom } from '../../viewer/page-data.ts';
+import { IMMUTABLE_CACHE_CONTROL } from '../http-conditional.ts';
 import { ASSET_PREFIX, type ViewerAssets } from './assets.ts';
 import { docsPage, DOCS_CSP, messagePage, PAGE_HEADERS, REPORT_CSP, VIEWER_CSP, viewerPage } from './pages.ts';
 import { textureSource } from './textures.ts';
 
 const ROOM_ID = /^[1-9]\d{0,15}$/;
-const IMMUTABLE = 'public, max-age=31536000, immutable';
 
 /** What the page needs of a room, as same-origin paths (the page never sees PUBLIC_URL). */
 function viewRoom(snapshot: ContentSnapshot, id: number): ViewRoom | null {
@@ -175,7 +175,7 @@ function placementsOf(context: GuideContext, snapshot: ContentSnapshot, dataDir:
 async function viewerAsset(ctx: RouteContext, { view: { assets } }: Services): Promise<void> {
   const asset = await assets.get(ctx.params.name ?? '');
   if (!asset) throw new HttpError(404, 'NOT_FOUND', 'Not found');
-  ctx.set({ 'Cache-Control': IMMUTABLE, ETag: asset.etag, 'X-Content-Type-Options': 'nosniff', Vary: 'Accept-Encoding' });
+  ctx.set({ 'Cache-Control': IMMUTABLE_CACHE_CONTROL, ETag: asset.etag, 'X-Content-Type-Options': 'nosniff', Vary: 'Accept-Encoding' });
   ctx.type = asset.type;
   if (ctx.get('if-none-match') === asset.etag) {
     ctx.status = 304;
