@@ -30,7 +30,7 @@ export function museumApp({ table, log, trustProxy, operations }: AppDeps): Koa<
   app.use(observe(log, operations)); // access line + request metrics, once answered
   app.use(closeWhileDraining(operations)); // Connection: close during a shutdown
   app.use(cors()); // CORS headers (preflights: the table)
-  app.use(compressAnswers()); // br/gzip of /v1 answers made per request
+  app.use(compressAnswers()); // koa-compress: br/gzip of /v1 JSON answers made per request
   app.use(errorEnvelope(log)); // every failure as { errors: [...] }
   for (const middleware of table.dispatch()) app.use(middleware); // @koa/router, then preflight / 404 / 405
   // What escapes the envelope (an answer stream failing mid-way): logged, unless the client left.

@@ -57,44 +57,7 @@ export function logDestination(fd: number, options: LogDestinationOptions = {}):
 }
 
 export function serverLog(level: string, fd = 2, options?: LogDestinationOptions): Logger {
-  const destination = logDestination(fd, options);
-  const log = pino({ level, base: undefined }, destination);
-  destinations.set(log, destination);
-  return log;
-}
-
-/** The destinations of the loggers made here (serverLog): where their access lines are written. */
-const destinations = new WeakMap<Logger, DestinationStream>();
-
-/** One request's access line. */
-export interface AccessLine {
-  /** A token ([\w.:-], server/middleware/request-id.ts): written as it is. */
-  requestId: string;
-  /** An HTTP method as node's parser admits it (a token): written as it is. */
-  method: string;
-  path: string;
-  status: number;
-  ms: number;
-}
-
-/**
- * The access line writer of `log`: `{"level":30,"time":…,"requestId":…,"method":…,"path":…,"status":…,"ms":…,"msg":"request"}`,
- * the line `log.info(fields, 'request')` writes. The server's own loggers (serverLog) get it formatted
- * here and written to their destination (its public `write`): the line is written once per request,
- * and pino's generic serializer costs ~1.3 µs a line more than this fixed shape (bench/RESULTS.md).
- * Any other logger (a test's) writes it through pino.
- */
-export function accessLog(log: Logger): (line: AccessLine) => void {
-  const destination = destinations.get(log);
-  if (!destination || log.levels.values.info !== 30) return (line) => log.info(line, 'request');
-  return (line) => {
-    if (!log.isLevelEnabled('info')) return;
-    destination.write(
-      // The id is a token (request-id.ts) and the method one (node's parser): only the path needs escaping.
-      `{"level":30,"time":${Date.now()},"requestId":"${line.requestId}","method":"${line.method}",` +
-        `"path":${JSON.stringify(line.path)},"status":${line.status},"ms":${line.ms},"msg":"request"}\n`,
-    );
-  };
+  return pino({ level, base: undefined }, logDestination(fd, options));
 }
 
 /**

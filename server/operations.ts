@@ -39,7 +39,7 @@ export class Operations implements RequestObserver {
   readonly registry = new Registry();
   /** Requests not yet answered (what a graceful shutdown waits for). */
   readonly inFlight = new Set<MuseumContext>();
-  private readonly requests = new RequestMetrics();
+  private readonly requests = new RequestMetrics(this.registry);
   private readonly refusals: Counter<'route'>;
   private readonly upstreamCalls: Counter<'upstream'>;
   private readonly upstreamFailures: Counter<'upstream' | 'reason'>;
@@ -53,7 +53,6 @@ export class Operations implements RequestObserver {
 
   constructor(private readonly deps: OperationsDeps) {
     const registers = [this.registry];
-    this.requests.register(this.registry);
     this.refusals = new Counter({
       name: 'museum_rate_limit_refusals_total',
       help: 'Requests refused with 429 (per-key, per-IP and registration limits), by route',

@@ -26,7 +26,16 @@ import { ipRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
 import { buildOpenApi, type OpenApiInfo } from './openapi.ts';
 import type { KeyStore } from './state/keys.ts';
 import { answerWith } from './answer.ts';
-import type { Headers, MuseumMiddleware, MuseumState, RawAnswer, RouteContext, RouteStage, Services } from './types.ts';
+import type {
+  Headers,
+  MuseumContextExtras,
+  MuseumMiddleware,
+  MuseumState,
+  RawAnswer,
+  RouteContext,
+  RouteStage,
+  Services,
+} from './types.ts';
 import { invalidInput } from './validation.ts';
 
 /** A route group: its declarations and handlers, given the server's services. */
@@ -35,7 +44,7 @@ export type RouteModule = (table: RouteTable, services: Services) => void;
 type AnyObject = z.ZodObject<z.ZodRawShape>;
 
 export type RouteResponse =
-  /** JSON; `precompressed`: its answers carry their own encodings, made once (snapshot answers): the compression stage leaves them. */
+  /** JSON; `precompressed`: its answers carry their own encodings, made once (snapshot answers): koa-compress leaves them. */
   | { json: z.ZodType; status?: number; precompressed?: true }
   /** An event stream; `endsOwnStreams`: the route ends them itself on shutdown (the presence hub). */
   | { sse: string; endsOwnStreams?: true }
@@ -263,7 +272,7 @@ export class RouteTable {
   private readonly byRouterPath = new Map<string, PathEntry>();
   private readonly areas: Area[] = [];
   // 'specificity': a static path wins over a pattern that also matches it (OpenAPI's path matching).
-  private readonly router = new Router<MuseumState, { params: Record<string, string> }>({ exclusive: 'specificity' });
+  private readonly router = new Router<MuseumState, MuseumContextExtras>({ exclusive: 'specificity' });
 
   constructor(private readonly deps: { keys: KeyStore; limiter: RateLimitStore }) {}
 
@@ -348,11 +357,14 @@ export class RouteTable {
     const parsers = inputParsers(def);
     const entry = this.entries.get(shapeOf(def.path))!;
     const matched: PathMatch = { entry, params: NO_INPUT as Record<string, string> };
+    // Answers made once per bake with their own encodings, and event streams (frames must leave as written).
+    const uncompressed = ('json' in def.response && def.response.precompressed === true) || 'sse' in def.response;
     // First: what the rest of the path reads (metrics, the access line, compression, the shutdown) and the path's headers.
     const routed: MuseumMiddleware = (ctx, next) => {
       ctx.state.route = def;
       ctx.state.match = matched;
       if (entry.headers) ctx.set(entry.headers);
+      if (uncompressed) ctx.compress = false;
       return next();
     };
     const steps: MuseumMiddleware[] = [routed];

@@ -4,6 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import type { Middleware, ParameterizedContext } from 'koa';
+import type { CompressOptions } from 'koa-compress';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { ArtifactFiles } from './artifact-files.ts';
@@ -42,10 +43,15 @@ export interface MuseumState {
   route?: AnyRouteDef;
 }
 
+/** What the museum's middleware add to Koa's context: @koa/router's path parameters, koa-compress's per-answer switch. */
+export interface MuseumContextExtras {
+  params: Record<string, string>;
+  compress?: boolean | CompressOptions;
+}
 /** A request's Koa context: its state, and the path parameters @koa/router decoded (empty before routing). */
-export type MuseumContext = ParameterizedContext<MuseumState> & { params: Record<string, string> };
+export type MuseumContext = ParameterizedContext<MuseumState> & MuseumContextExtras;
 /** A Koa middleware of the museum's app (server/koa-app.ts lists them in order). */
-export type MuseumMiddleware = Middleware<MuseumState, { params: Record<string, string> }>;
+export type MuseumMiddleware = Middleware<MuseumState, MuseumContextExtras>;
 /** A route's own step (auth, limit, body): it throws to refuse, else the route's next step runs. */
 export type RouteStage = (ctx: MuseumContext) => void | Promise<void>;
 /** What a route handler gets: the Koa context; its path parameters as sent (percent-decoded), before validation. */

@@ -1,10 +1,13 @@
 /**
  * JSON request bodies (decisions: 1 MB cap → 413, smaller per route, e.g. the presence ping's 1 KB;
- * wrong content type or unparsable JSON → 400). The size is enforced before and while reading, so an
- * oversized body is never buffered whole, nor parsed.
+ * wrong content type or unparsable JSON → 400), read by raw-body under the route's cap: an oversized
+ * body is refused on its announced length before `100 Continue`, or as soon as it grows past the cap
+ * while read, never buffered whole, nor parsed.
  */
+import type { IncomingMessage } from 'node:http';
+import getRawBody from 'raw-body';
 import { HttpError } from '../errors.ts';
-import type { MuseumContext, RouteStage } from '../types.ts';
+import type { RouteStage } from '../types.ts';
 import { continueIfExpected } from './connections.ts';
 
 const JSON_BODY_LIMIT = 1024 * 1024;
@@ -23,7 +26,7 @@ export function jsonBody(options: { optional?: boolean; limit?: number } = {}): 
     if (!ctx.is('application/json')) throw new HttpError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
     if (declared > limit) throw tooLarge;
     continueIfExpected(ctx.res);
-    const text = await readLimited(ctx, limit, tooLarge);
+    const text = await readBody(ctx.req, limit, tooLarge);
     if (options.optional && text.trim() === '') {
       ctx.state.body = undefined;
       return;
@@ -37,38 +40,18 @@ export function jsonBody(options: { optional?: boolean; limit?: number } = {}): 
 }
 
 /**
- * The body as text, refused (413) as soon as it grows past `limit`. Not `for await`: leaving that
- * loop early destroys the request, and with it the socket, before the 413 is written.
+ * The body as text, refused (413) once it grows past `limit`: raw-body then pauses the request without
+ * destroying it, so the 413 is still written. A client gone mid-body reads as ECONNRESET (logged as leaving, 499).
  */
-function readLimited(ctx: MuseumContext, limit: number, tooLarge: HttpError): Promise<string> {
-  const req = ctx.req;
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const onData = (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= limit) return void chunks.push(chunk);
-      // Stop reading; the 413 closes the connection lingeringly (errors.ts) while the client may still send.
-      cleanup();
-      req.pause();
-      reject(tooLarge);
-    };
-    const onEnd = () => {
-      cleanup();
-      resolve(Buffer.concat(chunks).toString('utf8'));
-    };
-    const onError = (err: Error) => {
-      cleanup();
-      reject(err);
-    };
-    const onClose = () => {
-      if (!req.complete) onError(Object.assign(new Error('client closed the request'), { code: 'ECONNRESET' }));
-    };
-    const cleanup = () => {
-      req.off('data', onData).off('end', onEnd).off('error', onError).off('close', onClose);
-    };
-    req.on('data', onData).on('end', onEnd).on('error', onError).on('close', onClose);
-  });
+async function readBody(req: IncomingMessage, limit: number, tooLarge: HttpError): Promise<string> {
+  try {
+    return (await getRawBody(req, { limit })).toString('utf8');
+  } catch (err) {
+    const type = (err as { type?: unknown } | null)?.type;
+    if (type === 'entity.too.large') throw tooLarge;
+    if (type === 'request.aborted') throw Object.assign(new Error('client closed the request'), { code: 'ECONNRESET' });
+    throw err;
+  }
 }
 
 /** `1 MB`, `1 KB`, `300 bytes`: a limit as the 413 tells it. */

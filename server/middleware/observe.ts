@@ -1,15 +1,14 @@
 /**
  * The access line and the request metrics: once the answer is handed to the socket whole (or, for a
  * stream or an answer still being sent, when the response closes: finished, or its connection
- * gone), one line `{ requestId, method, path, status, ms, msg: 'request' }` (server/log.ts
- * `accessLog`) and the route's count and latency, labelled by the route declaration that answered, never by raw URL; a client
+ * gone), one pino line `{ requestId, method, path, status, ms, msg: 'request' }` and the route's
+ * count and latency, labelled by the route declaration that answered, never by raw URL; a client
  * that left before sending its whole request is logged 499 (nginx's "client closed request"). A
  * route declared `logged: false` (health probes, /metrics) leaves neither. Until then the request is
  * in the registry of requests in flight (what the graceful shutdown and the gauges read).
  */
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
-import { accessLog } from '../log.ts';
 import type { MuseumContext, MuseumMiddleware } from '../types.ts';
 import { CLIENT_CLOSED_REQUEST } from './errors.ts';
 
@@ -21,7 +20,6 @@ export interface RequestObserver {
 
 export function observe(log: Logger, observer: RequestObserver): MuseumMiddleware {
   const { inFlight } = observer;
-  const accessLine = accessLog(log);
   const finished = (ctx: MuseumContext) => {
     inFlight.delete(ctx);
     const route = ctx.state.route;
@@ -29,7 +27,7 @@ export function observe(log: Logger, observer: RequestObserver): MuseumMiddlewar
     const ms = performance.now() - ctx.state.started;
     const { method } = ctx;
     const status = wholeRequest(ctx.req) ? ctx.res.statusCode : CLIENT_CLOSED_REQUEST;
-    accessLine({ requestId: ctx.state.requestId, method, path: ctx.path, status, ms: Math.round(ms * 100) / 100 });
+    log.info({ requestId: ctx.state.requestId, method, path: ctx.path, status, ms: Math.round(ms * 100) / 100 }, 'request');
     if (route) observer.record(route.path, method, status, ms / 1000);
   };
   return function observeMiddleware(ctx, next) {

@@ -4,7 +4,6 @@
  * flush interval when traffic is light, `flushLog` waits for the disk, a process that exits at once
  * still writes what it held, a reader that stops reading costs bounded memory and is told how many
  * lines were lost, and a reader that goes away (EPIPE) stops the logging rather than the process.
- * The access line, formatted by the museum for its own loggers, is the line pino writes.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
@@ -12,8 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
-import { accessLog, flushLog, serverLog } from '../../server/log.ts';
-import { capturedLogger } from '../helpers/logs.ts';
+import { flushLog, serverLog } from '../../server/log.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 const dir = mkdtempSync(join(tmpdir(), 'museum-log-'));
@@ -151,43 +149,5 @@ describe('the server log', () => {
     const code = await new Promise<number | null>((done) => child.once('exit', done));
     expect(stderr).toMatch(/^alive \d+/);
     expect(code).toBe(0);
-  });
-
-  it('writes the access line as pino writes it, any path escaped, in order with the other lines, and not below its level', async () => {
-    const path = join(dir, 'access.log');
-    const fd = openSync(path, 'w');
-    const log = serverLog('info', fd);
-    const lines = [
-      { requestId: 'a-1', method: 'GET', path: '/v1/rooms/1/slots', status: 200, ms: 0.35 },
-      { requestId: 'a-2', method: 'POST', path: '/v1/"quoted"\\back\u0001\u007f/été/😀', status: 404, ms: 12 },
-    ];
-    const write = accessLog(log);
-    log.info({ i: 1 }, 'before');
-    for (const line of lines) write(line);
-    log.info({ i: 2 }, 'after');
-    await flushLog(log);
-    closeSync(fd);
-    const written = readFileSync(path, 'utf8')
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-    const reference = capturedLogger();
-    for (const line of lines) reference.log.info(line, 'request');
-    await new Promise((done) => setImmediate(done));
-    // pino's own line less what varies (time) and what a default pino adds (pid, hostname).
-    const fields = ({ time, pid, hostname, ...rest }: Record<string, unknown>) => rest;
-    expect(written.map((l) => l.msg)).toEqual(['before', 'request', 'request', 'after']);
-    expect(written.every((l) => typeof l.time === 'number')).toBe(true);
-    expect(written.slice(1, 3).map(fields)).toEqual(reference.lines.map(fields));
-
-    const quiet = serverLog('warn', openSync(join(dir, 'quiet.log'), 'w'));
-    accessLog(quiet)(lines[0]!);
-    await flushLog(quiet);
-    expect(readFileSync(join(dir, 'quiet.log'), 'utf8')).toBe('');
-    // A logger the museum did not make (a test's) gets the line through pino itself.
-    const other = capturedLogger();
-    accessLog(other.log)(lines[0]!);
-    await new Promise((done) => setImmediate(done));
-    expect(other.lines.map(fields)).toEqual([{ level: 30, ...lines[0], msg: 'request' }]);
   });
 });
