@@ -149,19 +149,6 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     throw new ConfigError(`invalid configuration: ${problems}`);
   }
   const e = parsed.data;
-  const tts =
-    e.TTS_ENGINE === 'espeak'
-      ? ({ engine: 'espeak', timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 } as const)
-      : e.TTS_BASE_URL
-        ? ({
-            engine: 'openai',
-            baseUrl: e.TTS_BASE_URL,
-            apiKey: e.TTS_API_KEY,
-            model: e.TTS_MODEL,
-            voice: e.TTS_VOICE,
-            timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000,
-          } as const)
-        : undefined;
   return {
     port: e.PORT,
     host: e.HOST,
@@ -177,28 +164,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     metricsToken: e.METRICS_TOKEN,
     logLevel: e.LOG_LEVEL,
     ipfsGateway: e.IPFS_GATEWAY,
-    upstreams: {
-      characters: e.CHARACTERS_UPSTREAM_URL ? { url: e.CHARACTERS_UPSTREAM_URL, timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 } : undefined,
-      content: e.CONTENT_UPSTREAM_URL ? { url: e.CONTENT_UPSTREAM_URL, token: e.CONTENT_UPSTREAM_TOKEN } : undefined,
-      library: e.LIBRARY_UPSTREAM_URL
-        ? {
-            url: e.LIBRARY_UPSTREAM_URL,
-            key: e.LIBRARY_UPSTREAM_KEY,
-            timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 120_000,
-            streamIdleMs: e.LIBRARY_STREAM_IDLE_MS,
-          }
-        : undefined,
-      souls: e.SOULS_UPSTREAM_URL ? { url: e.SOULS_UPSTREAM_URL, timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 } : undefined,
-      llm: e.LLM_BASE_URL
-        ? {
-            baseUrl: e.LLM_BASE_URL,
-            apiKey: e.LLM_API_KEY,
-            model: e.LLM_MODEL ?? 'gpt-4o-mini',
-            timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000,
-          }
-        : undefined,
-      tts,
-    },
+    upstreams: upstreamsOf(e),
     presenceCapacity: e.PRESENCE_CAPACITY,
     presenceCoalesceAbove: e.PRESENCE_COALESCE_ABOVE,
     presenceCoalesceMs: e.PRESENCE_COALESCE_MS,
@@ -213,6 +179,42 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     guideAudioTtlMs: e.GUIDE_AUDIO_TTL_S * 1000,
     viewerMediaAllowHosts: e.VIEWER_MEDIA_ALLOW_HOSTS,
   };
+}
+
+type ParsedEnv = z.output<typeof EnvSchema>;
+
+/** The third-party upstreams the environment configures (absent ones undefined). */
+function upstreamsOf(e: ParsedEnv): Config['upstreams'] {
+  return {
+    characters: e.CHARACTERS_UPSTREAM_URL ? { url: e.CHARACTERS_UPSTREAM_URL, timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 } : undefined,
+    content: e.CONTENT_UPSTREAM_URL ? { url: e.CONTENT_UPSTREAM_URL, token: e.CONTENT_UPSTREAM_TOKEN } : undefined,
+    library: e.LIBRARY_UPSTREAM_URL
+      ? {
+          url: e.LIBRARY_UPSTREAM_URL,
+          key: e.LIBRARY_UPSTREAM_KEY,
+          timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 120_000,
+          streamIdleMs: e.LIBRARY_STREAM_IDLE_MS,
+        }
+      : undefined,
+    souls: e.SOULS_UPSTREAM_URL ? { url: e.SOULS_UPSTREAM_URL, timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000 } : undefined,
+    llm: e.LLM_BASE_URL
+      ? {
+          baseUrl: e.LLM_BASE_URL,
+          apiKey: e.LLM_API_KEY,
+          model: e.LLM_MODEL ?? 'gpt-4o-mini',
+          timeoutMs: e.UPSTREAM_TIMEOUT_MS ?? 20_000,
+        }
+      : undefined,
+    tts: ttsOf(e),
+  };
+}
+
+/** Speech: the local espeak-ng, an OpenAI-compatible service, or none. */
+function ttsOf(e: ParsedEnv): Config['upstreams']['tts'] {
+  const timeoutMs = e.UPSTREAM_TIMEOUT_MS ?? 20_000;
+  if (e.TTS_ENGINE === 'espeak') return { engine: 'espeak', timeoutMs };
+  if (!e.TTS_BASE_URL) return undefined;
+  return { engine: 'openai', baseUrl: e.TTS_BASE_URL, apiKey: e.TTS_API_KEY, model: e.TTS_MODEL, voice: e.TTS_VOICE, timeoutMs };
 }
 
 /** The soft "Max open files" limit of this process (/proc/self/limits), or null where it cannot be read. */

@@ -72,20 +72,7 @@ export async function buildServices(config: Config, log: Logger, options: Servic
   const files = new ArtifactFiles(artifactPaths(config.dataDir).files);
   const variants = new ImageVariants(config.dataDir, files, log);
 
-  const { characters: charactersConfig, library: libraryConfig, souls: soulsConfig } = config.upstreams;
-  const characters = charactersConfig
-    ? new CharactersClient({ url: charactersConfig.url, timeoutMs: charactersConfig.timeoutMs, log })
-    : null;
-  const library = libraryConfig
-    ? new LibraryClient({
-        url: libraryConfig.url,
-        key: libraryConfig.key,
-        timeoutMs: libraryConfig.timeoutMs,
-        streamIdleMs: libraryConfig.streamIdleMs,
-        log,
-      })
-    : null;
-  const souls = soulsConfig ? new SoulsClient({ url: soulsConfig.url, timeoutMs: soulsConfig.timeoutMs, log }) : null;
+  const { characters, library, souls } = upstreamClients(config, log);
 
   const services: Services = {
     config,
@@ -117,6 +104,18 @@ export async function buildServices(config: Config, log: Logger, options: Servic
     async shutdown(phase) {
       for (const fn of hooks[phase]) await fn();
     },
+  };
+}
+
+/** The clients of the configured third-party upstreams (null where one is not configured). */
+function upstreamClients(config: Config, log: Logger) {
+  const { characters, library, souls } = config.upstreams;
+  return {
+    characters: characters ? new CharactersClient({ url: characters.url, timeoutMs: characters.timeoutMs, log }) : null,
+    library: library
+      ? new LibraryClient({ url: library.url, key: library.key, timeoutMs: library.timeoutMs, streamIdleMs: library.streamIdleMs, log })
+      : null,
+    souls: souls ? new SoulsClient({ url: souls.url, timeoutMs: souls.timeoutMs, log }) : null,
   };
 }
 

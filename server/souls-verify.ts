@@ -51,72 +51,73 @@ export async function verifySoul(document: unknown): Promise<SoulVerification> {
   const soulRecord = soulOf(document);
   const soul = record(soulRecord?.soul);
   const verification = record(soulRecord?.verification);
-  const content = text(soul?.content);
   const contentHash = text(soul?.contentHash);
-  const signature = text(soul?.signature);
   const signerAddress = text(soul?.signerAddress);
   const message = text(verification?.message);
   const tokenId = soulRecord?.tokenId === undefined ? null : String(soulRecord.tokenId);
-  const checks: SoulCheck[] = [];
+  const checks: SoulCheck[] = [
+    contentHashCheck(text(soul?.content), contentHash),
+    await signatureCheck(message, text(soul?.signature), signerAddress),
+    bindingCheck(message, contentHash, tokenId, soulRecord),
+  ];
+  return { ok: checks.every((c) => c.ok), checks, tokenId, signerAddress };
+}
 
-  // Rule 1
-  if (content === null || contentHash === null) {
-    checks.push({ rule: 'content-hash', ok: false, detail: 'soul.content or soul.contentHash is missing' });
-  } else {
-    const actual = keccak256(toBytes(content));
-    const ok = actual.toLowerCase() === contentHash.toLowerCase();
-    checks.push({
-      rule: 'content-hash',
+/** Rule 1: keccak256 of the content is its contentHash. */
+function contentHashCheck(content: string | null, contentHash: string | null): SoulCheck {
+  if (content === null || contentHash === null)
+    return { rule: 'content-hash', ok: false, detail: 'soul.content or soul.contentHash is missing' };
+  const actual = keccak256(toBytes(content));
+  const ok = actual.toLowerCase() === contentHash.toLowerCase();
+  return {
+    rule: 'content-hash',
+    ok,
+    detail: ok ? `contentHash ${contentHash}` : `keccak256(content) is ${actual}, contentHash says ${contentHash}`,
+  };
+}
+
+/** Rule 2: the message's signature recovers the signer address. */
+async function signatureCheck(message: string | null, signature: string | null, signerAddress: string | null): Promise<SoulCheck> {
+  if (message === null || signature === null || signerAddress === null)
+    return { rule: 'signature', ok: false, detail: 'verification.message, soul.signature or soul.signerAddress is missing' };
+  if (!isHex(signature)) return { rule: 'signature', ok: false, detail: 'soul.signature is not a hex string' };
+  try {
+    const recovered = await recoverMessageAddress({ message, signature });
+    const ok = recovered.toLowerCase() === signerAddress.toLowerCase();
+    return {
+      rule: 'signature',
       ok,
-      detail: ok ? `contentHash ${contentHash}` : `keccak256(content) is ${actual}, contentHash says ${contentHash}`,
-    });
+      detail: ok ? `signed by ${signerAddress}` : `recovered ${recovered}, signerAddress says ${signerAddress}`,
+    };
+  } catch {
+    return { rule: 'signature', ok: false, detail: 'soul.signature is not a valid secp256k1 signature' };
   }
+}
 
-  // Rule 2
-  if (message === null || signature === null || signerAddress === null) {
-    checks.push({ rule: 'signature', ok: false, detail: 'verification.message, soul.signature or soul.signerAddress is missing' });
-  } else if (!isHex(signature)) {
-    checks.push({ rule: 'signature', ok: false, detail: 'soul.signature is not a hex string' });
-  } else {
-    try {
-      const recovered = await recoverMessageAddress({ message, signature });
-      const ok = recovered.toLowerCase() === signerAddress.toLowerCase();
-      checks.push({
-        rule: 'signature',
-        ok,
-        detail: ok ? `signed by ${signerAddress}` : `recovered ${recovered}, signerAddress says ${signerAddress}`,
-      });
-    } catch {
-      checks.push({ rule: 'signature', ok: false, detail: 'soul.signature is not a valid secp256k1 signature' });
-    }
-  }
-
-  // Binding
+/** The binding: the signed message names this content hash, token, chain and contract. */
+function bindingCheck(
+  message: string | null,
+  contentHash: string | null,
+  tokenId: string | null,
+  soulRecord: Record<string, unknown> | null,
+): SoulCheck {
   const match = message === null ? null : MESSAGE.exec(message);
-  if (!match) {
-    checks.push({
+  if (!match)
+    return {
       rule: 'binding',
       ok: false,
       detail: 'verification.message is not {contentHash}|{chainId}:{contract}:{tokenId}|codex-v{version}',
-    });
-  } else {
-    const [, hash, chainId, contract, token] = match as unknown as [string, string, string, string, string];
-    const problems: string[] = [];
-    if (contentHash === null || hash.toLowerCase() !== contentHash.toLowerCase()) problems.push(`the message signs contentHash ${hash}`);
-    if (tokenId !== null && token !== tokenId) problems.push(`the message names token ${token}, the document ${tokenId}`);
-    const docChain = soulRecord?.chainId;
-    if (docChain !== undefined && String(docChain) !== chainId)
-      problems.push(`the message names chain ${chainId}, the document ${String(docChain)}`);
-    const docContract = text(soulRecord?.contractAddress);
-    if (docContract !== null && isAddress(docContract, { strict: false }) && docContract.toLowerCase() !== contract.toLowerCase()) {
-      problems.push(`the message names contract ${contract}, the document ${docContract}`);
-    }
-    checks.push({
-      rule: 'binding',
-      ok: problems.length === 0,
-      detail: problems.length ? problems.join('; ') : `${chainId}:${contract}:${token}`,
-    });
+    };
+  const [, hash, chainId, contract, token] = match as unknown as [string, string, string, string, string];
+  const problems: string[] = [];
+  if (contentHash === null || hash.toLowerCase() !== contentHash.toLowerCase()) problems.push(`the message signs contentHash ${hash}`);
+  if (tokenId !== null && token !== tokenId) problems.push(`the message names token ${token}, the document ${tokenId}`);
+  const docChain = soulRecord?.chainId;
+  if (docChain !== undefined && String(docChain) !== chainId)
+    problems.push(`the message names chain ${chainId}, the document ${String(docChain)}`);
+  const docContract = text(soulRecord?.contractAddress);
+  if (docContract !== null && isAddress(docContract, { strict: false }) && docContract.toLowerCase() !== contract.toLowerCase()) {
+    problems.push(`the message names contract ${contract}, the document ${docContract}`);
   }
-
-  return { ok: checks.every((c) => c.ok), checks, tokenId, signerAddress };
+  return { rule: 'binding', ok: problems.length === 0, detail: problems.length ? problems.join('; ') : `${chainId}:${contract}:${token}` };
 }

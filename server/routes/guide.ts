@@ -104,16 +104,15 @@ const FollowupResponse = z
 const exhibitionParam = z.object({ id: z.string().regex(EXHIBITION_ID) });
 
 export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: store, guide, starters, speech } }) => {
-  exhibitionRoutes(api, store, content, starters);
+  registrationRoute(api, store, content, starters);
+  exhibitionReadRoutes(api, store, content);
   tourRoute(api, store, content);
   questionRoutes(api, guide);
   speechRoutes(api, speech);
 };
 
-/** Registering an exhibition, its guide context and its suggested questions. */
-function exhibitionRoutes(api: RouteTable, store: ExhibitionStore, content: ContentStore, starters: StarterJobs): void {
-  const answers = new VersionedAnswers({ cacheControl: PUBLIC_CACHE_CONTROL });
-  const bake = bakeVersion(content);
+/** Registering an exhibition (its suggested questions are generated after the answer). */
+function registrationRoute(api: RouteTable, store: ExhibitionStore, content: ContentStore, starters: StarterJobs): void {
   api.route({
     method: 'POST',
     path: '/v1/guide/exhibitions',
@@ -140,7 +139,12 @@ function exhibitionRoutes(api: RouteTable, store: ExhibitionStore, content: Cont
       ctx.body = { data: registrationData(context, result.ownerToken) };
     },
   });
+}
 
+/** An exhibition's guide context and its suggested questions: answers made once per version (VersionedAnswers). */
+function exhibitionReadRoutes(api: RouteTable, store: ExhibitionStore, content: ContentStore): void {
+  const answers = new VersionedAnswers({ cacheControl: PUBLIC_CACHE_CONTROL });
+  const bake = bakeVersion(content);
   api.route({
     method: 'GET',
     path: '/v1/guide/exhibitions/{id}',
