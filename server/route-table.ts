@@ -2,7 +2,7 @@
  * The route table: every route the server answers — `/v1`, `/files`, the pages and their assets,
  * `/healthz` `/readyz` `/metrics` — is a declaration here: method, path, access, limits, body, the
  * zod schemas of its input, its response kind, and its handler. From the declarations the table
- * builds the two routing stages of the request path (server/stages.ts has the whole order):
+ * builds the routing part of the request path (server/koa-app.ts has the whole order):
  *
  *  - `match`: finds the declarations of the request's path (@koa/router's `match`), sets
  *    `ctx.state.match` and the path's declared headers — on every answer of that path, errors and
