@@ -198,7 +198,12 @@ async function perInput(list: Input[], repeats: number) {
         out,
         '--json',
       ]);
-      const report = JSON.parse(ourRun.stdout) as { bytes_out: number; files: { model_optimized: { path: string } } };
+      // The document is the last line: `bake room` runs the Basis encoder in its own process, whose wasm
+      // prints "Total slices: …" on stdout for textured models (enableDebug off or not).
+      const report = JSON.parse(ourRun.stdout.trimEnd().split('\n').at(-1)!) as {
+        bytes_out: number;
+        files: { model_optimized: { path: string } };
+      };
       lastOptimized = report.files.model_optimized.path;
       ours.push({ ...ourRun, bytes: report.bytes_out });
       const model = await resolver.resolveModel(input.path);
