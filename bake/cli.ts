@@ -184,6 +184,7 @@ interface RoomsOptions {
   losslessNormals?: boolean;
   roomTimeout?: number;
   workerMemory?: number;
+  workerRss?: number;
   gc?: boolean;
   json?: boolean;
 }
@@ -209,9 +210,18 @@ function roomsCommand(): Command {
         ),
       )
       .addOption(
-        new Option('--worker-memory <mb>', 'heap limit of each bake worker in MB; a room over it fails (default: 4096)').argParser(
-          positiveInt('--worker-memory'),
-        ),
+        new Option(
+          '--worker-rss <mb>',
+          'resident memory bound of each bake worker as a whole (heap, typed arrays, wasm) in MB; a room over it fails; 0: none ' +
+            '(default: 2048; Linux only)',
+        ).argParser(nonNegativeInt('--worker-rss')),
+      )
+      .addOption(
+        new Option(
+          '--worker-memory <mb>',
+          'V8 heap limit of each bake worker in MB, part of --worker-rss and at most it; a room over it fails ' +
+            '(default: 1536, or --worker-rss when lower)',
+        ).argParser(positiveInt('--worker-memory')),
       )
       .option('--gc', 'after publishing, remove files no recent manifest references (as `bake gc` with its defaults)')
       .option('--json', 'print the summary as one JSON document on stdout')
@@ -226,6 +236,7 @@ function roomsCommand(): Command {
           concurrency: opts.concurrency,
           roomTimeoutMs: opts.roomTimeout === undefined ? undefined : opts.roomTimeout * 1000,
           workerHeapMb: opts.workerMemory,
+          workerRssMb: opts.workerRss,
           settings: withLosslessNormals(Boolean(opts.losslessNormals)),
           gc: opts.gc ? {} : undefined,
           onEvent: (event) => progress.onEvent(event),

@@ -4,8 +4,8 @@
  * file first, then one atomic rename of manifest.json.
  *
  * A room that fails keeps its previous manifest entry (its previous artifacts stay served) and is
- * reported; the others are published anyway. Rooms bake in workers with a heap cap and a time limit
- * (BAKE_LIMITS), so a hostile model fails its room, not the run. Files are removed only by `bake gc`
+ * reported; the others are published anyway. Rooms bake in workers with a resident memory bound, a
+ * heap cap and a time limit (BAKE_LIMITS), so a hostile model fails its room, not the run. Files are removed only by `bake gc`
  * (bake/gc.ts).
  */
 import { randomBytes } from 'node:crypto';
@@ -40,11 +40,11 @@ import { type FetchOptions, modelFiles, SourceResolver } from './fetch.ts';
 import { collectGarbageUnderLock, type GcOptions, type GcSummary } from './gc.ts';
 import { readQaFacts, writeQaFacts } from './qa-facts.ts';
 import type { QaRoom } from './report.ts';
-import type { RoomBakeResult, RoomJob } from './room.ts';
+import type { RoomBakeResult, RoomJob, RoomStepTimes } from './room.ts';
 import { BAKE_LIMITS, OPTIMIZER_SETTINGS, optimizerSettingsId, type OptimizerSettings } from './settings.ts';
 import { SLOT_ALGORITHM } from './slots/algorithm.ts';
 import type { SlotChanges } from './slots/index.ts';
-import { WorkerPool } from './workers.ts';
+import { type Measured, WorkerPool } from './workers.ts';
 
 type RoomStatus = 'baked' | 'skipped' | 'failed';
 
@@ -61,6 +61,13 @@ export interface RoomOutcome {
   bytes_in: number | null;
   bytes_out: number | null;
   ms: number | null;
+  /** Wall time of the room's steps on its worker (baked rooms). */
+  steps: RoomStepTimes | null;
+  /**
+   * The peak resident memory of the worker that baked the room, when it finished, MB (baked rooms; null
+   * without /proc): over the worker's life, so the rooms it baked before and beside this one count too.
+   */
+  peak_rss_mb: number | null;
 }
 
 export interface BakeSummary {
@@ -102,8 +109,10 @@ export interface BakeRunOptions {
   settings?: OptimizerSettings;
   /** A room still baking after this fails (its worker is terminated). Default: BAKE_LIMITS. */
   roomTimeoutMs?: number;
-  /** Heap cap of each bake worker, in MB. Default: BAKE_LIMITS. */
+  /** Heap cap of each bake worker, in MB (at most workerRssMb). Default: BAKE_LIMITS, or workerRssMb when lower. */
   workerHeapMb?: number;
+  /** Resident memory bound of each bake worker as a whole, in MB; 0: none. Default: BAKE_LIMITS. */
+  workerRssMb?: number;
   /** Collect garbage after publishing (`bake rooms --gc`), under the same lock. */
   gc?: GcOptions;
   onEvent?: (event: BakeEvent) => void;
@@ -190,6 +199,7 @@ interface Run {
   concurrency: number;
   roomTimeoutMs: number;
   workerHeapMb: number;
+  workerRssMb: number;
   content: Awaited<ReturnType<typeof loadContent>>;
   only: Set<number> | null;
   previous: Manifest | null;
@@ -249,18 +259,25 @@ async function prepareRun(options: BakeRunOptions): Promise<Run> {
     previous = null;
   }
   const settings = options.settings ?? OPTIMIZER_SETTINGS;
-  const { roomTimeoutMs, workerHeapMb } = checkedLimits(options);
-  return { options, started, contentDir, dataDir, settings, concurrency, roomTimeoutMs, workerHeapMb, content, only, previous };
+  const limits = checkedLimits(options);
+  return { options, started, contentDir, dataDir, settings, concurrency, ...limits, content, only, previous };
 }
 
-/** The run's room limits (BAKE_LIMITS unless given), checked. */
-function checkedLimits(options: BakeRunOptions): { roomTimeoutMs: number; workerHeapMb: number } {
+/** The run's room limits (BAKE_LIMITS unless given), checked: the heap is part of the resident memory. */
+function checkedLimits(options: BakeRunOptions): { roomTimeoutMs: number; workerHeapMb: number; workerRssMb: number } {
   const roomTimeoutMs = options.roomTimeoutMs ?? BAKE_LIMITS.roomTimeoutMs;
-  const workerHeapMb = options.workerHeapMb ?? BAKE_LIMITS.workerHeapMb;
+  const workerRssMb = options.workerRssMb ?? BAKE_LIMITS.workerRssMb;
   if (!(roomTimeoutMs > 0)) throw new BakeRunError(`the room time limit must be positive (got ${roomTimeoutMs} ms)`);
+  if (!Number.isInteger(workerRssMb) || workerRssMb < 0)
+    throw new BakeRunError(`the worker resident memory limit must be a whole number of MB, 0 for none (got ${workerRssMb})`);
+  const workerHeapMb = options.workerHeapMb ?? (workerRssMb ? Math.min(BAKE_LIMITS.workerHeapMb, workerRssMb) : BAKE_LIMITS.workerHeapMb);
   if (!Number.isInteger(workerHeapMb) || workerHeapMb < 1)
     throw new BakeRunError(`the worker heap limit must be a positive number of MB (got ${workerHeapMb})`);
-  return { roomTimeoutMs, workerHeapMb };
+  if (workerRssMb && workerHeapMb > workerRssMb)
+    throw new BakeRunError(
+      `the worker heap limit (${workerHeapMb} MB) is over the worker resident memory limit (${workerRssMb} MB), of which the heap is a part`,
+    );
+  return { roomTimeoutMs, workerHeapMb, workerRssMb };
 }
 
 /** The room's slot data as last published, validated; null when there is none (or it is unusable). */
@@ -328,17 +345,22 @@ async function planRooms(run: Run, resolver: SourceResolver): Promise<Planned[]>
   return plans;
 }
 
-const outcomeOf = (plan: Planned, status: RoomStatus, reason: string, result?: RoomBakeResult): RoomOutcome => ({
-  id: plan.room.id,
-  title: plan.room.title,
-  status,
-  reason,
-  warnings: result?.warnings ?? [],
-  slot_changes: result?.slotChanges ?? null,
-  bytes_in: result?.bytesIn ?? null,
-  bytes_out: result?.bytesOut ?? null,
-  ms: result?.ms ?? null,
-});
+const outcomeOf = (plan: Planned, status: RoomStatus, reason: string, baked?: Measured<RoomBakeResult>): RoomOutcome => {
+  const result = baked?.result;
+  return {
+    id: plan.room.id,
+    title: plan.room.title,
+    status,
+    reason,
+    warnings: result?.warnings ?? [],
+    slot_changes: result?.slotChanges ?? null,
+    bytes_in: result?.bytesIn ?? null,
+    bytes_out: result?.bytesOut ?? null,
+    ms: result?.ms ?? null,
+    steps: result?.steps ?? null,
+    peak_rss_mb: baked?.peakRssMb ?? null,
+  };
+};
 
 /**
  * Rooms in flight per isolate. A room's engine JavaScript is about a third of its CPU (a 36-room
@@ -358,13 +380,13 @@ function lanesFor(run: Run, rooms: number): { lanes: number; isolates: number; i
 
 /** Where a run's rooms bake. */
 interface Bakers {
-  bake(job: RoomJob): Promise<RoomBakeResult>;
+  bake(job: RoomJob): Promise<Measured<RoomBakeResult>>;
   close(): Promise<void>;
 }
 
 /**
- * Rooms always bake in workers, even on one isolate: a worker is where a room's heap cap and time
- * limit can be enforced (a room that exceeds them fails alone), and the main thread only hands out
+ * Rooms always bake in workers, even on one isolate: a worker is where a room's memory bound, heap cap
+ * and time limit can be enforced (a room that exceeds them fails alone), and the main thread only hands out
  * jobs, so a worker that finishes never waits for a main thread busy in a synchronous step.
  */
 function startBakers(run: Run, { isolates, imageThreads }: { isolates: number; imageThreads: number }): Bakers {
@@ -374,10 +396,11 @@ function startBakers(run: Run, { isolates, imageThreads }: { isolates: number; i
     jobsPerWorker: ROOMS_PER_ISOLATE,
     workerData: { imageThreads },
     heapMb: run.workerHeapMb,
+    rssMb: run.workerRssMb || undefined,
     jobTimeoutMs: run.roomTimeoutMs,
   });
   pool.prestart();
-  return { bake: (job) => pool.run(job), close: () => pool.close() };
+  return { bake: (job) => pool.runMeasured(job), close: () => pool.close() };
 }
 
 /** 2. Bake (on the bakers started early, or now); report every room as it settles. */
@@ -406,9 +429,9 @@ async function bakePlanned(run: Run, plans: Planned[], early: Bakers | null) {
       for (let plan = next(index); plan; plan = next(index)) {
         run.options.onEvent?.({ type: 'start', id: plan.room.id, title: plan.room.title });
         try {
-          const result = await bakers.bake(plan.job!);
-          results.set(plan.room.id, result);
-          settle(outcomeOf(plan, 'baked', plan.reason, result));
+          const baked = await bakers.bake(plan.job!);
+          results.set(plan.room.id, baked.result);
+          settle(outcomeOf(plan, 'baked', plan.reason, baked));
         } catch (err) {
           settle(outcomeOf(plan, 'failed', oneLine(err)));
         }

@@ -69,6 +69,25 @@ export interface RoomJob {
   modelVariants?: boolean;
 }
 
+/**
+ * Wall time of the room's steps on its worker, ms. They overlap: image work (preview, textures) runs on
+ * sharp's threads beside the engine, and the variants are made while the Draco model is encoded.
+ */
+export interface RoomStepTimes {
+  /** Reading and checking the source model (the texture work then starts). */
+  read_ms: number;
+  /** The slot engine. */
+  anchors_ms: number;
+  /** The walkable floor: recast navmesh, spawn, every slot's view, its GLB written. */
+  navmesh_ms: number;
+  /** Waiting for the Draco model's textures once the engine and the navmesh are done. */
+  textures_ms: number;
+  /** The optimizer and the model variants, to the last variant stored. */
+  optimize_ms: number;
+  /** Of which the Basis encoder (RGBA decode included) for the ktx2 variant's textures; null: no ktx2 variant. */
+  ktx2_encode_ms: number | null;
+}
+
 export interface RoomBakeResult {
   roomId: number;
   model: FileRef;
@@ -94,7 +113,8 @@ export interface RoomBakeResult {
   optimizerWarnings: string[];
   optimizer: { skipped: StepName[]; isSource: boolean; steps: Array<{ name: string; ms: number }> };
   /** Time making each model variant (from the prepared document to its GLB), ms. */
-  variantsMs: Partial<Record<'meshopt' | 'plain', number>>;
+  variantsMs: Partial<Record<'meshopt' | 'plain' | 'ktx2', number>>;
+  steps: RoomStepTimes;
   /** Source model GLB bytes → optimized GLB bytes. */
   bytesIn: number;
   bytesOut: number;
@@ -266,14 +286,24 @@ function roomWarnings(slots: SlotEngineResult, optimizerWarnings: string[]): str
  */
 export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = () => {}): Promise<RoomBakeResult> {
   const startedAt = performance.now();
+  let lap = startedAt;
+  /** Time since the previous step ended. */
+  const stepMs = () => {
+    const [since, now] = [lap, performance.now()];
+    lap = now;
+    return now - since;
+  };
   const settings = job.settings ?? OPTIMIZER_SETTINGS;
   const preview = job.image ? started(bakePreview(job.image.path, job.dataDir, settings.maxTexturePixels)) : null;
   onStep('reading the model');
   const { source, model, plainTextures, textures } = await readModel(job, settings);
+  const readMs = stepMs();
   onStep('placing the slot anchors');
   const { slots, anchors } = placeAnchors(job, source);
+  const anchorsMs = stepMs();
   onStep('finding the walkable floor');
   const walk = await bakeRoomNavigation(source.document, anchors.slots, job.dataDir);
+  const navmeshMs = stepMs();
   anchors.slots = walk.slots;
   const planWalk = walk.floor && { ...walk.floor, spawn: walk.spawn };
   const planPicture =
@@ -282,6 +312,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
       : null;
   onStep('compressing the textures');
   await textures;
+  const texturesMs = stepMs();
   const plainTexturesKeyed = plainTextures?.keyed();
   onStep('optimizing the model');
   const { optimized, draco, variants, variantsWarning } = await optimizeWithVariants(
@@ -291,6 +322,7 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     slots.slots,
     plainTexturesKeyed,
   );
+  const optimizeMs = stepMs();
 
   const [modelRef, modelOptimized, dracoFacts] = await Promise.all([model, draco, glbFacts(optimized.glb)]);
   const modelVariants: ManifestModelVariant[] = [
@@ -322,6 +354,14 @@ export async function bakeRoom(job: RoomJob, onStep: (step: string) => void = ()
     optimizerWarnings: optimized.warnings,
     optimizer: { skipped: optimized.skipped, isSource: optimized.isSource, steps: optimized.steps },
     variantsMs: Object.fromEntries(variants.map((v) => [v.name, v.ms])),
+    steps: {
+      read_ms: readMs,
+      anchors_ms: anchorsMs,
+      navmesh_ms: navmeshMs,
+      textures_ms: texturesMs,
+      optimize_ms: optimizeMs,
+      ktx2_encode_ms: variants.find((v) => v.name === 'ktx2')?.encodeMs ?? null,
+    },
     bytesIn: source.glb.byteLength,
     bytesOut: optimized.glb.byteLength,
     ms: performance.now() - startedAt,

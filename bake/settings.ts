@@ -114,12 +114,22 @@ export const BAKE_LIMITS = {
   /** A room still baking after this is stopped (its worker terminated) and fails. */
   roomTimeoutMs: 300_000,
   /**
-   * V8 old-generation cap per bake worker, in MB. A worker baking the shared rooms peaks below
-   * 200 MB of heap; 4 GB is 20× that, and on this 24 GB machine the default worker count (cores / 2)
-   * times 4 GB leaves the rest of the machine alone. Typed arrays live outside this heap: the
-   * accessor cap bounds those.
+   * Resident memory bound of each bake worker as a whole, in MB (decisions: "a room's worker is bounded
+   * in memory as a whole … 2 GB by default"): V8's heap, typed arrays, wasm memories (Draco, meshopt,
+   * recast, Basis) and libvips's buffers. The parent reads it every 50 ms (bake/workers.ts); a worker
+   * over it is killed and its room fails with one line naming the bound. Linux only (/proc): elsewhere
+   * the heap cap and the time limit still bound a room, this does not. 0: no bound.
    */
-  workerHeapMb: 4096,
+  workerRssMb: 2048,
+  /**
+   * V8 old-generation cap per bake worker, in MB: part of the resident bound above, so never above
+   * it. A worker baking the shared rooms peaks below 200 MB of heap; 1.5 GB is 7× that and leaves
+   * the resident bound 0.5 GB for the rest of the process (code, wasm, buffers), so a room that grows
+   * JavaScript objects fails at the heap limit (its clearer line) before the resident bound. An
+   * explicit heap cap over the resident bound is refused; with a lower resident bound the default
+   * heap cap is the resident bound.
+   */
+  workerHeapMb: 1536,
 };
 
 export type OptimizerSettings = Omit<typeof OPTIMIZER_SETTINGS, 'textures'> & {

@@ -21,6 +21,8 @@ export interface VariantGlb extends ModelVariantFacts {
   name: 'meshopt' | 'plain' | 'ktx2';
   glb: Uint8Array;
   ms: number;
+  /** ktx2: the Basis encoder's time (RGBA decode included), ms. */
+  encodeMs?: number;
 }
 
 /** Geometry codecs a variant replaces (one codec per file; the plain one has none). */
@@ -170,9 +172,10 @@ function basisOptions(slots: Set<string>, settings: OptimizerSettings) {
  * wasm Basis Universal one texture at a time (its wasm heap is shared; one at a time keeps the peak bounded).
  * A texture that cannot be encoded fails the variant with its name, never silently kept as WebP.
  */
-async function toKtx2(document: Document, settings: OptimizerSettings): Promise<void> {
+async function toKtx2(document: Document, settings: OptimizerSettings, timing: { encodeMs?: number }): Promise<void> {
   const { encodeToKTX2 } = await import('ktx2-encoder');
   await toMeshopt(document, settings);
+  timing.encodeMs = 0;
   const textures = document.getRoot().listTextures();
   for (const [i, texture] of textures.entries()) {
     const image = texture.getImage();
@@ -181,9 +184,11 @@ async function toKtx2(document: Document, settings: OptimizerSettings): Promise<
     if (!DECODABLE.includes(texture.getMimeType()))
       throw new ModelError(`texture ${label} is ${texture.getMimeType()}, which cannot be encoded as KTX2`);
     const options = basisOptions(textureSlots(document, texture), settings);
+    const t0 = performance.now();
     const encoded = await encodeToKTX2(image, options as Parameters<typeof encodeToKTX2>[1]).catch((err: unknown) => {
       throw new ModelError(`texture ${label} could not be encoded as KTX2: ${err instanceof Error ? err.message : String(err)}`);
     });
+    timing.encodeMs += performance.now() - t0;
     texture.setImage(encoded).setMimeType('image/ktx2');
   }
   document.createExtension(KHRTextureBasisu).setRequired(true);
@@ -220,16 +225,17 @@ const PLAIN_VERTEX_LAYOUT = VertexLayout.SEPARATE;
 async function variant(
   name: VariantGlb['name'],
   document: Document,
-  make: () => Promise<void>,
+  make: (timing: { encodeMs?: number }) => Promise<void>,
   finish: (d: Document) => void,
   vertexLayout?: VertexLayout,
 ): Promise<VariantGlb> {
   const t0 = performance.now();
+  const timing: { encodeMs?: number } = {};
   try {
-    await make();
+    await make(timing);
     finish(document);
     const glb = await writeGlb(document, { compact: true, vertexLayout });
-    return { name, glb, ...(await glbFacts(glb)), ms: performance.now() - t0 };
+    return { name, glb, ...(await glbFacts(glb)), ms: performance.now() - t0, ...timing };
   } catch (err) {
     throw new Error(`the ${name} model variant could not be made: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
   }
@@ -274,5 +280,5 @@ export async function makeVariants(
     variant('plain', prepared, () => toPlain(prepared, settings, plainTextures), finish, PLAIN_VERTEX_LAYOUT),
   ]);
   // After the others: the Basis encoder is single-threaded wasm on this thread, as meshopt's is.
-  return forKtx2 ? [...made, await variant('ktx2', forKtx2, () => toKtx2(forKtx2, settings), finish)] : made;
+  return forKtx2 ? [...made, await variant('ktx2', forKtx2, (timing) => toKtx2(forKtx2, settings, timing), finish)] : made;
 }

@@ -9,13 +9,24 @@
  * thread's queued jobs ran on for tens of seconds and delayed every room behind them (decisions:
  * the room time limit bounds the room's whole work). A killed process leaves nothing behind.
  *
- * Jobs are hostile input, so a job may kill its worker (uncaught error, heap limit) or overrun its
- * time (the pool then kills the worker). Only the guilty job fails: a job that overran, or that
- * ran alone on a worker that died. Jobs that shared a dying worker are retried, each alone on a
- * fresh worker, since which of them killed it is unknown; jobs that shared an overrunning one are
- * simply retried.
+ * Jobs are hostile input, so a job may kill its worker (uncaught error, heap limit), overrun its
+ * time or its worker's resident memory bound (the pool then kills the worker). Only the guilty job
+ * fails: a job that overran, or that ran alone on a worker that died. Jobs that shared a dying worker
+ * are retried, each alone on a fresh worker, since which of them killed it is unknown; jobs that
+ * shared an overrunning one are simply retried.
+ *
+ * The resident bound (`rssMb`) counts the whole process: V8's heap, typed arrays, wasm memories
+ * (Draco, meshopt, recast, Basis) and native buffers (libvips). The parent reads each live worker's
+ * resident memory every RSS_POLL_MS, so a worker stuck in a long synchronous wasm call is stopped
+ * all the same (its own timers could not fire). A worker over the bound is killed; a job it ran
+ * alone, on a worker that had run no job before, fails; any other job it ran is retried alone on a
+ * fresh worker (wasm memory never shrinks: what an earlier room left resident is not the next one's
+ * fault). Address-space limits (RLIMIT_AS) are no option: V8 reserves many GB for each wasm memory.
+ * Without /proc (not Linux) the resident bound is not enforced and no peak is reported; the heap cap
+ * and the time limit still are.
  */
 import { type ChildProcess, fork } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { oneLine } from '../common/errors.ts';
 
@@ -25,12 +36,24 @@ interface Request<J> {
 }
 type Reply<R> = { id: number } & ({ started: true } | { ok: true; result: R } | { ok: false; error: string });
 
+/** A job's result and what its worker measured. */
+export interface Measured<R> {
+  result: R;
+  /**
+   * The worker's peak resident memory (VmHWM) when the job ended, in MB: over its whole life, so it
+   * includes the jobs it ran before and beside this one. Null without /proc.
+   */
+  peakRssMb: number | null;
+}
+
 interface Task<J, R> {
   job: J;
-  resolve: (result: R) => void;
+  resolve: (value: Measured<R>) => void;
   reject: (error: Error) => void;
   /** Retried after its worker died under several jobs: runs with no other job on its worker. */
   alone?: boolean;
+  /** Retried after its worker went over the resident bound: runs alone on a worker that ran no job before. */
+  fresh?: boolean;
   timer?: NodeJS.Timeout;
 }
 
@@ -43,6 +66,10 @@ export interface WorkerPoolSpec {
   workerData?: Record<string, unknown>;
   /** V8 old-generation heap cap of each worker, in MB; a worker over it dies ("out of memory"). */
   heapMb?: number;
+  /** Resident memory bound of each worker as a whole, in MB; a worker over it is killed. None: unbounded. */
+  rssMb?: number;
+  /** How often each live worker's resident memory is read against rssMb, ms (default RSS_POLL_MS). */
+  rssPollMs?: number;
   /** A job still running this long after its worker took it fails, and its worker is terminated. */
   jobTimeoutMs?: number;
 }
@@ -54,12 +81,42 @@ const OUT_OF_MEMORY = /heap out of memory|Reached heap limit/;
 const STDERR_TAIL = 4096;
 const seconds = (ms: number) => `${Number((ms / 1000).toPrecision(3))} s`;
 
+/**
+ * How often the pool reads each live worker's resident memory. A worker touches fresh memory at
+ * 1.5–2.5 GB/s here (a typed array filled, pages faulted in), so a worker can pass the bound by about
+ * 100–150 MB before it is seen (with the parent's event loop free); one read of /proc/<pid>/status takes
+ * 20–70 µs, so two workers cost the parent under 0.3 % of a core.
+ */
+export const RSS_POLL_MS = 50;
+/** Linux: every process's memory is readable under /proc. */
+const PROC = existsSync('/proc/self/status');
+
+/** A process's resident memory now and its peak (VmRSS, VmHWM), in MB; null without /proc or once it is gone. */
+function residentMb(pid: number | undefined): { rss: number; peak: number } | null {
+  if (!PROC || pid === undefined) return null;
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${pid}/status`, 'latin1');
+  } catch {
+    return null;
+  }
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s*(\\d+) kB`, 'm').exec(status)?.[1] ?? Number.NaN);
+  const [rss, peak] = [kb('VmRSS'), kb('VmHWM')];
+  // A zombie (exited, not yet reaped) has no VmRSS line.
+  return Number.isFinite(rss) ? { rss: rss / 1024, peak: (Number.isFinite(peak) ? Math.max(peak, rss) : rss) / 1024 } : null;
+}
+
 export class WorkerPool<J, R> {
   /** Every live worker and the jobs it runs, by request id. */
   private readonly workers = new Map<ChildProcess, Map<number, Task<J, R>>>();
   private readonly queue: Array<Task<J, R>> = [];
   /** Workers whose process has ended but whose 'close' (the end of their stderr) has not come yet. */
   private readonly exited = new WeakSet<ChildProcess>();
+  /** Jobs each worker has been given over its life. */
+  private readonly taken = new WeakMap<ChildProcess, number>();
+  /** The highest peak resident memory read from each worker, MB. */
+  private readonly peaks = new WeakMap<ChildProcess, number>();
+  private watcher: NodeJS.Timeout | undefined;
   private readonly jobsPerWorker: number;
   private nextId = 0;
   private closed = false;
@@ -76,8 +133,13 @@ export class WorkerPool<J, R> {
 
   /** Run a job on the next free worker. Rejects with the job's one-line error. */
   run(job: J): Promise<R> {
+    return this.runMeasured(job).then((measured) => measured.result);
+  }
+
+  /** run(), with what the worker measured. */
+  runMeasured(job: J): Promise<Measured<R>> {
     if (this.closed) return Promise.reject(new Error('worker pool is closed'));
-    return new Promise<R>((resolve, reject) => {
+    return new Promise<Measured<R>>((resolve, reject) => {
       this.queue.push({ job, resolve, reject });
       this.dispatch();
     });
@@ -100,6 +162,7 @@ export class WorkerPool<J, R> {
       const task = this.queue.shift()!;
       const id = this.nextId++;
       this.workers.get(worker)!.set(id, task);
+      this.taken.set(worker, (this.taken.get(worker) ?? 0) + 1);
       // A worker that died meanwhile fails its jobs through 'close'.
       worker.send({ id, job: task.job } satisfies Request<J>, (err) => err && this.exited.add(worker));
     }
@@ -107,6 +170,7 @@ export class WorkerPool<J, R> {
 
   /** A new worker starts only while every live one is busy; a job retried alone needs an idle one. */
   private workerFor(task: Task<J, R>): ChildProcess | undefined {
+    if (task.fresh) return this.freshWorker();
     let worker: ChildProcess | undefined;
     let least = task.alone ? 1 : this.jobsPerWorker;
     for (const [candidate, running] of this.workers) {
@@ -116,6 +180,19 @@ export class WorkerPool<J, R> {
     }
     if (least > 0 && this.workers.size < this.spec.size) worker = this.spawn();
     return worker;
+  }
+
+  /** An idle worker that has run no job, else a new one (an idle used worker makes way when the pool is full). */
+  private freshWorker(): ChildProcess | undefined {
+    for (const [candidate, running] of this.workers)
+      if (!this.exited.has(candidate) && running.size === 0 && !this.taken.get(candidate)) return candidate;
+    if (this.workers.size >= this.spec.size) {
+      const idle = [...this.workers].find(([candidate, running]) => running.size === 0 && !this.exited.has(candidate));
+      if (!idle) return undefined;
+      this.workers.delete(idle[0]);
+      idle[0].kill('SIGKILL');
+    }
+    return this.spawn();
   }
 
   private spawn(): ChildProcess {
@@ -137,7 +214,52 @@ export class WorkerPool<J, R> {
     worker.on('exit', () => this.exited.add(worker));
     // 'close': its stderr has been read to the end, so an out-of-memory death is told as such.
     worker.on('close', (code, signal) => this.lose(worker, this.deathReason(code, signal, stderr)));
+    this.watchMemory();
     return worker;
+  }
+
+  /** Start reading the workers' resident memory (once, when there is a bound and /proc). */
+  private watchMemory(): void {
+    if (this.watcher || !this.spec.rssMb || !PROC) return;
+    this.watcher = setInterval(() => {
+      for (const worker of [...this.workers.keys()]) {
+        if (this.exited.has(worker)) continue;
+        const memory = this.readMemory(worker);
+        if (memory && memory.rss > this.spec.rssMb!) this.overMemory(worker, memory.rss);
+      }
+    }, this.spec.rssPollMs ?? RSS_POLL_MS);
+    this.watcher.unref();
+  }
+
+  /** The worker's resident memory now, its peak noted. */
+  private readMemory(worker: ChildProcess): { rss: number; peak: number } | null {
+    const memory = residentMb(worker.pid);
+    if (memory) this.peaks.set(worker, Math.max(memory.peak, this.peaks.get(worker) ?? 0));
+    return memory;
+  }
+
+  /**
+   * A worker over its resident bound: killed now. A job that ran alone on it, and was its first,
+   * fails (it alone made that memory); any other is retried alone on a fresh worker.
+   */
+  private overMemory(worker: ChildProcess, rssMb: number): void {
+    const running = this.workers.get(worker);
+    if (!running) return;
+    this.workers.delete(worker);
+    worker.kill('SIGKILL');
+    const tasks = [...running.values()];
+    running.clear();
+    for (const task of tasks) clearTimeout(task.timer);
+    const first = this.taken.get(worker) === 1;
+    const guilty = (task: Task<J, R>) => this.closed || task.fresh || (tasks.length === 1 && first);
+    const reason = `bake worker stopped: out of memory (${Math.round(rssMb)} MB resident, over the ${this.spec.rssMb} MB resident memory limit)`;
+    for (const task of tasks.filter(guilty)) task.reject(new Error(reason));
+    this.requeue(
+      tasks.filter((t) => !guilty(t)),
+      true,
+      true,
+    );
+    if (!this.closed) this.dispatch();
   }
 
   private answer(worker: ChildProcess, running: Map<number, Task<J, R>>, reply: Reply<R>): void {
@@ -149,7 +271,7 @@ export class WorkerPool<J, R> {
     }
     running.delete(reply.id);
     clearTimeout(task.timer);
-    if (reply.ok) task.resolve(reply.result);
+    if (reply.ok) task.resolve({ result: reply.result, peakRssMb: this.readMemory(worker)?.peak ?? this.peaks.get(worker) ?? null });
     else task.reject(new Error(reply.error));
     this.dispatch();
   }
@@ -198,14 +320,17 @@ export class WorkerPool<J, R> {
   }
 
   /** Back to the head of the queue, in their order. */
-  private requeue(tasks: Array<Task<J, R>>, alone: boolean): void {
+  private requeue(tasks: Array<Task<J, R>>, alone: boolean, fresh = false): void {
     for (const task of tasks) clearTimeout(task.timer);
-    this.queue.unshift(...tasks.map((task) => ({ ...task, alone: task.alone || alone, timer: undefined })));
+    this.queue.unshift(
+      ...tasks.map((task) => ({ ...task, alone: task.alone || alone || fresh, fresh: task.fresh || fresh, timer: undefined })),
+    );
   }
 
   /** Stop every worker (after the queued jobs finished, when awaited after them). */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.watcher);
     process.off('exit', this.killAll);
     const workers = [...this.workers.keys()];
     for (const task of this.queue.splice(0)) task.reject(new Error('worker pool closed'));

@@ -18,11 +18,16 @@
  *  4. The model variants (meshopt, plain): each real room's bake with them against without them,
  *     warm (target: extra ≤ 0.3× the Draco-only bake), and each variant's bytes, br and gzip.
  *     `BENCH_BAKE_ONLY=variants` runs this part alone.
+ *  5. Each real room as `bake rooms` bakes it, alone in its worker process (a fresh pool per run), with
+ *     the worker's resident memory bound (default 2 GB) and without it (0), interleaved: the worker's
+ *     peak RSS (VmHWM, from the pool), the bound's cost in bake time, and the room's step times as
+ *     its worker reports them: the navmesh's share of the room's bake time (target ≤ 0.2×) and the
+ *     ktx2 variant's Basis encode's share. `BENCH_BAKE_ONLY=workers` runs this part alone.
  * Times are the fastest of the repeats (BENCH_REPEATS, default 2; 5 for the batch): the machine is
  * shared, and the fastest run is the least disturbed. Results: a table on stdout and .bench/bake.json.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { readFile, utimes, writeFile } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { basename, join, resolve } from 'node:path';
@@ -34,6 +39,7 @@ import { bakeRooms } from '../bake/pipeline.ts';
 import { bakeRoom } from '../bake/room.ts';
 import { writeSampleContent } from '../bake/sample/generate.ts';
 import { RoomBuilder } from '../bake/sample/room-builder.ts';
+import { RSS_POLL_MS } from '../bake/workers.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const SHARED = resolve(ROOT, '../shared/assets');
@@ -192,7 +198,12 @@ async function perInput(list: Input[], repeats: number) {
         out,
         '--json',
       ]);
-      const report = JSON.parse(ourRun.stdout) as { bytes_out: number; files: { model_optimized: { path: string } } };
+      // The document is the last line: `bake room` runs the Basis encoder in its own process, whose wasm
+      // prints "Total slices: …" on stdout for textured models (enableDebug off or not).
+      const report = JSON.parse(ourRun.stdout.trimEnd().split('\n').at(-1)!) as {
+        bytes_out: number;
+        files: { model_optimized: { path: string } };
+      };
       lastOptimized = report.files.model_optimized.path;
       ours.push({ ...ourRun, bytes: report.bytes_out });
       const model = await resolver.resolveModel(input.path);
@@ -369,6 +380,102 @@ async function variantCost(repeats: number) {
   return rows;
 }
 
+/** 5. Each real room alone in a fresh worker, bound on and off (see the header). */
+async function workerRooms(repeats: number) {
+  const dir = join(WORK, 'workers');
+  const rows = [];
+  for (const [i, room] of realRooms().entries()) {
+    const content = join(dir, `content-${i}`);
+    mkdirSync(content, { recursive: true });
+    await writeFile(
+      join(content, 'rooms.json'),
+      JSON.stringify([{ id: i + 1, title: room.name, slots: 8, token_id: i + 1, model: room.path, image: null }]),
+    );
+    const runs = { bounded: [] as RoomRun[], unbounded: [] as RoomRun[] };
+    const once = async (bounded: boolean, r: number): Promise<RoomRun> => {
+      const t = performance.now();
+      const summary = await bakeRooms({
+        contentDir: content,
+        dataDir: join(dir, `data-${i}-${bounded ? 'on' : 'off'}-${r}`),
+        concurrency: 1,
+        force: true,
+        workerRssMb: bounded ? undefined : 0,
+      });
+      const outcome = summary.rooms[0]!;
+      if (outcome.status !== 'baked' || !outcome.steps) throw new Error(`${room.name}: ${outcome.reason}`);
+      return { run_ms: performance.now() - t, room_ms: outcome.ms!, peak_rss_mb: outcome.peak_rss_mb, steps: outcome.steps };
+    };
+    await once(true, -1); // warm the file cache and tsx's transform cache
+    for (let r = 0; r < repeats; r++) {
+      // Alternating which goes first: neither always meets the other's leftovers.
+      for (const bounded of r % 2 ? [false, true] : [true, false]) runs[bounded ? 'bounded' : 'unbounded'].push(await once(bounded, r));
+    }
+    const fastest = (list: RoomRun[]) => list.reduce((a, b) => (b.room_ms < a.room_ms ? b : a));
+    const on = fastest(runs.bounded);
+    const peak = (list: RoomRun[]) => Math.max(...list.map((x) => x.peak_rss_mb ?? 0));
+    const row = {
+      room: room.name,
+      bounded_room_ms: on.room_ms,
+      unbounded_room_ms: fastest(runs.unbounded).room_ms,
+      bounded_run_ms: best(runs.bounded.map((x) => x.run_ms)),
+      unbounded_run_ms: best(runs.unbounded.map((x) => x.run_ms)),
+      paired_cost: median(runs.bounded.map((x, k) => x.room_ms / runs.unbounded[k]!.room_ms)) - 1,
+      peak_rss_mb: { bounded: peak(runs.bounded), unbounded: peak(runs.unbounded) },
+      steps: on.steps,
+      navmesh_share: on.steps.navmesh_ms / on.room_ms,
+      ktx2_share: on.steps.ktx2_encode_ms === null ? null : on.steps.ktx2_encode_ms / on.room_ms,
+      // Shares in every run, to see how much they move on this shared machine.
+      navmesh_shares: [...runs.bounded, ...runs.unbounded].map((x) => x.steps.navmesh_ms / x.room_ms),
+      ktx2_shares: [...runs.bounded, ...runs.unbounded].map((x) => (x.steps.ktx2_encode_ms ?? 0) / x.room_ms),
+    };
+    rows.push(row);
+    process.stderr.write(
+      `  ${room.name}: ${s(row.bounded_room_ms)} bounded / ${s(row.unbounded_room_ms)} not, peak RSS ` +
+        `${row.peak_rss_mb.bounded.toFixed(0)} MB; navmesh ${row.navmesh_share.toFixed(2)}×, ktx2 ${row.ktx2_share?.toFixed(2) ?? '–'}×\n`,
+    );
+  }
+  return rows;
+}
+interface RoomRun {
+  run_ms: number;
+  room_ms: number;
+  peak_rss_mb: number | null;
+  steps: NonNullable<Awaited<ReturnType<typeof bakeRooms>>['rooms'][number]['steps']>;
+}
+
+/** What one read of the bound's poll costs (bake/workers.ts reads /proc/<pid>/status every RSS_POLL_MS), µs. */
+function pollReadUs(): number | null {
+  if (!existsSync('/proc/self/status')) return null;
+  const reads = 5_000;
+  const t = performance.now();
+  for (let i = 0; i < reads; i++) readFileSync('/proc/self/status', 'latin1');
+  return ((performance.now() - t) / reads) * 1000;
+}
+
+/** The rooms-in-their-worker rows: peak RSS, the bound's cost, the navmesh's and the ktx2 encode's shares. */
+function workerLines(rows: Awaited<ReturnType<typeof workerRooms>>): string[] {
+  const share = (x: number | null) => (x === null ? '–' : `${x.toFixed(2)}×`);
+  const range = (xs: number[]) => `${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)}`;
+  const readUs = pollReadUs();
+  return [
+    readUs === null
+      ? 'no /proc: the resident bound is not enforced here'
+      : `the bound's poll: ${readUs.toFixed(0)} µs per read every ${RSS_POLL_MS} ms = ${((readUs / 1000 / RSS_POLL_MS) * 100).toFixed(2)} % of ` +
+        "one of the parent's cores per worker (the worker's own time is not touched)",
+    '',
+    'real rooms alone in their worker (`bake rooms`, concurrency 1, fresh pool per run; fastest room time of the repeats):',
+    ...rows.flatMap((r) => [
+      `  ${r.room}: room ${s(r.bounded_room_ms)} with the 2 GB resident bound, ${s(r.unbounded_room_ms)} without ` +
+        `(paired median ${(r.paired_cost * 100).toFixed(1)} %; whole run ${s(r.bounded_run_ms)} vs ${s(r.unbounded_run_ms)}); ` +
+        `worker peak RSS ${r.peak_rss_mb.bounded.toFixed(0)} MB bounded, ${r.peak_rss_mb.unbounded.toFixed(0)} MB unbounded`,
+      `    navmesh ${r.steps.navmesh_ms.toFixed(0)} ms = ${share(r.navmesh_share)} of the room (target ≤ 0.2×; runs ${range(r.navmesh_shares)}); ` +
+        `ktx2 encode ${r.steps.ktx2_encode_ms?.toFixed(0) ?? '–'} ms = ${share(r.ktx2_share)} (runs ${range(r.ktx2_shares)}); ` +
+        `read ${r.steps.read_ms.toFixed(0)}, anchors ${r.steps.anchors_ms.toFixed(0)}, textures ${r.steps.textures_ms.toFixed(0)}, ` +
+        `optimize + variants ${r.steps.optimize_ms.toFixed(0)} ms`,
+    ]),
+  ];
+}
+
 async function noop() {
   const content = join(WORK, 'noop-content');
   const data = join(WORK, 'noop-data');
@@ -437,6 +544,12 @@ async function main() {
     process.stdout.write(variantLines(await variantCost(Math.max(repeats, 5))).join('\n') + '\n');
     return;
   }
+  if (process.env.BENCH_BAKE_ONLY === 'workers') {
+    const workers = await workerRooms(Math.max(repeats, 3));
+    process.stdout.write(workerLines(workers).join('\n') + '\n');
+    await writeFile(join(ROOT, '.bench', 'bake-workers.json'), JSON.stringify(workers, null, 1));
+    return;
+  }
   // Measure the CLI as it ships: bundled (with a stale bundle bin/museum.js would run the sources).
   if (
     spawnSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { stdio: 'inherit', env: { ...process.env, MUSEUM_BUILD_STRICT: '1' } })
@@ -457,6 +570,8 @@ async function main() {
   const noopResult = await noop();
   process.stderr.write('bench-bake: model variants, with and without\n');
   const variantRows = await variantCost(Math.max(repeats, 5));
+  process.stderr.write('bench-bake: real rooms in their worker, resident bound on and off\n');
+  const workerRows = await workerRooms(Math.max(repeats, 3));
 
   const table = [
     [
@@ -522,6 +637,7 @@ async function main() {
       `process, of which ${s(noopResult.cli_help_ms)} is \`museum --help\` start-up (target < 1 s; first ` +
       `bake ${s(noopResult.first_bake_ms)})`,
     ...variantLines(variantRows),
+    ...workerLines(workerRows),
   );
   process.stdout.write(lines.join('\n') + '\n');
   await writeFile(
@@ -534,6 +650,7 @@ async function main() {
         batch: batchResult,
         noop: noopResult,
         variants: variantRows,
+        workers: workerRows,
       },
       null,
       1,

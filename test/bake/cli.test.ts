@@ -1,5 +1,5 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -35,6 +35,13 @@ describe('museum bake (CLI)', () => {
     expect(summary.rooms.map((room: { status: string }) => room.status)).toEqual(Array(7).fill('baked'));
     // Durations without float noise.
     expect([summary.ms, ...summary.rooms.map((room: { ms: number }) => room.ms)].every(Number.isInteger)).toBe(true);
+    // Each room's step times come out of its worker (whole ms), and its worker's peak resident memory (Linux: /proc).
+    type Steps = Record<string, number | null>;
+    for (const room of summary.rooms as Array<{ steps: Steps; peak_rss_mb: number | null }>) {
+      expect(Object.keys(room.steps)).toEqual(['read_ms', 'anchors_ms', 'navmesh_ms', 'textures_ms', 'optimize_ms', 'ktx2_encode_ms']);
+      expect(Object.values(room.steps).every((ms) => ms === null || Number.isInteger(ms))).toBe(true);
+      if (existsSync('/proc/self/status')) expect(room.peak_rss_mb).toBeGreaterThan(50);
+    }
     // The summary for people says where the QA report is, as a file and as a URL.
     const again = museum('bake', 'rooms', '--content', join(dir, 'content'), '--out', join(dir, 'data'));
     expect(again.status, again.stderr).toBe(0);
@@ -75,6 +82,18 @@ describe('museum bake (CLI)', () => {
     );
     expect(steps.at(-1)).toBe('done');
     expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, room: 1 });
+  });
+
+  it('a heap limit over the resident memory bound is refused with one line (the heap is part of it)', () => {
+    const dir = tmp('museum-cli-limits-');
+    expect(museum('bake', 'sample', '--out', join(dir, 'content')).status).toBe(0);
+    const run = museum('bake', 'rooms', '--content', join(dir, 'content'), '--out', join(dir, 'data'), '--worker-memory', '4096');
+    expect(run.status).toBe(1);
+    expect(run.stderr.trim()).toBe(
+      'museum: the worker heap limit (4096 MB) is over the worker resident memory limit (2048 MB), of which the heap is a part',
+    );
+    const help = museum('bake', 'rooms', '--help');
+    expect(help.stdout).toMatch(/--worker-rss <mb>/);
   });
 
   it('a missing content directory fails with exit 1 and says what is missing', () => {

@@ -1,12 +1,15 @@
 // Geometry is bounded by what the bake decodes, not by what a model declares (issue 43): a small
 // Draco or meshopt model that decodes to tens of millions of elements fails its room with one line
-// before the decode, and the good room of the batch publishes.
+// before the decode, and the good room of the batch publishes. The decode that learns a Draco
+// buffer's counts is itself bounded by the worker's resident memory bound.
 import { mkdtempSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KHRDracoMeshCompression } from '@gltf-transform/extensions';
 import { describe, expect, it } from 'vitest';
+import { existsSync } from 'node:fs';
+import { filePath } from '../../artifacts/format.ts';
 import { readManifest } from '../../artifacts/store.ts';
 import { getIO, readModel, writeGlb } from '../../bake/gltf-io.ts';
 import { bakeRooms, type BakeSummary } from '../../bake/pipeline.ts';
@@ -155,5 +158,33 @@ describe('variant size', () => {
       /^model variants left out: the (plain|meshopt) variant is [\d.]+ MB, over the bound of [\d.]+ MB \(64× the [\d.]+ MB source model, at most 268 MB\)$/,
     );
     expect(room.slot_data).toBeTruthy();
+  }, 180_000);
+});
+
+describe.runIf(existsSync('/proc/self/status'))('worker memory', () => {
+  it("a 0.6 MB Draco model whose decode makes 1 GB fails its room on the worker's resident bound; the other room bakes, the previous artifacts stay", async () => {
+    const content = tmp('museum-rss-');
+    const data = tmp('museum-rss-data-');
+    await writeFile(join(content, 'good.glb'), await smallRoomGlb());
+    await writeFile(join(content, 'second.glb'), await smallRoomGlb('Second'));
+    await writeFile(join(content, 'rooms.json'), JSON.stringify([contentRoom(1, 'good.glb'), contentRoom(2, 'second.glb')]));
+    // A worker baking a small room peaks near 200 MB resident; 512 MB leaves it 2.5× that.
+    const bake = () => bakeRooms({ contentDir: content, dataDir: data, concurrency: 2, force: true, workerRssMb: 512 });
+    expect((await bake()).failed).toBe(0);
+    const previous = (await readManifest(data))!.rooms.find((r) => r.id === 2)!;
+
+    // 6.25 M points and 12.5 M triangles in one Draco buffer: learning its counts decodes it (about
+    // 1 GB resident in Draco's wasm memory) before the element cap can refuse it.
+    const bomb = await dracoGridRoom(2500, 8);
+    expect(bomb.byteLength).toBeLessThan(1_000_000);
+    await writeFile(join(content, 'second.glb'), bomb);
+    const summary = await bake();
+    const reason = summary.rooms.find((r) => r.id === 2)!.reason;
+    expect(reason).toMatch(/^bake worker stopped: out of memory \(\d+ MB resident, over the 512 MB resident memory limit\)$/);
+    expect(summary.rooms.find((r) => r.id === 1)!.status).toBe('baked');
+    const rooms = (await readManifest(data))!.rooms;
+    expect(rooms.map((r) => r.id)).toEqual([1, 2]);
+    expect(rooms.find((r) => r.id === 2)).toEqual(previous);
+    for (const ref of [previous.model, previous.model_optimized, previous.slot_data]) expect(existsSync(filePath(data, ref!))).toBe(true);
   }, 180_000);
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -93,6 +93,63 @@ describe('WorkerPool', () => {
     expect((await queued)[0]).toMatchObject({ status: 'rejected', reason: { message: 'worker pool closed' } });
     expect((await running)[0]).toMatchObject({ status: 'rejected', reason: { message: expect.stringMatching(/^bake worker stopped/) } });
     await expect(pool.run({ value: 3 })).rejects.toThrow('worker pool is closed');
+  });
+});
+
+// The resident bound (issue 43): typed arrays and wasm live outside V8's heap, so the pool reads each
+// worker's resident memory from /proc and kills a worker over the bound.
+describe.runIf(existsSync('/proc/self/status'))('WorkerPool resident memory bound', () => {
+  const OVER = /^bake worker stopped: out of memory \(\d+ MB resident, over the 400 MB resident memory limit\)$/;
+
+  it('kills a worker whose typed arrays pass the bound, even while its thread is blocked; the job fails with one line naming it', async () => {
+    const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 1, rssMb: 400 });
+    try {
+      const started = performance.now();
+      // 800 MB of Float64Arrays, then a minute of synchronous work (a long wasm decode): only the parent can stop it.
+      await expect(pool.run({ value: 1, allocMb: 800, busyMs: 60_000 })).rejects.toThrow(OVER);
+      expect(performance.now() - started).toBeLessThan(20_000);
+      expect((await pool.run({ value: 2 })).value).toBe(2); // the pool goes on, on a new worker
+    } finally {
+      await pool.close();
+    }
+  }, 30_000);
+
+  it('a job that shared the worker is retried alone on a fresh worker and succeeds; only the job that made the memory fails', async () => {
+    const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 1, jobsPerWorker: 2, rssMb: 400 });
+    try {
+      const runs = [pool.run({ value: 1, waitMs: 1_000 }), pool.run({ value: 2, allocMb: 800, busyMs: 60_000 }), pool.run({ value: 3 })];
+      const [shared, hog, queued] = await Promise.allSettled(runs);
+      expect(shared).toMatchObject({ status: 'fulfilled', value: { value: 1 } });
+      expect(hog).toMatchObject({ status: 'rejected', reason: { message: expect.stringMatching(OVER) } });
+      expect(queued).toMatchObject({ status: 'fulfilled', value: { value: 3 } });
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
+
+  it('memory an earlier job left resident does not fail the next one: it is retried on a fresh worker', async () => {
+    const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 1, rssMb: 400 });
+    try {
+      // Each job holds 192 MB for the worker's life (as a grown wasm memory does): alone each fits, the second on top does not.
+      const first = await pool.run({ value: 1, allocMb: 192 });
+      const second = await pool.run({ value: 2, allocMb: 192, busyMs: 500 });
+      expect(second.value).toBe(2);
+      expect(second.thread).not.toBe(first.thread);
+    } finally {
+      await pool.close();
+    }
+  }, 60_000);
+
+  it("reports the worker's peak resident memory with each result", async () => {
+    const pool = new WorkerPool<PoolTestJob, Answer>({ entry: ENTRY, size: 1 });
+    try {
+      const small = await pool.runMeasured({ value: 1 });
+      const big = await pool.runMeasured({ value: 2, allocMb: 256 });
+      expect(small.peakRssMb).toBeGreaterThan(10);
+      expect(big.peakRssMb! - small.peakRssMb!).toBeGreaterThan(240);
+    } finally {
+      await pool.close();
+    }
   });
 });
 

@@ -15,6 +15,8 @@ const outcome = (id: number, title: string, ms: number): RoomOutcome => ({
   bytes_in: 10,
   bytes_out: 5,
   ms,
+  steps: null,
+  peak_rss_mb: null,
 });
 
 function recorder(isTTY: boolean) {

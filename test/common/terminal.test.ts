@@ -42,6 +42,8 @@ describe('bake summary table', () => {
           bytes_in: 10,
           bytes_out: 5,
           ms: 12,
+          steps: null,
+          peak_rss_mb: null,
         },
         {
           id: 2,
@@ -53,6 +55,8 @@ describe('bake summary table', () => {
           bytes_in: null,
           bytes_out: null,
           ms: null,
+          steps: null,
+          peak_rss_mb: null,
         },
       ],
     };
@@ -76,6 +80,8 @@ describe('bake summary table', () => {
       bytes_in: 10,
       bytes_out: 5,
       ms: 12,
+      steps: null,
+      peak_rss_mb: null,
     });
     const summary: BakeSummary = {
       bake_id: 'b2',
