@@ -318,6 +318,9 @@ async function bakeOneRoom(model: string, opts: RoomOptions, command: Command): 
   const resolver = new SourceResolver({ baseDir: process.cwd(), cacheDir: artifactPaths(dataDir).cache });
   step(`resolving ${printable(model)}`);
   const [source, image] = await Promise.all([resolver.resolveModel(model), opts.image ? resolver.resolveFile(opts.image) : null]);
+  // The Basis encoder's wasm prints its progress with console.log: stdout holds only this command's output.
+  const consoleLog = console.log;
+  console.log = console.error;
   const result = await bakeRoom(
     {
       roomId: opts.room,
@@ -331,7 +334,9 @@ async function bakeOneRoom(model: string, opts: RoomOptions, command: Command): 
       planPicture: false, // only the QA report of `bake rooms` shows it
     },
     step,
-  );
+  ).finally(() => {
+    console.log = consoleLog;
+  });
   step('done');
   await resolver.save().catch(() => undefined);
   const files = Object.fromEntries(

@@ -7,6 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { RoomSlotData, type RoomSlot } from '../../artifacts/format.ts';
 import { writeGlb } from '../../bake/gltf-io.ts';
+import { writeSampleContent } from '../../bake/sample/generate.ts';
 import { RoomBuilder } from '../../bake/sample/room-builder.ts';
 import { startModelServer } from '../fakes/model-server.ts';
 import { smallRoomGlb, truncatedGlb } from './fixtures.ts';
@@ -103,6 +104,15 @@ describe('museum bake (CLI)', () => {
     expect(run.stderr.trim().split('\n')).toHaveLength(1);
     expect(run.stderr).toMatch(/rooms\.json: not found/);
   });
+
+  it('bake room --json on a textured model: stdout is the one JSON document (the Basis encoder prints elsewhere)', async () => {
+    const dir = tmp('museum-cli-textured-');
+    await writeSampleContent(dir); // its atelier has a brick colour and normal texture: a ktx2 variant is encoded
+    const run = museum('bake', 'room', join(dir, 'models', 'atelier.glb'), '--room', '3', '--out', join(dir, 'data'), '--json');
+    expect(run.status, run.stderr).toBe(0);
+    const report = JSON.parse(run.stdout) as { files: Record<string, unknown> };
+    expect(Object.keys(report.files).length).toBeGreaterThan(0);
+  }, 120_000);
 
   it('bake room <url> refuses a loopback host unless BAKE_ALLOW_HOSTS names it', async () => {
     const server = await startModelServer({ '/m.glb': { body: await smallRoomGlb() } });

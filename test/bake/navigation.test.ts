@@ -164,7 +164,7 @@ describe('a room whose navmesh cannot be built', () => {
       expect(field.model_optimized).toBeTruthy();
       const warnings = summary.rooms.find((r) => r.id === 2)!.warnings;
       expect(warnings).toContain(
-        "navmesh: not built (the room's plan is 10,000 × 10,000 cells of 0.1 m, over the 16,000,000-cell limit of a navmesh)",
+        "navmesh: not built (the room's plan is 10,000 × 10,000 cells of 0.1 m, over the 4,000,000-cell limit of a navmesh)",
       );
       const slots = RoomSlotData.parse(JSON.parse(await readFile(filePath(data, field.slot_data!), 'utf8'))).slots;
       expect(slots.length).toBeGreaterThan(0);
