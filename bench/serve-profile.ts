@@ -68,9 +68,9 @@ const HANDLER_FILES = [
   'server/response.ts',
 ];
 const HANDLER = 'slots handler (rooms.ts, snapshot answer, ETag/304)';
-export const NODE = 'node:http and sockets (parse, write)';
-export const GC = '(garbage collector)';
-export const NATIVE = '(program: V8/native, no JS frame)';
+const NODE = 'node:http and sockets (parse, write)';
+const GC = '(garbage collector)';
+const NATIVE = '(program: V8/native, no JS frame)';
 
 /** The package of a node_modules path (`@koa/router`, `koa`), and the file inside it. */
 function packageOf(path: string): { name: string; file: string } | null {
@@ -121,15 +121,36 @@ export class ProfileReader {
     return original;
   }
 
-  /** The main thread's profile in `dir` (worker threads write their own), its samples in `windows` by stage. */
-  read(dir: string, windows: Window[], into: StageSamples): number {
+  /** A frame's source, short: repo-relative, or from the package's name on. */
+  private shortSource(frame: ProfileNode['callFrame']): string {
+    const source = this.sourceOf(frame);
+    if (!source) return '(native)';
+    const at = source.lastIndexOf('node_modules/');
+    return at >= 0 ? source.slice(at + 'node_modules/'.length) : source.startsWith('/') ? relative(this.root, source) : source;
+  }
+
+  /**
+   * The main thread's samples in `windows`, by stage (and by function, into `selfInto`): of the
+   * process's profiles (each thread writes one: the manifest worker, tsx's loader thread), the one
+   * with the most non-idle samples in the windows.
+   */
+  read(dir: string, windows: Window[], into: StageSamples, selfInto?: StageSamples): number {
     const files = readdirSync(dir).filter((name) => name.endsWith('.cpuprofile'));
-    let best: CpuProfile | null = null;
+    if (files.length === 0) throw new Error(`no .cpuprofile in ${dir}`);
+    let best: { stages: StageSamples; self: StageSamples; kept: number } | null = null;
     for (const name of files) {
-      const profile = JSON.parse(readFileSync(join(dir, name), 'utf8')) as CpuProfile;
-      if (!best || profile.samples.length > best.samples.length) best = profile;
+      const counted = this.count(JSON.parse(readFileSync(join(dir, name), 'utf8')) as CpuProfile, windows);
+      if (!best || counted.kept > best.kept) best = counted;
     }
-    if (!best) throw new Error(`no .cpuprofile in ${dir}`);
+    for (const [key, n] of best!.stages) into.set(key, (into.get(key) ?? 0) + n);
+    if (selfInto) for (const [key, n] of best!.self) selfInto.set(key, (selfInto.get(key) ?? 0) + n);
+    return best!.kept;
+  }
+
+  /** One profile's non-idle samples in `windows`, by stage and by function. */
+  private count(best: CpuProfile, windows: Window[]): { stages: StageSamples; self: StageSamples; kept: number } {
+    const into: StageSamples = new Map();
+    const selfInto: StageSamples = new Map();
     const byId = new Map(best.nodes.map((node) => [node.id, node]));
     const parent = new Map<number, number>();
     for (const node of best.nodes) for (const child of node.children ?? []) parent.set(child, node.id);
@@ -159,9 +180,12 @@ export class ProfileReader {
       const stage = charged(best.samples[i]!);
       if (stage === null) continue; // idle
       into.set(stage, (into.get(stage) ?? 0) + 1);
+      const frame = byId.get(best.samples[i]!)!.callFrame;
+      const key = `${frame.functionName || '(anonymous)'}  ${this.shortSource(frame)} → ${stage}`;
+      selfInto.set(key, (selfInto.get(key) ?? 0) + 1);
       kept++;
     }
-    return kept;
+    return { stages: into, self: selfInto, kept };
   }
 }
 
@@ -187,4 +211,15 @@ export function profileTable(title: string, sides: Array<{ name: string; samples
       .join('   ')}`,
   );
   return lines;
+}
+
+/** The functions with the most samples of their own (self time), each with the stage it is charged to. */
+export function hottestFunctions(title: string, samples: StageSamples, cpuUs: number, count = 15): string[] {
+  const total = [...samples.values()].reduce((a, b) => a + b, 0);
+  const top = [...samples].sort((a, b) => b[1] - a[1]).slice(0, count);
+  return [
+    '',
+    title,
+    ...top.map(([key, n]) => `${((n / total) * cpuUs).toFixed(1).padStart(7)} µs ${((n / total) * 100).toFixed(1).padStart(5)} %  ${key}`),
+  ];
 }

@@ -20,6 +20,8 @@
  *
  * Settings: BENCH_ROUNDS (3), BENCH_DURATION s per run (4), BENCH_CONNECTIONS (32),
  * BENCH_PIPELINING (1), BENCH_ONLY (a regex of row names). The default run takes about 4 minutes.
+ * BENCH_PROFILE=1 measures no ratios: it runs the museum and the minimal Koa app under V8's profiler
+ * through slots and slots 304 and prints what each middleware costs per request (bench/serve-profile.ts).
  */
 import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
 import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
@@ -40,7 +42,7 @@ import { openStateDb } from '../server/state/db.ts';
 import { SqliteKeyStore } from '../server/state/keys.ts';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
 import { freshBundle } from '../bin/fresh-bundle.js';
-import { ProfileReader, profileTable, type Window } from './serve-profile.ts';
+import { hottestFunctions, ProfileReader, profileTable, type Window } from './serve-profile.ts';
 import { headerOf, type Rival, type RivalBytes, serveRival, type WireAnswer } from './serve-rivals.ts';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -497,7 +499,8 @@ async function profileRows(
   const lines: string[] = [];
   let profiles = 0;
   for (const row of rows) {
-    const sides = { museum: { samples: new Map(), cpu: [] as number[] }, koa: { samples: new Map(), cpu: [] as number[] } };
+    const side = () => ({ samples: new Map<string, number>(), self: new Map<string, number>(), cpu: [] as number[] });
+    const sides = { museum: side(), koa: side() };
     for (let round = 0; round < ROUNDS; round++) {
       const museumDir = join(dir, `prof-${profiles++}`);
       const koaDir = join(dir, `prof-${profiles++}`);
@@ -522,13 +525,15 @@ async function profileRows(
         );
       }
       await Promise.all([museum, koa].map((p) => processes.stop(p.child)));
-      for (const run of runs) reader.read(run.profile, windows.get(run.profile)!, run.side.samples);
+      for (const run of runs) reader.read(run.profile, windows.get(run.profile)!, run.side.samples, run.side.self);
     }
     lines.push(
       ...profileTable(`${row.name}: CPU per request by middleware (median CPU/request of ${ROUNDS} profiled rounds × sample share)`, [
         { name: 'museum', samples: sides.museum.samples, cpuUs: median(sides.museum.cpu) },
         { name: 'Koa app', samples: sides.koa.samples, cpuUs: median(sides.koa.cpu) },
       ]),
+      ...hottestFunctions(`${row.name}: the museum's hottest functions (self time)`, sides.museum.self, median(sides.museum.cpu)),
+      ...hottestFunctions(`${row.name}: the Koa app's hottest functions (self time)`, sides.koa.self, median(sides.koa.cpu)),
     );
   }
   return lines;
@@ -594,7 +599,7 @@ async function main(): Promise<void> {
     }
 
     if (process.env.BENCH_PROFILE === '1') {
-      process.stdout.write((await profileRows(processes, dir, env, bytes, revalidate)).join('\n') + '\n');
+      process.stdout.write(`${(await profileRows(processes, dir, env, bytes, revalidate)).join('\n')}\n`);
       return;
     }
     process.stderr.write(
