@@ -20,6 +20,8 @@
  *
  * Settings: BENCH_ROUNDS (3), BENCH_DURATION s per run (4), BENCH_CONNECTIONS (32),
  * BENCH_PIPELINING (1), BENCH_ONLY (a regex of row names). The default run takes about 4 minutes.
+ * BENCH_PROFILE=1 measures no ratios: it runs the museum and the minimal Koa app under V8's profiler
+ * through slots and slots 304 and prints what each middleware costs per request (bench/serve-profile.ts).
  */
 import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
 import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
@@ -40,6 +42,7 @@ import { openStateDb } from '../server/state/db.ts';
 import { SqliteKeyStore } from '../server/state/keys.ts';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
 import { freshBundle } from '../bin/fresh-bundle.js';
+import { hottestFunctions, ProfileReader, profileTable, type Window } from './serve-profile.ts';
 import { headerOf, type Rival, type RivalBytes, serveRival, type WireAnswer } from './serve-rivals.ts';
 
 const SELF = fileURLToPath(import.meta.url);
@@ -72,9 +75,14 @@ interface ServerProcess {
  * `museum serve` as an operator starts it (bin/museum, as npx runs it), its stderr (the access log)
  * written to `logPath`; resolves once it says where it serves.
  */
-async function startMuseum(env: Record<string, string>, logPath: string): Promise<ServerProcess> {
+async function startMuseum(env: Record<string, string>, logPath: string, profileFlags: string[] = []): Promise<ServerProcess> {
   const logFd = openSync(logPath, 'w');
-  const child = spawn(join(ROOT, 'bin/museum'), ['serve'], {
+  // Profiled (BENCH_PROFILE): node with bin/museum's flags and the profiler's (not allowed in NODE_OPTIONS).
+  const [command, args] =
+    profileFlags.length === 0
+      ? [join(ROOT, 'bin/museum'), ['serve']]
+      : [process.execPath, [...SERVER_NODE_FLAGS, ...profileFlags, join(ROOT, 'bin/museum.js'), 'serve']];
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0', HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'ignore', logFd],
@@ -313,10 +321,15 @@ function pinCpus(serverPids: number[]): boolean {
 }
 
 /** A rival server in a process of its own (the museum's node flags), logging to `logPath`. */
-function forkRival(rival: Rival, bytes: RivalBytes, logPath: string): Promise<{ child: ChildProcess; url: string }> {
+function forkRival(
+  rival: Rival,
+  bytes: RivalBytes,
+  logPath: string,
+  extraFlags: string[] = [],
+): Promise<{ child: ChildProcess; url: string }> {
   // `advanced`: the bytes go over as Buffers (structured clone), not as JSON arrays of numbers.
   const child = fork(SELF, ['--rival', rival], {
-    execArgv: [...SERVER_NODE_FLAGS, '--import', 'tsx'],
+    execArgv: [...SERVER_NODE_FLAGS, ...extraFlags, '--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     serialization: 'advanced',
   });
@@ -370,16 +383,16 @@ class ServerProcesses {
 
   constructor(private readonly dir: string) {}
 
-  async museum(env: Record<string, string>): Promise<ServerProcess> {
+  async museum(env: Record<string, string>, profileFlags: string[] = []): Promise<ServerProcess> {
     const logPath = join(this.dir, `museum-${this.logPaths.length}.log`);
     this.logPaths.push(logPath);
-    const started = await startMuseum(env, logPath);
+    const started = await startMuseum(env, logPath, profileFlags);
     this.live.add(started.child);
     return started;
   }
 
-  async rival(rival: Rival, bytes: RivalBytes): Promise<{ child: ChildProcess; url: string }> {
-    const started = await forkRival(rival, bytes, join(this.dir, `${rival}-${this.rivals++}.log`));
+  async rival(rival: Rival, bytes: RivalBytes, extraFlags: string[] = []): Promise<{ child: ChildProcess; url: string }> {
+    const started = await forkRival(rival, bytes, join(this.dir, `${rival}-${this.rivals++}.log`), extraFlags);
     this.live.add(started.child);
     return started;
   }
@@ -466,6 +479,66 @@ function summaryTable(rows: Row[], results: Results): { lines: string[]; missed:
   return { lines, missed };
 }
 
+/**
+ * BENCH_PROFILE=1: the museum and the minimal Koa app under `--cpu-prof` through the slots and slots
+ * 304 runs (fresh processes each round, alternating which goes first), their samples charged per
+ * middleware (bench/serve-profile.ts).
+ */
+async function profileRows(
+  processes: ServerProcesses,
+  dir: string,
+  env: Record<string, string>,
+  bytes: RivalBytes,
+  revalidate: Record<string, string>,
+): Promise<string[]> {
+  const reader = new ProfileReader(ROOT);
+  const rows = [
+    { name: 'slots', headers: undefined },
+    { name: 'slots 304', headers: revalidate },
+  ];
+  const lines: string[] = [];
+  let profiles = 0;
+  for (const row of rows) {
+    const side = () => ({ samples: new Map<string, number>(), self: new Map<string, number>(), cpu: [] as number[] });
+    const sides = { museum: side(), koa: side() };
+    for (let round = 0; round < ROUNDS; round++) {
+      const museumDir = join(dir, `prof-${profiles++}`);
+      const koaDir = join(dir, `prof-${profiles++}`);
+      const flags = (at: string) => ['--cpu-prof', `--cpu-prof-dir=${at}`, '--cpu-prof-interval=250'];
+      const [museum, koa] = await Promise.all([processes.museum(env, flags(museumDir)), processes.rival('koa', bytes, flags(koaDir))]);
+      pinCpus([museum.child.pid!, koa.child.pid!]);
+      const runs = [
+        { side: sides.museum, child: museum.child, url: museum.url, name: `${row.name} museum (profiled)`, profile: museumDir },
+        { side: sides.koa, child: koa.child, url: koa.url, name: `${row.name} Koa + @koa/router (profiled)`, profile: koaDir },
+      ];
+      if (round % 2 === 1) runs.reverse();
+      const windows = new Map<string, Window[]>();
+      for (const run of runs) {
+        const scenario: Scenario = { name: run.name, child: run.child, url: run.url + SLOTS_PATH, headers: row.headers };
+        await measure(scenario, 1);
+        const fromUs = Number(process.hrtime.bigint() / 1000n);
+        const figures = await measure(scenario, DURATION_S);
+        windows.set(run.profile, [{ fromUs, toUs: Number(process.hrtime.bigint() / 1000n) }]);
+        run.side.cpu.push(figures.cpuUs);
+        process.stderr.write(
+          `  round ${round + 1} ${run.name.padEnd(44)} ${Math.round(figures.rps)} req/s, ${figures.cpuUs.toFixed(1)} µs CPU/req\n`,
+        );
+      }
+      await Promise.all([museum, koa].map((p) => processes.stop(p.child)));
+      for (const run of runs) reader.read(run.profile, windows.get(run.profile)!, run.side.samples, run.side.self);
+    }
+    lines.push(
+      ...profileTable(`${row.name}: CPU per request by middleware (median CPU/request of ${ROUNDS} profiled rounds × sample share)`, [
+        { name: 'museum', samples: sides.museum.samples, cpuUs: median(sides.museum.cpu) },
+        { name: 'Koa app', samples: sides.koa.samples, cpuUs: median(sides.koa.cpu) },
+      ]),
+      ...hottestFunctions(`${row.name}: the museum's hottest functions (self time)`, sides.museum.self, median(sides.museum.cpu)),
+      ...hottestFunctions(`${row.name}: the Koa app's hottest functions (self time)`, sides.koa.self, median(sides.koa.cpu)),
+    );
+  }
+  return lines;
+}
+
 async function main(): Promise<void> {
   const dir = join(ROOT, '.bench', `serve-${process.pid}`);
   rmSync(dir, { recursive: true, force: true });
@@ -525,6 +598,10 @@ async function main(): Promise<void> {
       await processes.stop(started.child);
     }
 
+    if (process.env.BENCH_PROFILE === '1') {
+      process.stdout.write(`${(await profileRows(processes, dir, env, bytes, revalidate)).join('\n')}\n`);
+      return;
+    }
     process.stderr.write(
       `bench-serve: ${CONNECTIONS} connections, ${DURATION_S} s per run, ${ROUNDS} rounds, fresh server processes every round\n`,
     );
