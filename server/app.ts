@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { flushLog, serverLog } from './log.ts';
-import { guardConnections, refusedBeforeRouting, serverOptions } from './middleware/connections.ts';
+import { guardConnections, refusedBeforeRouting, serverOptions } from './sockets/connections.ts';
 import { museumApp } from './koa-app.ts';
 import { clientErrorResponder } from './middleware/errors.ts';
 import type { RateLimitStore } from './middleware/rate-limit.ts';

@@ -88,7 +88,7 @@ const ERROR_STATUSES: Record<number, ErrorStatus> = {
 
 /**
  * Any operation's other 4XX: refusals of the request path before any route sees the request, each
- * with the envelope and a request id (server/middleware/connections.ts, errors.ts).
+ * with the envelope and a request id (server/sockets/connections.ts, server/middleware/errors.ts).
  */
 const REQUEST_ERROR = errorStatus(
   'RequestError',

@@ -18,7 +18,7 @@ import { RedisClipRegistry, SpeechClips } from './guide/speech.ts';
 import { StarterJobs } from './guide/suggestions.ts';
 import { ImageVariants } from './image-variants.ts';
 import { MemoryRateLimitStore, type RateLimitStore } from './middleware/rate-limit.ts';
-import { RedisRateLimitStore } from './middleware/rate-limit-redis.ts';
+import { RedisRateLimitStore } from './state/rate-limit-redis.ts';
 import { InProcessBroadcaster } from './presence/broadcaster.ts';
 import { PresenceHub } from './presence/hub.ts';
 import { RedisBroadcaster } from './presence/redis-broadcaster.ts';

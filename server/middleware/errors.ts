@@ -16,8 +16,8 @@ import { JSON_TYPE } from '../http-conditional.ts';
 import { answerWith } from '../answer.ts';
 import type { MuseumMiddleware, RawAnswer } from '../types.ts';
 import { CORS_HEADERS } from './cors.ts';
-import { awaitsContinue } from './connections.ts';
-import { answerBeforeBody, answeredClientError, endAfterClientError, responseInProgress } from './lingering-close.ts';
+import { awaitsContinue } from '../sockets/connections.ts';
+import { answerBeforeBody, answeredClientError, endAfterClientError, responseInProgress } from '../sockets/lingering-close.ts';
 import { freshRequestId } from './request-id.ts';
 
 const CLIENT_MESSAGES: Record<number, string> = {

@@ -8,7 +8,7 @@ import type { IncomingMessage } from 'node:http';
 import getRawBody from 'raw-body';
 import { HttpError } from '../errors.ts';
 import type { RouteStage } from '../types.ts';
-import { continueIfExpected } from './connections.ts';
+import { continueIfExpected } from '../sockets/connections.ts';
 
 const JSON_BODY_LIMIT = 1024 * 1024;
 

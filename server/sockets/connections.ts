@@ -16,7 +16,7 @@ import type { IncomingMessage, Server, ServerOptions, ServerResponse } from 'nod
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { clientBucket } from '../../common/net.ts';
-import { rawErrorResponse, sendErrorAndClose } from './errors.ts';
+import { rawErrorResponse, sendErrorAndClose } from '../middleware/errors.ts';
 import { discardBody, trackResponses } from './lingering-close.ts';
 
 export interface ConnectionLimits {

@@ -8,7 +8,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LINGER } from '../../../server/middleware/lingering-close.ts';
+import { LINGER } from '../../../server/sockets/lingering-close.ts';
 import { startTestServer, type TestServer } from '../../helpers/server.ts';
 
 const JSON_TYPE = { 'content-type': 'application/json' };

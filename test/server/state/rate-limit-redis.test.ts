@@ -14,12 +14,12 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../server/config.ts';
 import { MemoryRateLimitStore } from '../../../server/middleware/rate-limit.ts';
-import { MAX_PENDING, RedisRateLimitStore } from '../../../server/middleware/rate-limit-redis.ts';
+import { MAX_PENDING, RedisRateLimitStore } from '../../../server/state/rate-limit-redis.ts';
 import { connectRedis, RedisOrLocal } from '../../../server/state/redis.ts';
 import { capturedLogger } from '../../helpers/logs.ts';
 import { startRedis, type TestRedis, unreachableRedisUrl } from '../../helpers/redis.ts';
 import { startTestServer, type TestServer } from '../../helpers/server.ts';
-import { expectExactSlidingWindow } from './rate-limit-contract.ts';
+import { expectExactSlidingWindow } from '../middleware/rate-limit-contract.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../../..', import.meta.url)));
 let redis: TestRedis;

@@ -19,8 +19,8 @@
 import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { RedisOrLocal } from '../state/redis.ts';
-import type { RateDecision, RateLimitStore } from './rate-limit.ts';
+import { RedisOrLocal } from './redis.ts';
+import type { RateDecision, RateLimitStore } from '../middleware/rate-limit.ts';
 
 // The window of a subject is a sorted set of its hit times. Atomic for the whole batch, hit by hit in
 // order (a subject hit twice in one batch counts twice): drop the hits that left the window, count,
