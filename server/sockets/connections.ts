@@ -17,7 +17,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import { clientBucket } from '../../common/net.ts';
 import { rawErrorResponse, sendErrorAndClose } from '../middleware/errors.ts';
-import { discardBody, trackResponses } from './lingering-close.ts';
+import { destroyOnceSent, discardBody, trackResponses } from './lingering-close.ts';
 
 export interface ConnectionLimits {
   headersTimeoutMs: number;
@@ -108,7 +108,7 @@ function refuseAtOnce(socket: Socket, refusal: string | Buffer): void {
   timer.unref();
   socket.once('close', () => clearTimeout(timer));
   socket.on('error', () => socket.destroy());
-  socket.once('end', () => socket.destroy()); // the client ended its side: nothing unread is left
+  socket.once('end', () => destroyOnceSent(socket)); // the client ended its side: nothing unread is left
   socket.end(refusal);
 }
 
@@ -120,7 +120,7 @@ function refuseAtOnce(socket: Socket, refusal: string | Buffer): void {
 export function refusedBeforeRouting(req: IncomingMessage, res: ServerResponse): boolean {
   if (refusedSockets.has(req.socket)) {
     // Already answered 503: what the client sends is read to its end, so closing sends no reset.
-    void discardBody(req, REFUSAL_BOUNDS).then(() => req.socket.destroy());
+    void discardBody(req, REFUSAL_BOUNDS).then((whole) => (whole ? destroyOnceSent(req.socket) : req.socket.destroy()));
     return true;
   }
   if (req.headers.host !== undefined || req.httpVersionMajor !== 1 || req.httpVersionMinor !== 1) return false;

@@ -77,7 +77,21 @@ export function answerBeforeBody(
   res.write(answer.body);
   // The response stays unended: node would destroy the socket after it, unread bytes and all (a reset).
   req.socket.end();
-  void discardBody(req, bounds).then(() => req.socket.destroy());
+  void discardBody(req, bounds).then((whole) => (whole ? destroyOnceSent(req.socket) : req.socket.destroy()));
+}
+
+/** Destroy `socket` once what was written to it has been handed to the kernel (at once if it has; within 1 s). */
+export function destroyOnceSent(socket: Socket): void {
+  if (socket.writableFinished || socket.destroyed) {
+    socket.destroy();
+    return;
+  }
+  const timer = setTimeout(() => socket.destroy(), 1_000);
+  timer.unref();
+  socket.once('finish', () => {
+    clearTimeout(timer);
+    socket.destroy();
+  });
 }
 
 /** Sockets answered by `endAfterClientError`: node's parser reports each later byte as another error. */
@@ -99,7 +113,7 @@ export function endAfterClientError(socket: Socket, last: string, bounds: Linger
   socket.on('data', destroyPastBytes);
   socket.once('close', () => clearTimeout(timer));
   // The client ended its side: nothing unread is left, so closing (once the answer is out) sends no reset.
-  socket.once('end', () => (socket.writableFinished ? socket.destroy() : socket.once('finish', () => socket.destroy())));
+  socket.once('end', () => destroyOnceSent(socket));
   socket.end(last);
   socket.resume();
 }
