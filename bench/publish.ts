@@ -22,15 +22,34 @@ const ARTWORKS = Number(process.env.BENCH_ARTWORKS ?? 200_000);
 const INTERVAL_MS = Number(process.env.BENCH_INTERVAL_MS ?? 5);
 const LOADED = /content snapshot loaded/g;
 
+const METRICS_TOKEN = 'bench-publish-metrics-token';
+
+/** The server's own event-loop delay since the last scrape (prom-client's, reset by each scrape), in ms. */
+async function loopDelay(url: string): Promise<{ max: number; p99: number }> {
+  const text = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${METRICS_TOKEN}` } })).text();
+  const gauge = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(text)?.[1]) * 1000;
+  return { max: gauge('nodejs_eventloop_lag_max_seconds'), p99: gauge('nodejs_eventloop_lag_p99_seconds') };
+}
+
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 const loads = (logPath: string) => readFileSync(logPath, 'utf8').match(LOADED)?.length ?? 0;
 
 async function startServer(dataDir: string, logPath: string): Promise<{ child: ChildProcess; url: string }> {
   const logFd = openSync(logPath, 'w');
-  const child = spawn(join(ROOT, 'bin/museum'), ['serve'], {
+  // BENCH_NODE_ARGS: V8 flags for the server (e.g. --trace-gc, --cpu-prof), as bin/museum starts it.
+  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const child = spawn('node', ['--no-memory-reducer', ...nodeArgs, join(ROOT, 'bin/museum.js'), 'serve'], {
     cwd: ROOT,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'ignore', logFd],
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      METRICS_TOKEN,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      DATA_DIR: dataDir,
+      LOG_LEVEL: 'info',
+    },
+    stdio: ['ignore', process.env.BENCH_NODE_ARGS ? 'inherit' : 'ignore', logFd],
   });
   closeSync(logFd);
   const deadline = Date.now() + 30_000;
@@ -71,6 +90,7 @@ async function main(): Promise<void> {
     try {
       await sleep(3_000); // the first snapshot and its answers settle
       const before = loads(logPath);
+      await loopDelay(url); // resets the server's event-loop delay figures
       const latencies: number[] = [];
       const started = performance.now();
       renameSync(join(dataDir, 'manifest.next.json'), join(dataDir, 'manifest.json'));
@@ -81,11 +101,13 @@ async function main(): Promise<void> {
         if (performance.now() - started > 120_000) throw new Error('the server did not pick the bake up within 120 s');
         await sleep(INTERVAL_MS);
       }
+      const loop = await loopDelay(url);
       const sorted = [...latencies].sort((a, b) => a - b);
       const ms = (n: number) => n.toFixed(1);
       console.log(`root: ${ROOT}`);
       console.log(`bake of ${ARTWORKS} artworks picked up in ${ms(loadedAt - started)} ms; ${latencies.length} /healthz requests`);
       console.log(`/healthz p50 ${ms(percentile(sorted, 50))} ms, p99 ${ms(percentile(sorted, 99))} ms, max ${ms(sorted.at(-1)!)} ms`);
+      console.log(`the server's event loop (its own monitor): delay p99 ${ms(loop.p99)} ms, max ${ms(loop.max)} ms (bound: 50 ms)`);
     } finally {
       agent.destroy();
       child.kill('SIGTERM');

@@ -11,6 +11,7 @@ import {
   artifactPaths,
   type Artwork,
   type Collection,
+  type FileRef,
   fileUrl,
   filePath,
   type Manifest,
@@ -68,6 +69,8 @@ export interface ContentSnapshot {
   readonly museumCollectionOf: ReadonlyMap<number, string>;
   /** Lower-cased `title \n artist` per artwork, aligned with `artworks`, for search. */
   readonly artworkSearchText: string[];
+  /** The still the bake stored for an artwork (a content file), by artwork id. */
+  readonly storedStills: ReadonlyMap<number, FileRef>;
 }
 
 async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: string): Promise<ContentSnapshot> {
@@ -111,9 +114,11 @@ async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: str
   const artworks: Artwork[] = [];
   const artworksById = new Map<number, Artwork>();
   const artworkSearchText: string[] = [];
+  const storedStills = new Map<number, FileRef>();
   for (const [i, { museum_collection, media_file, ...artwork }] of manifest.artworks.entries()) {
     if (i > 0 && i % ARTWORKS_PER_TICK === 0) await nextTick();
     if (museum_collection !== null) museumCollectionOf.set(artwork.id, museum_collection);
+    if (media_file) storedStills.set(artwork.id, media_file);
     // A still the bake stored (a content file) is served by this server: its URL under PUBLIC_URL.
     const served = media_file && artwork.media ? { ...artwork, media: { ...artwork.media, url: fileUrl(publicUrl, media_file) } } : artwork;
     artworks.push(served);
@@ -131,6 +136,7 @@ async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: str
     artworksById,
     museumCollectionOf,
     artworkSearchText,
+    storedStills,
   };
 }
 

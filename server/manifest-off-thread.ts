@@ -35,7 +35,8 @@ export function readManifestOffThread(dataDir: string, options: Partial<Manifest
     : new Worker(ENTRY, { workerData: { dataDir, chunk }, execArgv: [] });
   return new Promise<Manifest | null>((resolve, reject) => {
     let head: Manifest | null = null;
-    const artworks: Manifest['artworks'][] = [];
+    // Appended piece by piece: one flat() of 400 pieces at the end was a 50 ms task.
+    const artworks: Manifest['artworks'] = [];
     const timer = setTimeout(() => finish(new Error(`reading the manifest took over ${timeoutMs} ms`)), timeoutMs);
     const finish = (err: Error | null, manifest: Manifest | null = null) => {
       clearTimeout(timer);
@@ -48,10 +49,10 @@ export function readManifestOffThread(dataDir: string, options: Partial<Manifest
       if (piece.kind === 'none') finish(null, null);
       else if (piece.kind === 'head' || piece.kind === 'artworks') {
         if (piece.kind === 'head') head = piece.manifest;
-        else artworks.push(piece.artworks);
+        else for (const artwork of piece.artworks) artworks.push(artwork);
         // The next piece once this task is done: requests get their turn between pieces.
         setImmediate(() => worker.postMessage('next'));
-      } else if (piece.kind === 'end') finish(null, { ...head!, artworks: artworks.flat() });
+      } else if (piece.kind === 'end') finish(null, { ...head!, artworks });
       else finish(new Error(piece.message));
     });
     worker.on('error', (err) => finish(err));

@@ -9,7 +9,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Redis } from 'ioredis';
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, collectDefaultMetrics, Gauge, Registry } from 'prom-client';
 import { z } from 'zod';
 import type { ContentStore } from './content.ts';
 import { envelope, HttpError } from './errors.ts';
@@ -25,6 +25,19 @@ import type { MuseumContext, RawAnswer } from './types.ts';
 import { upstreamEvents } from './upstream/http.ts';
 
 const CHECK_TIMEOUT_MS = 1_000;
+
+/**
+ * prom-client's process metrics (CPU, memory, GC, event-loop delay: its max since the last scrape is
+ * what shows a long task), once per process: they describe the process, not one server in it.
+ */
+let processRegistry: Registry | null = null;
+function processMetrics(): Registry {
+  if (processRegistry === null) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
 /** Readiness answers are reused this long: load balancers probing hard cost one check a second. */
 const READY_CACHE_MS = 1_000;
 
@@ -152,8 +165,13 @@ export class Operations implements RequestObserver {
     return missing;
   }
 
+  /** The Prometheus text of this server's metrics and the process's. */
+  metricsText(): Promise<string> {
+    return Registry.merge([processMetrics(), this.registry]).metrics();
+  }
+
   async writeMetrics(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const text = await this.registry.metrics();
+    const text = await this.metricsText();
     res.writeHead(200, {
       'Content-Type': this.registry.contentType,
       'Cache-Control': 'no-store',
@@ -251,7 +269,7 @@ export function operationRoutes(table: RouteTable, operations: Operations, metri
     response: { binary: 'text/plain', description: 'Prometheus exposition format' },
     async handler(ctx) {
       ctx.type = operations.registry.contentType;
-      ctx.body = await operations.registry.metrics();
+      ctx.body = await operations.metricsText();
     },
   });
 }

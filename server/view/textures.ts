@@ -16,10 +16,10 @@ import { join } from 'node:path';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from 'pino';
 import sharp from 'sharp';
-import { type Artwork, fileName, filePath, type FileRef } from '../../artifacts/format.ts';
+import { type Artwork, fileName, filePath } from '../../artifacts/format.ts';
 import { writeFileAtomic } from '../../artifacts/store.ts';
 import { BodyTooLarge, guardedGet, type NetPolicy } from '../../common/net.ts';
-import { type ContentSnapshot, perSnapshot } from '../content.ts';
+import type { ContentSnapshot } from '../content.ts';
 import { diskCacheIndex } from '../disk-index.ts';
 
 export interface TextureOptions {
@@ -51,17 +51,12 @@ const stillImageUrl = (artwork: Artwork): string | null =>
 /** Where a texture is made from: an outside image URL, or a file of the artifacts (by its file id). */
 export type TextureSource = { url: string } | { file: string; name: string };
 
-/** Per bake: the artworks whose still the bake stored, by artwork id. */
-const storedStills = perSnapshot(
-  (s) => new Map(s.manifest.artworks.flatMap((a): Array<[number, FileRef]> => (a.media_file ? [[a.id, a.media_file]] : []))),
-);
-
 /**
  * The source of an artwork's texture: its stored still (our own file, read from `dataDir`), else
  * its outside image URL; null when it has no still image.
  */
 export function textureSource(snapshot: ContentSnapshot, artwork: Artwork, dataDir: string): TextureSource | null {
-  const stored = storedStills(snapshot).get(artwork.id);
+  const stored = snapshot.storedStills.get(artwork.id);
   if (stored) return { file: filePath(dataDir, stored), name: fileName(stored) };
   const url = stillImageUrl(artwork);
   return url ? { url } : null;

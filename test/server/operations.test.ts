@@ -109,7 +109,6 @@ describe('metrics', () => {
     const text = await res.text();
     // Koa routes by their declaration; nothing labelled by a raw URL.
     expect(text).toMatch(/museum_http_requests_total\{route="\/v1\/guide\/exhibitions\/\{id\}",method="GET",status="404"\} 1/);
-    // The fast path labels the same way (its table is compiled from the same declarations).
     expect(text).toMatch(/museum_http_requests_total\{route="\/v1\/artworks\/\{id\}",method="GET",status="404"\} 4/);
     expect(text).toMatch(/museum_http_requests_total\{route="\/v1\/rooms",method="GET",status="429"\} \d/);
     expect(text).not.toMatch(/route="[^"]*(999999|nobody)/);
@@ -122,6 +121,10 @@ describe('metrics', () => {
       'museum_http_requests_in_flight',
       'museum_upstream_calls_total',
       'museum_upstream_failures_total',
+      // prom-client's process metrics: the event-loop delay shows a long task, CPU and heap the load.
+      'nodejs_eventloop_lag_max_seconds',
+      'process_cpu_seconds_total',
+      'nodejs_heap_size_used_bytes',
     ]) {
       expect(text).toContain(`# TYPE ${name}`);
     }
