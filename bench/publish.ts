@@ -7,7 +7,8 @@
  * how long the pickup took. A healthy server answers /healthz within a few ms throughout.
  *
  * Settings: BENCH_ROOT (the checkout whose bin/museum serves, default this one: point it at an
- * export of main for the "before"), BENCH_ARTWORKS (200000), BENCH_INTERVAL_MS (5).
+ * export of main for the "before"), BENCH_ARTWORKS (200000), BENCH_INTERVAL_MS (5), BENCH_NODE_ARGS (V8
+ * flags for the server, e.g. --trace-gc; its stdout is then shown).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync } from 'node:fs';
