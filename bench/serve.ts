@@ -8,6 +8,8 @@
  *                      Express 5 and bare node:http doing the spec's work (the spec floor);
  *                      target: the museum ≥ 0.9× the minimal Koa app (the others reported)
  *   files GLB          GET /files/<sha256>.glb (~240 KB), against a bare node:http floor (no target)
+ *   slots, 12 KB A-E   slots with the third attack round's 12 KB `*,*,…` Accept-Encoding, against the
+ *                      museum itself sent the same bytes in X-Pad; target ≥ 0.8× (issue 43's bound)
  *   artworks (keyed)   GET /v1/artworks?page=2 with a key (key lookup + limiter), against the floor
  *
  * The figure is server CPU time per request (utime + stime of the server process, every thread, from
@@ -53,6 +55,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const PIPELINING = Number(process.env.BENCH_PIPELINING ?? 1);
 const ARTWORKS_PATH = '/v1/artworks?page=2';
 const SLOTS_PATH = '/v1/rooms/1/slots';
+/** The third attack round's Accept-Encoding: 12 KB of `*,` (2–3 ms of CPU per request before its bound). */
+const HOSTILE_ACCEPT_ENCODING = '*,'.repeat(6_000).slice(0, -1);
 
 /** A GLB of ~240 KB (one mesh of 20,000 vertices): a realistic /files download above 100 KB. */
 async function benchGlb(): Promise<Uint8Array> {
@@ -415,6 +419,8 @@ interface Row {
   largeBody?: boolean;
   requests?: (round: number) => Array<{ headers: Record<string, string> }>;
   rivals: Array<{ rival: Rival; path: string; target: number | null }>;
+  /** The museum itself, same process and path, with other request headers (the hostile header's control). */
+  controls?: Array<{ name: string; headers: Record<string, string>; target: number | null }>;
 }
 
 /** Per row and rival: the per-round CPU ratios rival ÷ museum; per side, its figures. */
@@ -457,8 +463,12 @@ function summaryTable(rows: Row[], results: Results): { lines: string[]; missed:
         ' ' + rounds,
       ].join(' ');
     lines.push(figureLine('museum', museum, '', '', museum.map((x) => x.cpuUs.toFixed(1)).join(' ')));
-    for (const { rival, target } of row.rivals) {
-      const ratios = results.ratios.get(`${row.name}/${rival}`)!;
+    const others = [
+      ...row.rivals.map(({ rival, target }) => ({ key: rival as string, label: RIVAL_NAMES[rival], target })),
+      ...(row.controls ?? []).map(({ name, target }) => ({ key: name, label: `museum, ${name}`, target })),
+    ];
+    for (const { key, label, target } of others) {
+      const ratios = results.ratios.get(`${row.name}/${key}`)!;
       const ratio = median(ratios);
       let verdict = '';
       if (target !== null) {
@@ -466,13 +476,7 @@ function summaryTable(rows: Row[], results: Results): { lines: string[]; missed:
         if (ratio < target) missed++;
       }
       lines.push(
-        figureLine(
-          RIVAL_NAMES[rival],
-          results.figures.get(`${row.name}/${rival}`)!,
-          ratio.toFixed(2),
-          verdict,
-          ratios.map((r) => r.toFixed(2)).join(' '),
-        ),
+        figureLine(label, results.figures.get(`${row.name}/${key}`)!, ratio.toFixed(2), verdict, ratios.map((r) => r.toFixed(2)).join(' ')),
       );
     }
   }
@@ -586,6 +590,14 @@ async function main(): Promise<void> {
         largeBody: true,
         rivals: [{ rival: 'floor', path: '/glb', target: null }],
       },
+      // Issue 43: a 12 KB `*,*,…` Accept-Encoding against the same bytes in a header nobody reads.
+      {
+        name: 'slots, 12 KB A-E',
+        path: SLOTS_PATH,
+        headers: { 'Accept-Encoding': HOSTILE_ACCEPT_ENCODING },
+        rivals: [],
+        controls: [{ name: '12 KB X-Pad', headers: { 'X-Pad': HOSTILE_ACCEPT_ENCODING }, target: 0.8 }],
+      },
       // The same request stream for both (keys included, ignored by the floor).
       { name: 'artworks (keyed)', path: ARTWORKS_PATH, requests: keyed, rivals: [{ rival: 'floor', path: '/artworks', target: null }] },
     ];
@@ -623,11 +635,11 @@ async function main(): Promise<void> {
       for (let round = 0; round < ROUNDS; round++) {
         const [museum, ...rivals] = await Promise.all([processes.museum(env), ...row.rivals.map((r) => processes.rival(r.rival, bytes))]);
         pinned = pinCpus([museum.child.pid!, ...rivals.map((r) => r.child.pid!)]) && pinned;
-        const side = (name: string, child: ChildProcess, url: string): Scenario => ({
+        const side = (name: string, child: ChildProcess, url: string, headers = row.headers): Scenario => ({
           name,
           child,
           url,
-          headers: row.headers,
+          headers,
           largeBody: row.largeBody,
           requests: row.requests?.(round),
         });
@@ -637,14 +649,18 @@ async function main(): Promise<void> {
             key: `${row.name}/${r.rival}`,
             scenario: side(`${row.name} ${RIVAL_NAMES[r.rival]}`, rivals[i]!.child, rivals[i]!.url + r.path),
           })),
+          ...(row.controls ?? []).map((c) => ({
+            key: `${row.name}/${c.name}`,
+            scenario: side(`${row.name} museum, ${c.name}`, museum.child, museum.url + row.path, c.headers),
+          })),
         ];
         // Back to back, rotating which goes first, so a change in the machine's load hits all alike.
         const order = sides.map((_, i) => sides[(i + round) % sides.length]!);
         const cpu = new Map<string, number>();
-        for (const { key, scenario } of order) cpu.set(key, (await run(scenario, round, key, key.endsWith('/museum'))).cpuUs);
+        for (const { key, scenario } of order) cpu.set(key, (await run(scenario, round, key, scenario.child === museum.child)).cpuUs);
         await Promise.all([museum, ...rivals].map((p) => processes.stop(p.child)));
-        for (const { rival } of row.rivals) {
-          const key = `${row.name}/${rival}`;
+        for (const other of [...row.rivals.map((r) => r.rival), ...(row.controls ?? []).map((c) => c.name)]) {
+          const key = `${row.name}/${other}`;
           results.ratios.set(key, [...(results.ratios.get(key) ?? []), cpu.get(key)! / cpu.get(`${row.name}/museum`)!]);
         }
       }
