@@ -47,7 +47,7 @@ const STAGE_NAMES: Record<string, string> = {
   'server/operations.ts': 'request metrics (prom-client inc + observe)',
   'server/middleware/guard.ts': 'closeWhileDraining',
   'server/middleware/cors.ts': 'cors',
-  'server/middleware/compress.ts': 'compressAnswers (negotiation)',
+  'server/middleware/compress.ts': 'compressResponses (negotiation)',
   'server/middleware/errors.ts': 'errorEnvelope',
   'server/route-table.ts': 'route stages (routed, input parse, send)',
   'bench/serve-rivals.ts': "the app's own middleware + handler",
@@ -59,15 +59,9 @@ const STAGE_NAMES: Record<string, string> = {
   'sonic-boom': 'pino access line (serialise + write)',
   'on-finished': 'on-finished (line trigger)',
 };
-/** The handler's own files: the slots answer from memory, its ETag and 304. */
-const HANDLER_FILES = [
-  'server/routes/',
-  'server/snapshot-answer.ts',
-  'server/answer.ts',
-  'server/http-conditional.ts',
-  'server/response.ts',
-];
-const HANDLER = 'slots handler (rooms.ts, snapshot answer, ETag/304)';
+/** The handler's own files: the slots response from memory, its ETag and 304. */
+const HANDLER_FILES = ['server/routes/', 'server/snapshot-response.ts', 'server/http-conditional.ts', 'server/response.ts'];
+const HANDLER = 'slots handler (rooms.ts, snapshot response, ETag/304)';
 const NODE = 'node:http and sockets (parse, write)';
 const GC = '(garbage collector)';
 const NATIVE = '(program: V8/native, no JS frame)';

@@ -171,7 +171,7 @@ async function shutDownGracefully(running: Running, drainDelayMs: number, graceM
   // new connections stop arriving, as they do once the load balancer has seen /readyz fail.
   while (Date.now() - lastConnectionAt() < 100 && Date.now() - started < graceMs / 2) await sleep(25);
   // Stop listening (public http.Server#close, which also closes the connections idle right now;
-  // busy ones answer with Connection: close and end after their answer).
+  // busy ones answer with Connection: close and end after their response).
   const closed = new Promise<void>((resolve) => server.close(() => resolve()));
   // Streams opened during the delay end too.
   await endStreams();

@@ -2,7 +2,7 @@
  * The artifact file store: content-addressed files under DATA_DIR/files (and server-chosen paths such
  * as image variants). Content-addressed files never change, so what was read once stays valid: small
  * files are kept in a bounded in-memory LRU, large ones are streamed from disk with their metadata
- * remembered (bounded too). `answerFile` and `fileResponse` turn a file and a request into the answer
+ * remembered (bounded too). `planFileResponse` and `fileResponse` turn a file and a request into the response
  * the files route sends.
  */
 import { promises as fs } from 'node:fs';
@@ -22,15 +22,15 @@ import {
 } from '../artifacts/format.ts';
 import { HttpError, notFound } from './errors.ts';
 import { type ByteRange, etagMatches, IMMUTABLE_CACHE_CONTROL, parseRange } from './http-conditional.ts';
-import type { RawAnswer } from './types.ts';
+import type { PreparedResponse } from './types.ts';
 
 export interface StoredFile {
   path: string;
   size: number;
   etag: string;
-  /** Headers of a full 200 answer (type, length, validators, caching). */
+  /** Headers of a full 200 response (type, length, validators, caching). */
   full: Readonly<Record<string, string>>;
-  /** Headers of a 304 answer. */
+  /** Headers of a 304 response. */
   notModified: Readonly<Record<string, string>>;
   /** The bytes when the file is small enough to keep in memory; null: streamed from disk. */
   data: Buffer | null;
@@ -45,7 +45,7 @@ export interface FileSlice extends ByteRange {
   path: string;
 }
 
-export interface FileAnswer {
+export interface FileResponsePlan {
   status: 200 | 206 | 304;
   headers: Readonly<Record<string, string>>;
   /** null for HEAD and 304. */
@@ -165,7 +165,7 @@ export class ArtifactFiles {
   private async read(path: string, contentType: string, etag: string, withEncoded: boolean): Promise<StoredFile | null> {
     // The siblings first: the bake writes them before their file, so a file seen has its siblings.
     let encoded = withEncoded ? await this.readEncoded(path, contentType, etag) : [];
-    // (nosniff and the sandbox CSP are the /files route's headers, on every answer of it)
+    // (nosniff and the sandbox CSP are the /files route's headers, on every response of it)
     const vary: Record<string, string> = encoded.length ? { Vary: 'Accept-Encoding' } : {};
     const file = await readOne(
       path,
@@ -247,10 +247,10 @@ function representationFor(file: StoredFile, headers: IncomingHttpHeaders): Stor
 }
 
 /**
- * The answer for a GET/HEAD of a stored file in the representation the request negotiates: 304, 206
+ * The response plan for a GET/HEAD of a stored file in the representation the request negotiates: 304, 206
  * for one satisfiable range (identity), else 200. Throws 416.
  */
-export function answerFile(stored: StoredFile, method: string, headers: IncomingHttpHeaders): FileAnswer {
+export function planFileResponse(stored: StoredFile, method: string, headers: IncomingHttpHeaders): FileResponsePlan {
   const file = representationFor(stored, headers);
   if (etagMatches(headers['if-none-match'], file.etag)) return { status: 304, headers: file.notModified, body: null };
   const head = method === 'HEAD';
@@ -278,12 +278,12 @@ export function answerFile(stored: StoredFile, method: string, headers: Incoming
 }
 
 /**
- * The answer for a file answer, its bytes opened for streaming when they stay on disk. The stream is
+ * The response for a file response plan, its bytes opened for streaming when they stay on disk. The stream is
  * opened before anything is sent, so a file that vanished is a 404, not success headers and nothing.
  */
-export async function fileResponse(files: ArtifactFiles, answer: FileAnswer): Promise<RawAnswer> {
-  if (answer.body === null || Buffer.isBuffer(answer.body)) return answer as RawAnswer;
-  const stream = await files.open(answer.body);
+export async function fileResponse(files: ArtifactFiles, plan: FileResponsePlan): Promise<PreparedResponse> {
+  if (plan.body === null || Buffer.isBuffer(plan.body)) return plan as PreparedResponse;
+  const stream = await files.open(plan.body);
   if (!stream) throw notFound();
-  return { status: answer.status, headers: answer.headers, body: stream };
+  return { status: plan.status, headers: plan.headers, body: stream };
 }

@@ -182,7 +182,7 @@ async function readSoulDocument(source: string, key?: string): Promise<unknown> 
     const { BodyTooLarge, guardedGet, NetRefused } = await import('../common/net.ts');
     const failed = (why: string) => new Error(`could not fetch ${source}: ${why}`);
     const cause = (err: unknown) => {
-      if (err instanceof BodyTooLarge) return `the answer is larger than ${SOUL_DOCUMENT_MAX_BYTES} bytes`;
+      if (err instanceof BodyTooLarge) return `the response is larger than ${SOUL_DOCUMENT_MAX_BYTES} bytes`;
       if ((err as Error).name === 'TimeoutError') return 'timed out';
       return (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).message;
     };
@@ -206,7 +206,7 @@ async function readSoulDocument(source: string, key?: string): Promise<unknown> 
     const declared = Number(response.headers.get('content-length') ?? NaN);
     if (declared > SOUL_DOCUMENT_MAX_BYTES) {
       await response.body?.cancel();
-      throw failed(`the answer is larger than ${SOUL_DOCUMENT_MAX_BYTES} bytes`);
+      throw failed(`the response is larger than ${SOUL_DOCUMENT_MAX_BYTES} bytes`);
     }
     try {
       text = await response.text();

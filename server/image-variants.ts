@@ -15,7 +15,7 @@ import sharp, { type Sharp } from 'sharp';
 import { clientBucket } from '../common/net.ts';
 import { artifactPaths, contentTypeOf, type FileExt } from '../artifacts/format.ts';
 import { writeFileAtomic } from '../artifacts/store.ts';
-import type { ArtifactFiles, FileAnswer, StoredFile } from './artifact-files.ts';
+import type { ArtifactFiles, FileResponsePlan, StoredFile } from './artifact-files.ts';
 import { diskCacheIndex } from './disk-index.ts';
 import { badRequest, HttpError } from './errors.ts';
 import { etagMatches, IMMUTABLE_CACHE_CONTROL } from './http-conditional.ts';
@@ -115,7 +115,7 @@ export class ImageVariants {
     request: VariantRequest,
     ifNoneMatch?: string,
     clientIp = 'local',
-  ): Promise<StoredFile | FileAnswer> {
+  ): Promise<StoredFile | FileResponsePlan> {
     const plan = await this.plan(name, source, request);
     if (plan.source) return source;
     // A client revalidating a variant it has needs no transform at all.

@@ -4,7 +4,7 @@
  */
 import Koa from 'koa';
 import type { Logger } from 'pino';
-import { compressAnswers } from './middleware/compress.ts';
+import { compressResponses } from './middleware/compress.ts';
 import { cors } from './middleware/cors.ts';
 import { errorEnvelope } from './middleware/errors.ts';
 import { closeWhileDraining } from './middleware/guard.ts';
@@ -30,10 +30,10 @@ export function museumApp({ table, log, trustProxy, operations }: AppDeps): Koa<
   app.use(observe(log, operations)); // access line + request metrics, once answered
   app.use(closeWhileDraining(operations)); // Connection: close during a shutdown
   app.use(cors()); // CORS headers (preflights: the table)
-  app.use(compressAnswers()); // koa-compress: br/gzip of /v1 JSON answers made per request
+  app.use(compressResponses()); // koa-compress: br/gzip of /v1 JSON responses made per request
   app.use(errorEnvelope(log)); // every failure as { errors: [...] }
   for (const middleware of table.dispatch()) app.use(middleware); // @koa/router, then preflight / 404 / 405
-  // What escapes the envelope (an answer stream failing mid-way): logged, unless the client left.
+  // What escapes the envelope (a response stream failing mid-way): logged, unless the client left.
   app.on('error', (err: NodeJS.ErrnoException) => {
     if (!CLIENT_GONE.has(err.code ?? '')) log.error({ err }, 'request path failed');
   });

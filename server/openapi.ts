@@ -110,7 +110,7 @@ const HEADERS = {
     type: 'string',
     example: '"kq3C0mF6tq1oQ3wC4pZl2xkS3oWJ8yQe"',
   }),
-  'Cache-Control': header('Keyed answers: private, no-cache (revalidate with If-None-Match); public ones: public, no-cache'),
+  'Cache-Control': header('Keyed responses: private, no-cache (revalidate with If-None-Match); public ones: public, no-cache'),
   Vary: header('Accept-Encoding: the representation depends on it', { type: 'string', example: 'Accept-Encoding' }),
   'Content-Encoding': header('br or gzip when Accept-Encoding allows it and it saves bytes', { type: 'string', enum: ['br', 'gzip'] }),
 } as const;
@@ -280,7 +280,7 @@ function requestErrorResponse(): Record<string, unknown> {
   return { description: REQUEST_ERROR.description, headers: headerRefs(['X-Request-Id']), content };
 }
 
-/** An error answer: its envelope (codes as an enum) with an example, and its headers. */
+/** An error response: its envelope (codes as an enum) with an example, and its headers. */
 function errorResponse(status: number, limited: HeaderName[]): Record<string, unknown> {
   const known = ERROR_STATUSES[status];
   const names: HeaderName[] = ['X-Request-Id', ...limited];

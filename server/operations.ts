@@ -21,7 +21,7 @@ import type { PresenceHub } from './presence/hub.ts';
 import { RequestMetrics } from './request-metrics.ts';
 import type { RouteTable } from './route-table.ts';
 import type { StateStore } from './state/store.ts';
-import type { MuseumContext, RawAnswer } from './types.ts';
+import type { MuseumContext, PreparedResponse } from './types.ts';
 import { upstreamEvents } from './upstream/http.ts';
 
 const CHECK_TIMEOUT_MS = 1_000;
@@ -225,7 +225,11 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
 
 /** Answers of the operations endpoints are never cached by anyone. */
 const NO_STORE = { 'Cache-Control': 'no-store' } as const;
-const ok = (body: unknown): RawAnswer => ({ status: 200, headers: { 'Content-Type': JSON_TYPE }, body: Buffer.from(JSON.stringify(body)) });
+const ok = (body: unknown): PreparedResponse => ({
+  status: 200,
+  headers: { 'Content-Type': JSON_TYPE },
+  body: Buffer.from(JSON.stringify(body)),
+});
 const Status = z.object({ status: z.string() });
 
 /**

@@ -1,5 +1,13 @@
-/** What several routes share about their responses: event-stream headers, and noticing a client gone mid-answer. */
+/** What several routes share about their responses: putting one on a context, event-stream headers, noticing a client gone mid-response. */
 import type { ServerResponse } from 'node:http';
+import type { MuseumContext, PreparedResponse } from './types.ts';
+
+/** Put `response` on `ctx` (snapshot responses, files, error envelopes): a null body is none (304, HEAD), so Koa sends the status alone. */
+export function respondWith(ctx: Pick<MuseumContext, 'status' | 'set' | 'body'>, response: PreparedResponse): void {
+  ctx.status = response.status;
+  ctx.set(response.headers);
+  if (response.body !== null) ctx.body = response.body;
+}
 
 /** An event stream's headers: never cached or transformed, not buffered by a proxy (nginx's X-Accel-Buffering). */
 export const SSE_HEADERS = {

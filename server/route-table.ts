@@ -5,7 +5,7 @@
  * builds the routing part of the request path (server/koa-app.ts has the whole order):
  *
  *  - `match`: finds the declarations of the request's path (@koa/router's `match`), sets
- *    `ctx.state.match` and the path's declared headers — on every answer of that path, errors and
+ *    `ctx.state.match` and the path's declared headers — on every response of that path, errors and
  *    preflights included (an unmatched path: its area's);
  *  - `routes`: @koa/router's routes, each declaration's own middleware (auth + key limit or IP limit
  *    → body → validation → handler), then 404 for no path, 405 (with `Allow`) for a method the path lacks.
@@ -25,13 +25,13 @@ import { depthOf, jsonBody } from './middleware/json-body.ts';
 import { ipRateLimit, type RateLimitStore } from './middleware/rate-limit.ts';
 import { buildOpenApi, type OpenApiInfo } from './openapi.ts';
 import type { KeyStore } from './state/keys.ts';
-import { answerWith } from './answer.ts';
+import { respondWith } from './response.ts';
 import type {
   Headers,
   MuseumContextExtras,
   MuseumMiddleware,
   MuseumState,
-  RawAnswer,
+  PreparedResponse,
   RouteContext,
   RouteStage,
   Services,
@@ -44,7 +44,7 @@ export type RouteModule = (table: RouteTable, services: Services) => void;
 type AnyObject = z.ZodObject<z.ZodRawShape>;
 
 export type RouteResponse =
-  /** JSON; `precompressed`: its answers carry their own encodings, made once (snapshot answers): koa-compress leaves them. */
+  /** JSON; `precompressed`: its responses carry their own encodings, made once (snapshot responses): koa-compress leaves them. */
   | { json: z.ZodType; status?: number; precompressed?: true }
   /** An event stream; `endsOwnStreams`: the route ends them itself on shutdown (the presence hub). */
   | { sse: string; endsOwnStreams?: true }
@@ -60,8 +60,8 @@ interface RouteInput<P extends AnyObject, Q extends AnyObject, B extends z.ZodTy
   body: z.output<B>;
 }
 
-/** What a handler may return instead of setting the body itself: a JSON body (200) or a whole answer. */
-type Answer = Buffer | RawAnswer;
+/** What a handler may return instead of setting the body itself: a JSON body (200) or a whole response. */
+type HandlerResult = Buffer | PreparedResponse;
 
 export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.ZodType> {
   method: 'GET' | 'POST';
@@ -84,7 +84,7 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.
   /** Bodies larger than this many bytes are refused (413) before they are parsed (default: 1 MB). */
   bodyLimit?: number;
   response: RouteResponse;
-  /** Headers on every answer of this route's path, errors included (e.g. the page policy). */
+  /** Headers on every response of this route's path, errors included (e.g. the page policy). */
   headers?: Headers;
   /** Error statuses this route can answer (401/429 are added for keyed routes). */
   errors?: number[];
@@ -92,7 +92,7 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.
   logged?: boolean;
   /** false: left out of the OpenAPI document and the index (pages, operations). Default true. */
   documented?: boolean;
-  handler: (ctx: RouteContext, input: RouteInput<P, Q, B>) => Answer | void | Promise<Answer | void>;
+  handler: (ctx: RouteContext, input: RouteInput<P, Q, B>) => HandlerResult | void | Promise<HandlerResult | void>;
 }
 
 export type AnyRouteDef = RouteDef<AnyObject, AnyObject, z.ZodType>;
@@ -198,12 +198,12 @@ function firstValues(query: Record<string, string | string[] | undefined>): Reco
   return out;
 }
 
-/** A handler's returned answer onto the context. */
-function send(ctx: RouteContext, answer: Answer): void {
-  if (Buffer.isBuffer(answer)) {
+/** A handler's returned result onto the context. */
+function send(ctx: RouteContext, result: HandlerResult): void {
+  if (Buffer.isBuffer(result)) {
     ctx.type = JSON_TYPE;
-    ctx.body = answer;
-  } else answerWith(ctx, answer);
+    ctx.body = result;
+  } else respondWith(ctx, result);
 }
 
 /** The parsers of a route's input (the query string parsed by node's querystring, as Koa parsed it). */
@@ -290,7 +290,7 @@ export class RouteTable {
     this.routes.push(def);
   }
 
-  /** Answers under `prefix` that no route matches (404s) carry `headers`, as the area's routes' answers do. */
+  /** Responses under `prefix` that no route matches (404s) carry `headers`, as the area's routes' responses do. */
   area(prefix: string, headers: Headers): void {
     this.areas.push({ prefix, headers });
   }
@@ -375,8 +375,8 @@ export class RouteTable {
       });
     }
     steps.push(async function handler(ctx) {
-      const answer = await def.handler(ctx as RouteContext, inputOf(def, parsers, ctx as RouteContext));
-      if (answer !== undefined) send(ctx as RouteContext, answer);
+      const result = await def.handler(ctx as RouteContext, inputOf(def, parsers, ctx as RouteContext));
+      if (result !== undefined) send(ctx as RouteContext, result);
     });
     return steps;
   }

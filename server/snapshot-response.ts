@@ -1,7 +1,7 @@
 /**
  * Answers from the bake snapshot with their validators and encodings: a JSON body serialized once,
  * its strong ETag per representation, `If-None-Match` → 304, and br/gzip representations compressed
- * once (lazily, off the event loop, on the first request that accepts them) and kept with the answer,
+ * once (lazily, off the event loop, on the first request that accepts them) and kept with the response,
  * which lives as long as its snapshot (perSnapshot). A request then costs a negotiation lookup and an
  * ETag comparison, never a compression (decisions.md "Clients of the HTTP API").
  */
@@ -12,11 +12,11 @@ import { brotliCompress, constants as zlib, gzip } from 'node:zlib';
 import { LRUCache } from 'lru-cache';
 import Negotiator from 'negotiator';
 import { etagMatches, JSON_TYPE } from './http-conditional.ts';
-import type { Headers, RawAnswer } from './types.ts';
+import type { Headers, PreparedResponse } from './types.ts';
 
-/** Keyed answers: a shared cache must not keep them, and a client revalidates each time. */
+/** Keyed responses: a shared cache must not keep them, and a client revalidates each time. */
 export const KEYED_CACHE_CONTROL = 'private, no-cache';
-/** Public snapshot answers change with a bake under the same URL: always revalidate. */
+/** Public snapshot responses change with a bake under the same URL: always revalidate. */
 export const PUBLIC_CACHE_CONTROL = 'public, no-cache';
 
 type Encoding = 'br' | 'gzip' | 'identity';
@@ -24,8 +24,8 @@ const ENCODINGS: Encoding[] = ['br', 'gzip', 'identity'];
 const ETAG_SUFFIX: Record<Encoding, string> = { br: '-br', gzip: '-gz', identity: '' };
 
 /**
- * How hard to compress. `once`: an answer fixed per bake (the room list, slots, openapi.json), worth
- * the best ratio. `cached`: an answer per query (artwork pages), made anew for each new query, so
+ * How hard to compress. `once`: a response fixed per bake (the room list, slots, openapi.json), worth
+ * the best ratio. `cached`: a response per query (artwork pages), made anew for each new query, so
  * cheaper settings bound what a stream of distinct queries can cost.
  */
 type Effort = 'once' | 'cached';
@@ -37,7 +37,7 @@ const gzipped = promisify(gzip);
 
 /**
  * An Accept-Encoding longer than this is treated as absent (issue 43): no browser sends one over a
- * few dozen bytes, and parsing a 12 KB one on every request cost more CPU than the answer.
+ * few dozen bytes, and parsing a 12 KB one on every request cost more CPU than the response.
  */
 export const MAX_ACCEPT_ENCODING = 1024;
 /** Accept-Encoding header → the encoding to send; remembered per distinct header (few in practice; bounded: 256 × 1 KB). */
@@ -63,8 +63,8 @@ export function negotiateEncoding(acceptEncoding: string | undefined): Encoding 
 
 /** One representation: its 200 and its 304, headers built once. */
 interface Representation {
-  ok: RawAnswer;
-  notModified: RawAnswer;
+  ok: PreparedResponse;
+  notModified: PreparedResponse;
   etag: string;
 }
 
@@ -80,49 +80,47 @@ function representation(body: Buffer, etag: string, encoding: Encoding, cacheCon
 }
 
 /** A representation's 200, or its 304 when the request's If-None-Match names it. */
-const answerOf = (r: Representation, ifNoneMatch: string | undefined): RawAnswer =>
+const responseOf = (r: Representation, ifNoneMatch: string | undefined): PreparedResponse =>
   etagMatches(ifNoneMatch, r.etag) ? r.notModified : r.ok;
 
-export interface SnapshotAnswerOptions {
+export interface SnapshotResponseOptions {
   cacheControl: string;
   effort?: Effort;
 }
 
-/** A JSON answer of the snapshot in all its representations. */
-export class SnapshotAnswer {
+/** A JSON response of the snapshot in all its representations. */
+export class SnapshotResponse {
   /** The identity body (tests and callers that need the bytes). */
   readonly body: Buffer;
   /** The identity representation's strong ETag. */
   readonly etag: string;
   private readonly identity: Representation;
-  private readonly encoded = new Map<Encoding, Representation | Promise<Representation>>();
+  private readonly encoded = new Map<Encoding, Promise<Representation>>();
 
-  /** The answer of a JSON value. */
-  static of(value: unknown, options: SnapshotAnswerOptions): SnapshotAnswer {
-    return new SnapshotAnswer(Buffer.from(JSON.stringify(value)), options);
+  /** The response of a JSON value. */
+  static of(value: unknown, options: SnapshotResponseOptions): SnapshotResponse {
+    return new SnapshotResponse(Buffer.from(JSON.stringify(value)), options);
   }
 
   /** `body`: serialized JSON. */
   constructor(
     body: Buffer,
-    private readonly options: SnapshotAnswerOptions,
+    private readonly options: SnapshotResponseOptions,
   ) {
     this.body = body;
     this.etag = `"${createHash('sha256').update(this.body).digest('base64url').slice(0, 32)}"`;
     this.identity = representation(this.body, this.etag, 'identity', options.cacheControl);
   }
 
-  /** The answer for this request: its encoding negotiated, 304 when its ETag matches If-None-Match. */
-  answer(req: IncomingMessage): RawAnswer | Promise<RawAnswer> {
+  /** The response to this request: its encoding negotiated, 304 when its ETag matches If-None-Match. */
+  async responseTo(req: IncomingMessage): Promise<PreparedResponse> {
     const encoding = negotiateEncoding(req.headers['accept-encoding']);
-    const chosenRepresentation = encoding === 'identity' ? this.identity : this.representation(encoding);
-    const ifNoneMatch = req.headers['if-none-match'];
-    if (chosenRepresentation instanceof Promise) return chosenRepresentation.then((r) => answerOf(r, ifNoneMatch));
-    return answerOf(chosenRepresentation, ifNoneMatch);
+    const chosen = encoding === 'identity' ? this.identity : await this.representation(encoding);
+    return responseOf(chosen, req.headers['if-none-match']);
   }
 
   /** The representation in this encoding, compressed on first use; identity when encoding saves nothing. */
-  private representation(encoding: 'br' | 'gzip'): Representation | Promise<Representation> {
+  private representation(encoding: 'br' | 'gzip'): Promise<Representation> {
     let found = this.encoded.get(encoding);
     if (found === undefined) {
       const effort = this.options.effort ?? 'once';
@@ -136,9 +134,8 @@ export class SnapshotAnswer {
       found = compressing.then(
         (compressed) =>
           compressed.length < this.body.length ? representation(compressed, etag, encoding, this.options.cacheControl) : this.identity,
-        () => this.identity, // zlib failing on a buffer is not expected; identity is always a right answer
+        () => this.identity, // zlib failing on a buffer is not expected; identity is always a right response
       );
-      void found.then((ready) => this.encoded.set(encoding, ready));
       this.encoded.set(encoding, found);
     }
     return found;

@@ -60,8 +60,8 @@ export type RouteContext = MuseumContext;
 /** Response headers as one object; precomputed sets are shared, never mutated. */
 export type Headers = Readonly<Record<string, string>>;
 
-/** A whole answer: status, headers (besides request id, CORS, rate limits), body. */
-export interface RawAnswer {
+/** A whole response: status, headers (besides request id, CORS, rate limits), body. */
+export interface PreparedResponse {
   status: number;
   headers: Headers;
   /** null: no body (304, HEAD). */

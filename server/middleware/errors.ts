@@ -3,7 +3,7 @@
  * with the right status. Unexpected exceptions become a generic 500 (the detail is logged with
  * the request id, never sent). Unmatched routes become 404. A refused request whose body has not
  * been read (401, 429, 413…) is answered without parsing it, and its connection closed once the
- * rest is discarded (lingering-close.ts: the client still sending reads its answer, not a reset). A client
+ * rest is discarded (lingering-close.ts: the client still sending reads its response, not a reset). A client
  * that hung up before sending its whole request is logged as such (status 499), not as a failure.
  */
 import { STATUS_CODES } from 'node:http';
@@ -13,11 +13,11 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { codeForStatus, envelope, envelopeOf, type ErrorCode, HttpError } from '../errors.ts';
 import { JSON_TYPE } from '../http-conditional.ts';
-import { answerWith } from '../answer.ts';
-import type { MuseumMiddleware, RawAnswer } from '../types.ts';
+import { respondWith } from '../response.ts';
+import type { MuseumMiddleware, PreparedResponse } from '../types.ts';
 import { CORS_HEADERS } from './cors.ts';
 import { awaitsContinue } from '../sockets/connections.ts';
-import { answerBeforeBody, answeredClientError, endAfterClientError, responseInProgress } from '../sockets/lingering-close.ts';
+import { respondBeforeBody, respondedToClientError, endAfterClientError, responseInProgress } from '../sockets/lingering-close.ts';
 import { freshRequestId } from './request-id.ts';
 
 const CLIENT_MESSAGES: Record<number, string> = {
@@ -32,21 +32,21 @@ const NOT_FOUND = new HttpError(404, 'NOT_FOUND', 'Not found');
 const INTERNAL = new HttpError(500, 'INTERNAL', 'Internal server error');
 
 /** Serialized envelopes, once per error instance (the shared 401s and 429s are answered often). */
-const answers = new WeakMap<HttpError, RawAnswer & { body: Buffer }>();
+const responses = new WeakMap<HttpError, PreparedResponse & { body: Buffer }>();
 
-/** The answer for an error: status, its headers, the envelope (serialized once per error instance). */
-function errorAnswer(error: HttpError): RawAnswer & { body: Buffer } {
-  let answer = answers.get(error);
-  if (!answer) {
+/** The response for an error: status, its headers, the envelope (serialized once per error instance). */
+function errorResponse(error: HttpError): PreparedResponse & { body: Buffer } {
+  let response = responses.get(error);
+  if (!response) {
     const body = Buffer.from(JSON.stringify(envelopeOf(error)));
-    answer = {
+    response = {
       status: error.status,
       headers: { ...error.headers, 'Content-Type': JSON_TYPE, 'Content-Length': String(body.length) },
       body,
     };
-    answers.set(error, answer);
+    responses.set(error, response);
   }
-  return answer;
+  return response;
 }
 
 /**
@@ -71,19 +71,19 @@ export function errorEnvelope(log: Logger): MuseumMiddleware {
         ctx.respond = false;
         return;
       }
-      const answer = errorAnswer(httpErrorOf(err, log, { requestId: ctx.state.requestId, method: ctx.method, url: ctx.url }));
+      const response = errorResponse(httpErrorOf(err, log, { requestId: ctx.state.requestId, method: ctx.method, url: ctx.url }));
       // Never parse a refused request's body: answer while the client may still be sending, then close.
       if (bodyUnread(ctx.req)) {
-        ctx.status = answer.status;
+        ctx.status = response.status;
         ctx.respond = false;
-        answerBeforeBody(ctx.req, ctx.res, answer, !awaitsContinue(ctx.res));
+        respondBeforeBody(ctx.req, ctx.res, response, !awaitsContinue(ctx.res));
         return;
       }
-      answerWith(ctx, answer);
+      respondWith(ctx, response);
       return;
     }
     // No middleware answered (a handler that set nothing): 404, as an unknown path.
-    if (ctx.status === 404 && ctx.body == null && ctx.respond !== false) answerWith(ctx, errorAnswer(NOT_FOUND));
+    if (ctx.status === 404 && ctx.body == null && ctx.respond !== false) respondWith(ctx, errorResponse(NOT_FOUND));
   };
 }
 
@@ -104,7 +104,7 @@ function bodyUnread(req: IncomingMessage): boolean {
 }
 
 /** The headers and body of an error answered before the request path: the envelope, a fresh request id, CORS, `Connection: close`. */
-function closingErrorAnswer(status: number, message: string, code: ErrorCode, headers: Record<string, string>) {
+function closingErrorResponse(status: number, message: string, code: ErrorCode, headers: Record<string, string>) {
   const body = JSON.stringify(envelope(message, code));
   return {
     body,
@@ -119,22 +119,22 @@ function closingErrorAnswer(status: number, message: string, code: ErrorCode, he
   };
 }
 
-/** A whole error answer as raw HTTP/1.1 bytes, for sockets with no response object (parser errors, refused connections). */
+/** A whole error response as raw HTTP/1.1 bytes, for sockets with no response object (parser errors, refused connections). */
 export function rawErrorResponse(
   status: number,
   message: string,
   code = codeForStatus(status),
   headers: Record<string, string> = {},
 ): string {
-  const answer = closingErrorAnswer(status, message, code, headers);
-  const head = Object.entries(answer.headers)
+  const response = closingErrorResponse(status, message, code, headers);
+  const head = Object.entries(response.headers)
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join('');
-  return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head}\r\n${answer.body}`;
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${head}\r\n${response.body}`;
 }
 
 /**
- * The same answer through node's response object (requests node refuses before the request path sees
+ * The same response through node's response object (requests node refuses before the request path sees
  * them); the connection closes after it.
  */
 export function sendErrorAndClose(
@@ -144,7 +144,7 @@ export function sendErrorAndClose(
   message: string,
   code = codeForStatus(status),
 ): void {
-  answerBeforeBody(req, res, { status, ...closingErrorAnswer(status, message, code, {}) }, !awaitsContinue(res));
+  respondBeforeBody(req, res, { status, ...closingErrorResponse(status, message, code, {}) }, !awaitsContinue(res));
 }
 
 /**
@@ -155,7 +155,7 @@ export function clientErrorResponder() {
   return (err: NodeJS.ErrnoException, duplex: Duplex): void => {
     const socket = duplex as Socket; // an http.Server's connections are net sockets
     // Answered already: what the client still sends is read and dropped until it ends, within bounds.
-    if (answeredClientError(socket)) return;
+    if (respondedToClientError(socket)) return;
     if (err.code === 'ECONNRESET' || !socket.writable || responseInProgress(socket)) {
       socket.destroy();
       return;

@@ -1,6 +1,6 @@
 /**
- * The access line and the request metrics: once the answer is handed to the socket whole (or, for a
- * stream or an answer still being sent, when the response closes: finished, or its connection
+ * The access line and the request metrics: once the response is handed to the socket whole (or, for a
+ * stream or a response still being sent, when the response closes: finished, or its connection
  * gone), one pino line `{ requestId, method, path, status, ms, msg: 'request' }` and the route's
  * count and latency, labelled by the route declaration that answered, never by raw URL; a client
  * that left before sending its whole request is logged 499 (nginx's "client closed request"). A
@@ -33,7 +33,7 @@ export function observe(log: Logger, observer: RequestObserver): MuseumMiddlewar
   return function observeMiddleware(ctx, next) {
     const context = ctx as MuseumContext;
     inFlight.add(context);
-    // Answered: the response closes once its answer is handed to the socket whole, or its client is gone.
+    // Answered: the response closes once it is handed to the socket whole, or its client is gone.
     ctx.res.once('close', () => finished(context));
     return next();
   };

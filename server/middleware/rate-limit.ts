@@ -72,7 +72,7 @@ export const hitKeyLimit = (store: RateLimitStore, keyId: number): Promise<RateD
 /** The headers every keyed response carries, and the 429 when the budget is spent. */
 export const keyLimitHeaders = (decision: RateDecision): Record<string, string> => rateLimitHeaders(KEY_LIMIT.limit, decision);
 
-/** The rate-limit headers of an answer: the budget, what is left, and in how many seconds a place frees up. */
+/** The rate-limit headers of a response: the budget, what is left, and in how many seconds a place frees up. */
 const rateLimitHeaders = (limit: number, decision: RateDecision): Record<string, string> => ({
   'X-RateLimit-Limit': String(limit),
   'X-RateLimit-Remaining': String(decision.remaining),

@@ -2,7 +2,7 @@
  * Artworks (keyed): the list with `collection`, `search`, `page`, `limit` and `meta {total, page,
  * limit}`, and one artwork by id. Media come normalized from the bake. Page answers are serialized
  * (and compressed, when asked) once per bake and query (bounded LRU per snapshot), so a repeated page
- * costs a map lookup; both are read from the content snapshot as snapshot answers (strong ETag, 304).
+ * costs a map lookup; both are read from the content snapshot as snapshot responses (strong ETag, 304).
  */
 import { z } from 'zod';
 import { LRUCache } from 'lru-cache';
@@ -10,7 +10,7 @@ import { Artwork } from '../../artifacts/format.ts';
 import { idParam, limitParam, pageParam, type RouteModule } from '../route-table.ts';
 import { type ContentSnapshot, perSnapshot } from '../content.ts';
 import { notFound } from '../errors.ts';
-import { KEYED_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
+import { KEYED_CACHE_CONTROL, SnapshotResponse } from '../snapshot-response.ts';
 
 const ARTWORKS_DEFAULT_LIMIT = 25;
 const CACHED_PAGES = 512;
@@ -34,9 +34,9 @@ function expandCollectionFilter(snapshot: ContentSnapshot, filter: string): Set<
 }
 
 interface ArtworkQueries {
-  pages: LRUCache<string, SnapshotAnswer>;
+  pages: LRUCache<string, SnapshotResponse>;
   matches: LRUCache<string, number[]>;
-  byId: Map<number, SnapshotAnswer>;
+  byId: Map<number, SnapshotResponse>;
 }
 
 /** One artwork is fixed per bake; a page is made per query (its compression kept cheaper). */
@@ -66,7 +66,7 @@ function matching(snapshot: ContentSnapshot, collection: string, search: string)
   return out;
 }
 
-function pageAnswer(snapshot: ContentSnapshot, collection: string, search: string, page: number, limit: number): SnapshotAnswer {
+function pageResponse(snapshot: ContentSnapshot, collection: string, search: string, page: number, limit: number): SnapshotResponse {
   const queries = queriesOf(snapshot);
   const filterKey = `${collection}\u0000${search}`;
   const pageKey = `${filterKey}\u0000${page}\u0000${limit}`;
@@ -86,9 +86,9 @@ function pageAnswer(snapshot: ContentSnapshot, collection: string, search: strin
       : indexes
         ? indexes.slice(start, start + limit).map((i) => snapshot.artworks[i]!)
         : snapshot.artworks.slice(start, start + limit);
-  const answer = SnapshotAnswer.of({ data, meta: { total, page, limit } }, PAGE);
-  if (cacheable) queries.pages.set(pageKey, answer);
-  return answer;
+  const response = SnapshotResponse.of({ data, meta: { total, page, limit } }, PAGE);
+  if (cacheable) queries.pages.set(pageKey, response);
+  return response;
 }
 
 const ListQuery = z.object({
@@ -107,23 +107,23 @@ const ListQuery = z.object({
 const ArtworkId = idParam().describe('artwork id');
 
 /** The list answer for a query. */
-function listAnswer(snapshot: ContentSnapshot, query: z.output<typeof ListQuery>): SnapshotAnswer {
+function listResponse(snapshot: ContentSnapshot, query: z.output<typeof ListQuery>): SnapshotResponse {
   const search = (query.search ?? '').trim().toLowerCase();
   // The search text joins title and artist with a newline: a needle with one matches neither field.
-  if (search.includes('\n')) return SnapshotAnswer.of({ data: [], meta: { total: 0, page: query.page, limit: query.limit } }, PAGE);
-  return pageAnswer(snapshot, (query.collection ?? '').trim(), search, query.page, query.limit);
+  if (search.includes('\n')) return SnapshotResponse.of({ data: [], meta: { total: 0, page: query.page, limit: query.limit } }, PAGE);
+  return pageResponse(snapshot, (query.collection ?? '').trim(), search, query.page, query.limit);
 }
 
-function artworkAnswer(snapshot: ContentSnapshot, id: number): SnapshotAnswer {
+function artworkResponse(snapshot: ContentSnapshot, id: number): SnapshotResponse {
   const { byId } = queriesOf(snapshot);
-  let answer = byId.get(id);
-  if (!answer) {
+  let response = byId.get(id);
+  if (!response) {
     const artwork = snapshot.artworksById.get(id);
     if (!artwork) throw notFound('No artwork with this id');
-    answer = SnapshotAnswer.of({ data: artwork }, ONE_ARTWORK);
-    byId.set(id, answer); // bounded: one per artwork of this bake
+    response = SnapshotResponse.of({ data: artwork }, ONE_ARTWORK);
+    byId.set(id, response); // bounded: one per artwork of this bake
   }
-  return answer;
+  return response;
 }
 
 export const artworkRoutes: RouteModule = (api, { content }) => {
@@ -143,7 +143,7 @@ export const artworkRoutes: RouteModule = (api, { content }) => {
       precompressed: true,
     },
     errors: [304],
-    handler: (ctx, { query }) => listAnswer(content.snapshot, query).answer(ctx.req),
+    handler: (ctx, { query }) => listResponse(content.snapshot, query).responseTo(ctx.req),
   });
 
   api.route({
@@ -156,6 +156,6 @@ export const artworkRoutes: RouteModule = (api, { content }) => {
     params: z.object({ id: ArtworkId }),
     response: { json: z.object({ data: Artwork }), precompressed: true },
     errors: [304, 404],
-    handler: (ctx, { params }) => artworkAnswer(content.snapshot, params.id).answer(ctx.req),
+    handler: (ctx, { params }) => artworkResponse(content.snapshot, params.id).responseTo(ctx.req),
   });
 };

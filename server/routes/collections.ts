@@ -1,6 +1,6 @@
 /**
  * Collections (keyed): the published top-level collections with their `child_collections`, and any
- * published collection by slug. Answers are read from the content snapshot as snapshot answers:
+ * published collection by slug. Answers are read from the content snapshot as snapshot responses:
  * serialized and compressed once per bake, strong ETag, 304.
  */
 import { z } from 'zod';
@@ -8,19 +8,19 @@ import { Collection } from '../../artifacts/format.ts';
 import type { RouteModule } from '../route-table.ts';
 import { type ContentSnapshot, perSnapshot } from '../content.ts';
 import { notFound } from '../errors.ts';
-import { KEYED_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
+import { KEYED_CACHE_CONTROL, SnapshotResponse } from '../snapshot-response.ts';
 
 const keyed = { cacheControl: KEYED_CACHE_CONTROL };
-const listAnswer = perSnapshot((snapshot) => SnapshotAnswer.of({ data: snapshot.topCollections }, keyed));
-const bySlugAnswers = perSnapshot(
+const listResponse = perSnapshot((snapshot) => SnapshotResponse.of({ data: snapshot.topCollections }, keyed));
+const bySlugResponses = perSnapshot(
   (snapshot) =>
-    new Map([...snapshot.collectionsBySlug].map(([slug, collection]) => [slug, SnapshotAnswer.of({ data: collection }, keyed)])),
+    new Map([...snapshot.collectionsBySlug].map(([slug, collection]) => [slug, SnapshotResponse.of({ data: collection }, keyed)])),
 );
 
-function collectionAnswer(snapshot: ContentSnapshot, slug: string): SnapshotAnswer {
-  const answer = bySlugAnswers(snapshot).get(slug);
-  if (!answer) throw notFound('No published collection with this slug');
-  return answer;
+function collectionResponse(snapshot: ContentSnapshot, slug: string): SnapshotResponse {
+  const response = bySlugResponses(snapshot).get(slug);
+  if (!response) throw notFound('No published collection with this slug');
+  return response;
 }
 
 export const collectionRoutes: RouteModule = (api, { content }) => {
@@ -33,7 +33,7 @@ export const collectionRoutes: RouteModule = (api, { content }) => {
     access: 'key',
     response: { json: z.object({ data: z.array(Collection) }), precompressed: true },
     errors: [304],
-    handler: (ctx) => listAnswer(content.snapshot).answer(ctx.req),
+    handler: (ctx) => listResponse(content.snapshot).responseTo(ctx.req),
   });
 
   api.route({
@@ -46,6 +46,6 @@ export const collectionRoutes: RouteModule = (api, { content }) => {
     params: z.object({ slug: z.string().min(1).max(200).describe('collection slug') }),
     response: { json: z.object({ data: Collection }), precompressed: true },
     errors: [304, 404],
-    handler: (ctx, { params }) => collectionAnswer(content.snapshot, params.slug).answer(ctx.req),
+    handler: (ctx, { params }) => collectionResponse(content.snapshot, params.slug).responseTo(ctx.req),
   });
 };

@@ -12,22 +12,22 @@ import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import { FILE_NAME_PATTERN } from '../../artifacts/format.ts';
 import type { RouteModule } from '../route-table.ts';
-import { answerFile, type ArtifactFiles, fileResponse } from '../artifact-files.ts';
+import { planFileResponse, type ArtifactFiles, fileResponse } from '../artifact-files.ts';
 import { notFound } from '../errors.ts';
 import { VARIANT_FORMATS, VARIANT_WIDTH } from '../image-variants.ts';
 import { FILE_RESPONSE_HEADERS, FILES_PATH_PREFIX } from '../middleware/file-headers.ts';
-import type { RawAnswer } from '../types.ts';
+import type { PreparedResponse } from '../types.ts';
 
 /** The answer for a plain file request (no transform): from memory when the file is known. */
-function plainFile(files: ArtifactFiles, name: string, req: IncomingMessage): RawAnswer | Promise<RawAnswer> {
+function plainFile(files: ArtifactFiles, name: string, req: IncomingMessage): PreparedResponse | Promise<PreparedResponse> {
   const known = files.cached(name);
   if (known) {
-    const answer = answerFile(known, req.method!, req.headers);
-    if (answer.body === null || Buffer.isBuffer(answer.body)) return answer as RawAnswer;
+    const plan = planFileResponse(known, req.method!, req.headers);
+    if (plan.body === null || Buffer.isBuffer(plan.body)) return plan as PreparedResponse;
   }
   return files.byName(name).then((file) => {
     if (!file) throw notFound();
-    return fileResponse(files, answerFile(file, req.method!, req.headers));
+    return fileResponse(files, planFileResponse(file, req.method!, req.headers));
   });
 }
 
@@ -81,7 +81,7 @@ export const filesRoutes: RouteModule = (api, { files, variants }) => {
       const file = await files.byName(params.name);
       if (!file) throw notFound();
       const target = await variants.variant(params.name, file, query, ctx.get('if-none-match'), ctx.state.clientIp);
-      return fileResponse(files, 'status' in target ? target : answerFile(target, ctx.method, ctx.headers));
+      return fileResponse(files, 'status' in target ? target : planFileResponse(target, ctx.method, ctx.headers));
     },
   });
 };

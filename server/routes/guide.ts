@@ -19,10 +19,10 @@ import { CLIP_ID, type SpeechClips } from '../guide/speech.ts';
 import { type StarterJobs, suggest } from '../guide/suggestions.ts';
 import { cleanText } from '../guide/text.ts';
 import type { ExhibitionStore } from '../state/exhibitions.ts';
-import { PUBLIC_CACHE_CONTROL } from '../snapshot-answer.ts';
-import { VersionedAnswers } from '../versioned-answers.ts';
+import { PUBLIC_CACHE_CONTROL } from '../snapshot-response.ts';
+import { VersionedResponses } from '../versioned-responses.ts';
 import type { ContentSnapshot } from '../content.ts';
-import { SnapshotAnswer } from '../snapshot-answer.ts';
+import { SnapshotResponse } from '../snapshot-response.ts';
 import { Tour, tourOf } from '../guide/tour.ts';
 
 const SESSION_ID = /^[\w.:-]{1,64}$/;
@@ -141,9 +141,9 @@ function registrationRoute(api: RouteTable, store: ExhibitionStore, content: Con
   });
 }
 
-/** An exhibition's guide context and its suggested questions: answers made once per version (VersionedAnswers). */
+/** An exhibition's guide context and its suggested questions: responses made once per version (VersionedResponses). */
 function exhibitionReadRoutes(api: RouteTable, store: ExhibitionStore, content: ContentStore): void {
-  const answers = new VersionedAnswers({ cacheControl: PUBLIC_CACHE_CONTROL });
+  const responses = new VersionedResponses({ cacheControl: PUBLIC_CACHE_CONTROL });
   const bake = bakeVersion(content);
   api.route({
     method: 'GET',
@@ -160,7 +160,7 @@ function exhibitionReadRoutes(api: RouteTable, store: ExhibitionStore, content: 
       const found = await store.get(params.id);
       if (!found) throw notFound('No exhibition with this id is registered');
       const version = `${bake.version}:${found.context.updatedAt}`;
-      return answers.answer(`context:${params.id}`, version, () => ({ data: found.context })).answer(ctx.req);
+      return responses.get(`context:${params.id}`, version, () => ({ data: found.context })).responseTo(ctx.req);
     },
   });
 
@@ -185,14 +185,14 @@ function exhibitionReadRoutes(api: RouteTable, store: ExhibitionStore, content: 
       const seed = query.seed ?? '';
       const version = `${bake.version}:${found.context.updatedAt}`;
       const key = `suggestions:${params.id}:${query.limit}:${seed}`;
-      return answers
-        .answer(key, version, () => ({ data: { seed, suggestions: suggest(found.context, seed, query.limit) } }))
-        .answer(ctx.req);
+      return responses
+        .get(key, version, () => ({ data: { seed, suggestions: suggest(found.context, seed, query.limit) } }))
+        .responseTo(ctx.req);
     },
   });
 }
 
-/** A number that changes with every bake picked up (a cached answer of the previous bake is made again). */
+/** A number that changes with every bake picked up (a cached response of the previous bake is made again). */
 function bakeVersion(content: ContentStore): { version: number } {
   const counter = { version: 0 };
   content.onChange(() => {
@@ -282,7 +282,7 @@ function speechRoutes(api: RouteTable, speech: SpeechClips | null): void {
 
 /** Tours answered per bake and exhibition content: computed once, then its bytes and strong ETag (304). */
 const TOUR_CACHE_ENTRIES = 256;
-const tourAnswers = new WeakMap<ContentSnapshot, Map<string, Promise<SnapshotAnswer>>>();
+const tourResponses = new WeakMap<ContentSnapshot, Map<string, Promise<SnapshotResponse>>>();
 
 function tourRoute(api: RouteTable, store: ExhibitionStore, content: ContentStore): void {
   api.route({
@@ -299,17 +299,19 @@ function tourRoute(api: RouteTable, store: ExhibitionStore, content: ContentStor
       const found = await store.get(params.id);
       if (!found) throw notFound('No exhibition with this id is registered');
       const snapshot = content.snapshot;
-      const answers = tourAnswers.get(snapshot) ?? new Map<string, Promise<SnapshotAnswer>>();
-      tourAnswers.set(snapshot, answers);
+      const responses = tourResponses.get(snapshot) ?? new Map<string, Promise<SnapshotResponse>>();
+      tourResponses.set(snapshot, responses);
       const key = `${params.id}\n${found.contentHash}`;
-      let answer = answers.get(key);
-      if (!answer) {
-        if (answers.size >= TOUR_CACHE_ENTRIES) answers.delete(answers.keys().next().value!);
-        answer = tourOf(found.context, snapshot, content.dataDir).then((data) => SnapshotAnswer.of({ data }, { cacheControl: 'no-cache' }));
-        answers.set(key, answer);
-        answer.catch(() => answers.delete(key));
+      let response = responses.get(key);
+      if (!response) {
+        if (responses.size >= TOUR_CACHE_ENTRIES) responses.delete(responses.keys().next().value!);
+        response = tourOf(found.context, snapshot, content.dataDir).then((data) =>
+          SnapshotResponse.of({ data }, { cacheControl: 'no-cache' }),
+        );
+        responses.set(key, response);
+        response.catch(() => responses.delete(key));
       }
-      return (await answer).answer(ctx.req);
+      return (await response).responseTo(ctx.req);
     },
   });
 }

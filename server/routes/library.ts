@@ -99,7 +99,7 @@ function questionRoutes(api: RouteTable, client: LibraryAccess, log: Logger): vo
 
 /**
  * The stream's handler: waits for the upstream's first frame (a failure before it is an ordinary
- * error answer), then sends the head and relays every frame.
+ * error response), then sends the head and relays every frame.
  */
 async function libraryStream(ctx: RouteContext, library: LibraryClient, body: LibraryAskRequest, log: Logger): Promise<void> {
   const gone = clientGone(ctx.res);

@@ -1,12 +1,12 @@
 /**
  * GET /v1 (the index) and GET /v1/openapi.json (generated from the route declarations). Both are
  * fixed for the life of the process: built on first request (every route is registered by then) as
- * snapshot answers (strong ETag, 304, br/gzip compressed once).
+ * snapshot responses (strong ETag, 304, br/gzip compressed once).
  */
 import { z } from 'zod';
 import type { RouteModule } from '../route-table.ts';
 import type { OpenApiInfo } from '../openapi.ts';
-import { PUBLIC_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
+import { PUBLIC_CACHE_CONTROL, SnapshotResponse } from '../snapshot-response.ts';
 
 const API_VERSION = '1.0.0';
 const API_NAME = 'Museum Art Data API';
@@ -39,13 +39,13 @@ const Index = z.object({
   }),
 });
 
-const publicAnswer = { cacheControl: PUBLIC_CACHE_CONTROL };
+const publicResponse = { cacheControl: PUBLIC_CACHE_CONTROL };
 
 export const metaRoutes: RouteModule = (api, { config }) => {
-  let index: SnapshotAnswer | undefined;
-  let openapi: SnapshotAnswer | undefined;
-  const indexAnswer = () =>
-    (index ??= SnapshotAnswer.of(
+  let index: SnapshotResponse | undefined;
+  let openapi: SnapshotResponse | undefined;
+  const indexResponse = () =>
+    (index ??= SnapshotResponse.of(
       {
         data: {
           name: API_NAME,
@@ -58,7 +58,7 @@ export const metaRoutes: RouteModule = (api, { config }) => {
           endpoints: api.endpoints,
         },
       },
-      publicAnswer,
+      publicResponse,
     ));
   api.route({
     method: 'GET',
@@ -69,7 +69,7 @@ export const metaRoutes: RouteModule = (api, { config }) => {
     access: 'public',
     response: { json: Index, precompressed: true },
     errors: [304],
-    handler: (ctx) => indexAnswer().answer(ctx.req),
+    handler: (ctx) => indexResponse().responseTo(ctx.req),
   });
   api.route({
     method: 'GET',
@@ -80,6 +80,6 @@ export const metaRoutes: RouteModule = (api, { config }) => {
     access: 'public',
     response: { json: z.record(z.string(), z.unknown()), precompressed: true },
     errors: [304],
-    handler: (ctx) => (openapi ??= SnapshotAnswer.of(api.openapi(OPENAPI_INFO), publicAnswer)).answer(ctx.req),
+    handler: (ctx) => (openapi ??= SnapshotResponse.of(api.openapi(OPENAPI_INFO), publicResponse)).responseTo(ctx.req),
   });
 };

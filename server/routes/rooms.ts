@@ -10,28 +10,28 @@ import { idParam, type RouteModule } from '../route-table.ts';
 import { type ContentSnapshot, perSnapshot } from '../content.ts';
 import { notFound } from '../errors.ts';
 import { SLOTS_CACHE_CONTROL } from '../http-conditional.ts';
-import { KEYED_CACHE_CONTROL, SnapshotAnswer } from '../snapshot-answer.ts';
+import { KEYED_CACHE_CONTROL, SnapshotResponse } from '../snapshot-response.ts';
 
 const keyed = { cacheControl: KEYED_CACHE_CONTROL };
 
-const roomList = perSnapshot((snapshot) => SnapshotAnswer.of({ data: snapshot.rooms }, keyed));
-const roomsById = perSnapshot((snapshot) => new Map(snapshot.rooms.map((room) => [room.id, SnapshotAnswer.of({ data: room }, keyed)])));
+const roomList = perSnapshot((snapshot) => SnapshotResponse.of({ data: snapshot.rooms }, keyed));
+const roomsById = perSnapshot((snapshot) => new Map(snapshot.rooms.map((room) => [room.id, SnapshotResponse.of({ data: room }, keyed)])));
 /** The slot bodies were serialized when the snapshot was built: their bytes and ETags are kept. */
 const slotsById = perSnapshot(
   (snapshot) =>
-    new Map([...snapshot.slotBodies].map(([id, frozen]) => [id, new SnapshotAnswer(frozen.body, { cacheControl: SLOTS_CACHE_CONTROL })])),
+    new Map([...snapshot.slotBodies].map(([id, frozen]) => [id, new SnapshotResponse(frozen.body, { cacheControl: SLOTS_CACHE_CONTROL })])),
 );
 
-function roomAnswer(snapshot: ContentSnapshot, id: number): SnapshotAnswer {
-  const answer = roomsById(snapshot).get(id);
-  if (!answer) throw notFound('No room with this id');
-  return answer;
+function roomResponse(snapshot: ContentSnapshot, id: number): SnapshotResponse {
+  const response = roomsById(snapshot).get(id);
+  if (!response) throw notFound('No room with this id');
+  return response;
 }
 
-function slotsAnswer(snapshot: ContentSnapshot, id: number): SnapshotAnswer {
-  const answer = slotsById(snapshot).get(id);
-  if (!answer) throw notFound('No such room, or no slot data has been baked for it yet');
-  return answer;
+function slotsResponse(snapshot: ContentSnapshot, id: number): SnapshotResponse {
+  const response = slotsById(snapshot).get(id);
+  if (!response) throw notFound('No such room, or no slot data has been baked for it yet');
+  return response;
 }
 
 export const roomRoutes: RouteModule = (api, { content }) => {
@@ -57,7 +57,7 @@ export const roomRoutes: RouteModule = (api, { content }) => {
     access: 'key',
     response: { json: z.object({ data: z.array(Room) }), precompressed: true },
     errors: [304],
-    handler: (ctx) => roomList(content.snapshot).answer(ctx.req),
+    handler: (ctx) => roomList(content.snapshot).responseTo(ctx.req),
   });
 
   api.route({
@@ -70,7 +70,7 @@ export const roomRoutes: RouteModule = (api, { content }) => {
     params: z.object({ id: idParam().describe('room id') }),
     response: { json: z.object({ data: Room }), precompressed: true },
     errors: [304, 404],
-    handler: (ctx, { params }) => roomAnswer(content.snapshot, params.id).answer(ctx.req),
+    handler: (ctx, { params }) => roomResponse(content.snapshot, params.id).responseTo(ctx.req),
   });
 
   api.route({
@@ -83,6 +83,6 @@ export const roomRoutes: RouteModule = (api, { content }) => {
     params: z.object({ id: idParam().describe('room id') }),
     response: { json: z.object({ data: RoomSlotData }), precompressed: true },
     errors: [304, 404],
-    handler: (ctx, { params }) => slotsAnswer(content.snapshot, params.id).answer(ctx.req),
+    handler: (ctx, { params }) => slotsResponse(content.snapshot, params.id).responseTo(ctx.req),
   });
 };

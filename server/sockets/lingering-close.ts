@@ -4,7 +4,7 @@
  * the client is still writing its body. Closing the socket then, with unread bytes in its receive
  * buffer, makes the kernel send a reset, and a reset can reach the client before it has read the
  * answer: Node's http client and fetch report EPIPE/ECONNRESET instead of the refusal. So: write
- * the whole answer and end our side, read and discard the rest of the body, and only then destroy
+ * the whole response and end our side, read and discard the rest of the body, and only then destroy
  * the socket — or at a bound of time and of bytes, whichever comes first, so that no client holds
  * a socket by sending for ever.
  */
@@ -19,8 +19,8 @@ export interface LingerBounds {
   bytes: number;
 }
 
-/** A whole answer written before the request's body is read. */
-export interface ClosingAnswer {
+/** A whole response written before the request's body is read. */
+export interface ClosingResponse {
   status: number;
   headers: Record<string, string>;
   body: string | Buffer;
@@ -57,24 +57,24 @@ export function discardBody(req: IncomingMessage, bounds: LingerBounds = LINGER)
 }
 
 /**
- * Answer `req` while its body is still unread: the whole answer is written and our side of the
+ * Answer `req` while its body is still unread: the whole response is written and our side of the
  * connection ended at once (the client reads it while it sends), then the rest of the body is
  * discarded and the connection destroyed, within `bounds`. A client waiting for `100 Continue`
  * (`bodyWillCome` false) sends no body: its response ends as any other (node closes after it).
  */
-export function answerBeforeBody(
+export function respondBeforeBody(
   req: IncomingMessage,
   res: ServerResponse,
-  answer: ClosingAnswer,
+  response: ClosingResponse,
   bodyWillCome = true,
   bounds: LingerBounds = LINGER,
 ): void {
-  res.writeHead(answer.status, { ...answer.headers, Connection: 'close' });
+  res.writeHead(response.status, { ...response.headers, Connection: 'close' });
   if (!bodyWillCome) {
-    res.end(answer.body);
+    res.end(response.body);
     return;
   }
-  res.write(answer.body);
+  res.write(response.body);
   // The response stays unended: node would destroy the socket after it, unread bytes and all (a reset).
   req.socket.end();
   void discardBody(req, bounds).then((whole) => (whole ? destroyOnceSent(req.socket) : req.socket.destroy()));
@@ -95,7 +95,7 @@ export function destroyOnceSent(socket: Socket): void {
 }
 
 /** Sockets answered by `endAfterClientError`: node's parser reports each later byte as another error. */
-const answeredAfterError = new WeakSet<Socket>();
+const respondedAfterError = new WeakSet<Socket>();
 
 /**
  * A connection whose request node's parser rejected (no request object): send `last` and end our
@@ -103,8 +103,8 @@ const answeredAfterError = new WeakSet<Socket>();
  * parser — and destroy the socket then, or at `bounds`.
  */
 export function endAfterClientError(socket: Socket, last: string, bounds: LingerBounds = LINGER): void {
-  if (answeredAfterError.has(socket)) return;
-  answeredAfterError.add(socket);
+  if (respondedAfterError.has(socket)) return;
+  respondedAfterError.add(socket);
   const timer = setTimeout(() => socket.destroy(), bounds.ms);
   timer.unref();
   const destroyPastBytes = () => {
@@ -112,14 +112,14 @@ export function endAfterClientError(socket: Socket, last: string, bounds: Linger
   };
   socket.on('data', destroyPastBytes);
   socket.once('close', () => clearTimeout(timer));
-  // The client ended its side: nothing unread is left, so closing (once the answer is out) sends no reset.
+  // The client ended its side: nothing unread is left, so closing (once the response is out) sends no reset.
   socket.once('end', () => destroyOnceSent(socket));
   socket.end(last);
   socket.resume();
 }
 
 /** True when `socket` has been answered after a parser error (later errors on it are that client still sending). */
-export const answeredClientError = (socket: Socket): boolean => answeredAfterError.has(socket);
+export const respondedToClientError = (socket: Socket): boolean => respondedAfterError.has(socket);
 
 /** Each connection's latest response (node's 'request' event): a parser error while it is being sent must not write into it. */
 const latestResponse = new WeakMap<Socket, ServerResponse>();

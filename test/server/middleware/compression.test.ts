@@ -6,8 +6,8 @@
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { negotiateEncoding, PUBLIC_CACHE_CONTROL, SnapshotAnswer } from '../../../server/snapshot-answer.ts';
-import type { RawAnswer } from '../../../server/types.ts';
+import { negotiateEncoding, PUBLIC_CACHE_CONTROL, SnapshotResponse } from '../../../server/snapshot-response.ts';
+import type { PreparedResponse } from '../../../server/types.ts';
 import { call, freshIp } from '../guide/helpers.ts';
 import { nodeRequest, type RawResponse } from '../../helpers/raw-http.ts';
 import { type EveryUpstream, startWithEveryUpstream } from '../../client/every-upstream.ts';
@@ -74,23 +74,22 @@ describe('snapshot answers', () => {
 
   it('is compressed once: every request is answered with the same prepared bytes', async () => {
     const rooms = Array.from({ length: 50 }, (_, i) => ({ id: i, title: `Room ${i}` }));
-    const answer = SnapshotAnswer.of({ rooms }, { cacheControl: PUBLIC_CACHE_CONTROL });
+    const snapshot = SnapshotResponse.of({ rooms }, { cacheControl: PUBLIC_CACHE_CONTROL });
     const request = (acceptEncoding: string) => ({ headers: { 'accept-encoding': acceptEncoding } }) as unknown as IncomingMessage;
-    const first = (await answer.answer(request('br'))) as RawAnswer;
-    const second = answer.answer(request('br'));
-    // Once made, the representation is answered synchronously, the very same buffer and headers.
-    expect(second).not.toBeInstanceOf(Promise);
-    expect((second as RawAnswer).body).toBe(first.body);
-    expect((second as RawAnswer).headers).toBe(first.headers);
-    expect(brotliDecompressSync(first.body as Buffer).equals(answer.body)).toBe(true);
+    const first = await snapshot.responseTo(request('br'));
+    const second = await snapshot.responseTo(request('br'));
+    // Once made, the representation is reused: the very same buffer and headers.
+    expect(second.body).toBe(first.body);
+    expect(second.headers).toBe(first.headers);
+    expect(brotliDecompressSync(first.body as Buffer).equals(snapshot.body)).toBe(true);
   });
 
   it('sends identity when encoding would not save bytes', async () => {
-    const tiny = SnapshotAnswer.of({}, { cacheControl: PUBLIC_CACHE_CONTROL });
-    const answer = (await tiny.answer({ headers: { 'accept-encoding': 'br, gzip' } } as unknown as IncomingMessage)) as RawAnswer;
-    expect(answer.headers['Content-Encoding']).toBeUndefined();
-    expect(answer.headers.Vary).toBe('Accept-Encoding');
-    expect(answer.body).toEqual(Buffer.from('{}'));
+    const tiny = SnapshotResponse.of({}, { cacheControl: PUBLIC_CACHE_CONTROL });
+    const response = await tiny.responseTo({ headers: { 'accept-encoding': 'br, gzip' } } as unknown as IncomingMessage);
+    expect(response.headers['Content-Encoding']).toBeUndefined();
+    expect(response.headers.Vary).toBe('Accept-Encoding');
+    expect(response.body).toEqual(Buffer.from('{}'));
   });
 
   it('negotiates as Accept-Encoding says: q-values, wildcards, br preferred on a tie', () => {
