@@ -64,6 +64,7 @@ export interface NavQueryOptions {
   maxPathPolys: number;
 }
 
+/** The defaults of NavQueryOptions, exported beside them as glTF-Transform's functions do. @public */
 export const NAV_QUERY_DEFAULTS: NavQueryOptions = { halfExtents: [2, 4, 2], maxPathPolys: 4096 };
 
 let initialised: Promise<void> | null = null;

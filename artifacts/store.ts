@@ -30,7 +30,7 @@ export const sha256 = (data: Uint8Array | string): string => createHash('sha256'
 export const TEMP_FILE_PATTERN = /^(.+)\.(\d+)\.[0-9a-f]+\.tmp$/;
 
 /** A fresh temp name beside `path`, created by its writer with `wx` (O_EXCL: never through a planted link). */
-export const tempPathFor = (path: string): string => `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
+const tempPathFor = (path: string): string => `${path}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`;
 
 /** Whether a process with this pid is running (signal 0 checks without signalling; EPERM: it runs as another user). */
 function isRunning(pid: number): boolean {

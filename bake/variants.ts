@@ -247,7 +247,7 @@ export class VariantSizeError extends Error {
 }
 
 /** The bytes a variant of a source of `sourceBytes` may take. */
-export const maxVariantBytes = (sourceBytes: number, limits = BAKE_LIMITS): number =>
+const maxVariantBytes = (sourceBytes: number, limits = BAKE_LIMITS): number =>
   Math.min(limits.maxVariantSourceRatio * sourceBytes, limits.maxVariantBytes);
 
 /** Throws a VariantSizeError (one line) when a made variant is over its bound; nothing has been stored yet. */

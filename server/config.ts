@@ -231,7 +231,7 @@ export function openFilesLimit(limits = '/proc/self/limits'): number | null {
 }
 
 /** Half the descriptor limit (the rest: files, the database, upstream calls), 1,024 where it is unknown. */
-export const defaultMaxConnections = (): number => {
+const defaultMaxConnections = (): number => {
   const limit = openFilesLimit();
   return limit === null ? 1_024 : Math.max(64, Math.floor(limit / 2));
 };

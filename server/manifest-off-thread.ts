@@ -20,6 +20,7 @@ export interface ManifestReadOptions {
   timeoutMs: number;
 }
 
+/** The defaults of ManifestReadOptions, exported beside them as glTF-Transform's functions do. @public */
 export const MANIFEST_READ_DEFAULTS: ManifestReadOptions = { chunk: 500, timeoutMs: 120_000 };
 
 /** The worker entry: the TypeScript source from source (through the tsx bootstrap), the bundle from dist/. */

@@ -39,7 +39,7 @@ const gzipped = promisify(gzip);
  * An Accept-Encoding longer than this is treated as absent (issue 43): no browser sends one over a
  * few dozen bytes, and parsing a 12 KB one on every request cost more CPU than the response.
  */
-export const MAX_ACCEPT_ENCODING = 1024;
+const MAX_ACCEPT_ENCODING = 1024;
 /** Accept-Encoding header → the encoding to send; remembered per distinct header (few in practice; bounded: 256 × 1 KB). */
 const chosen = new LRUCache<string, Encoding>({ max: 256 });
 

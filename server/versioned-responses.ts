@@ -12,6 +12,7 @@ export interface VersionedResponsesOptions extends SnapshotResponseOptions {
   maxBytes?: number;
 }
 
+/** The defaults of VersionedResponsesOptions, exported beside them as glTF-Transform's functions do. @public */
 export const VERSIONED_RESPONSES_DEFAULTS = { maxBytes: 32 * 1024 * 1024 } as const;
 
 interface Entry {

@@ -14,7 +14,7 @@ import {
   navigationOf,
 } from '../artifacts/navmesh.ts';
 
-export type FloorSource = 'baked' | 'page';
+type FloorSource = 'baked' | 'page';
 
 export interface WalkableFloor {
   navigation: Navigation;

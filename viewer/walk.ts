@@ -8,7 +8,7 @@
 import { Euler, type PerspectiveCamera, Vector3 } from 'three';
 import { NAVMESH_AGENT, type Navigation, type Vec3 } from '../artifacts/navmesh.ts';
 
-export const EYE_HEIGHT = 1.6;
+const EYE_HEIGHT = 1.6;
 const SPEED = 1.4; // m/s, a gallery stroll
 const LOOK = 0.004; // radians per pixel dragged
 /** A waypoint counts as reached within this many metres. */
@@ -22,6 +22,7 @@ export interface WalkOptions {
   speed: number;
 }
 
+/** The defaults of WalkOptions, exported beside them as glTF-Transform's functions do. @public */
 export const WALK_DEFAULTS: WalkOptions = { speed: 1 };
 
 interface Route {

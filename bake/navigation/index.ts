@@ -25,7 +25,7 @@ export interface RoomNavigation {
 const SPAWN_NODE = /^(spawn|entrance)$/i;
 
 /** World position of an authored `Spawn` / `Entrance` node, if the model has one. */
-export function authoredSpawn(document: Document): Vec3 | null {
+function authoredSpawn(document: Document): Vec3 | null {
   const node = document
     .getRoot()
     .listNodes()

@@ -29,6 +29,7 @@ export interface NavMeshBakeOptions {
   maxGridCells: number;
 }
 
+/** The defaults of NavMeshBakeOptions, exported beside them as glTF-Transform's functions do. @public */
 export const NAVMESH_BAKE_DEFAULTS: NavMeshBakeOptions = {
   agent: NAVMESH_AGENT,
   minRegionArea: 8,
@@ -182,7 +183,7 @@ function keepPiece(piece: Piece, positions: number[], indices: number[]): { posi
 }
 
 /** Warnings for a model whose size says it is not in metres (never rescaled). */
-export function oddUnitWarnings(scene: WorldScene, options: NavMeshBakeOptions = NAVMESH_BAKE_DEFAULTS): string[] {
+function oddUnitWarnings(scene: WorldScene, options: NavMeshBakeOptions = NAVMESH_BAKE_DEFAULTS): string[] {
   const { min, max } = scene.bounds;
   const height = max[1] - min[1];
   const extent = Math.max(max[0] - min[0], max[2] - min[2]);

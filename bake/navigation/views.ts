@@ -20,6 +20,7 @@ export interface ViewOptions {
   frameClearance: number;
 }
 
+/** The defaults of ViewOptions, exported beside them as glTF-Transform's functions do. @public */
 export const VIEW_DEFAULTS: ViewOptions = {
   eyeHeight: 1.6,
   minDistance: 0.8,
@@ -46,7 +47,7 @@ const round3 = (v: number) => Math.round(v * 1000) / 1000;
 const horizontal = (a: Vec3, b: Vec3) => Math.hypot(a[0] - b[0], a[2] - b[2]);
 
 /** Whether a visitor standing at `feet` sees the frame centre and is far enough from it. */
-export function qualifies(feet: Vec3, centre: Vec3, scene: WorldScene, options: ViewOptions = VIEW_DEFAULTS): boolean {
+function qualifies(feet: Vec3, centre: Vec3, scene: WorldScene, options: ViewOptions = VIEW_DEFAULTS): boolean {
   if (horizontal(feet, centre) < options.minDistance) return false;
   const eye: Vec3 = [feet[0], feet[1] + options.eyeHeight, feet[2]];
   const d: Vec3 = [centre[0] - eye[0], centre[1] - eye[1], centre[2] - eye[2]];

@@ -74,6 +74,7 @@ export interface SpeechOptions {
   now?: () => number;
 }
 
+/** The defaults of the speech queue's options, exported beside them as glTF-Transform's functions do. @public */
 export const SPEECH_DEFAULTS = { concurrency: 2, maxWaiting: 32 } as const;
 
 /** Synthesis is backed up: the visitor's player retries shortly instead of waiting behind a flood of clips. */

@@ -13,7 +13,7 @@ import type { GuideContext } from './exhibitions.ts';
 
 const Point = z.tuple([z.number(), z.number(), z.number()]);
 
-export const TourRoom = z
+const TourRoom = z
   .object({
     uid: z.string().describe('placement uid'),
     room: z.number().int().describe('museum room id'),
