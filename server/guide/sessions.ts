@@ -31,7 +31,7 @@ export interface GuideSessionStore {
   putFollowup(key: string, followup: Followup): Promise<void>;
   /** Take the oldest ready follow-up (delivered once), and whether more are still being prepared. */
   takeFollowup(key: string): Promise<{ followup: Followup | null; pending: boolean }>;
-  close(): void | Promise<void>;
+  close(): Promise<void>;
 }
 
 interface Session {
@@ -103,7 +103,7 @@ export class MemorySessionStore implements GuideSessionStore {
     return { followup: s.ready.shift() ?? null, pending: s.pending > 0 };
   }
 
-  close(): void {
+  async close(): Promise<void> {
     clearInterval(this.sweeper);
     this.sessions.clear();
   }
@@ -221,7 +221,7 @@ export class RedisSessionStore implements GuideSessionStore {
     );
   }
 
-  close(): void | Promise<void> {
+  close(): Promise<void> {
     return this.fallback.close();
   }
 }

@@ -27,7 +27,7 @@ export interface Broadcaster {
   here(local: number): number;
   /** Listener places per client IP, at most `max` each (closed with the broadcaster). */
   seats(max: number): IpSeats;
-  close(): void | Promise<void>;
+  close(): Promise<void>;
 }
 
 /** Single-process fan-out: delivery is synchronous, in publish order. */
@@ -51,7 +51,7 @@ export class InProcessBroadcaster implements Broadcaster {
     return new LocalSeats(max);
   }
 
-  close(): void {
+  async close(): Promise<void> {
     this.subscribers.clear();
   }
 }

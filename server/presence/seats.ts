@@ -25,7 +25,7 @@ export interface Seat {
 export interface IpSeats {
   /** A place for a client at `address` (counted by clientBucket: an IPv6 client by its /64), or null when it holds its share already. */
   take(ip: string): Promise<Seat | null>;
-  close(): void | Promise<void>;
+  close(): Promise<void>;
 }
 
 /** Places counted per client IP: entries exist only while an address holds one (bounded by listeners). */
@@ -72,7 +72,7 @@ export class LocalSeats implements IpSeats {
     return Promise.resolve(seatFor(ip, () => this.tally.add(ip, -1)));
   }
 
-  close(): void {}
+  async close(): Promise<void> {}
 }
 
 // ARGV: prefix, instance, ip, max, ttl ms. Returns 1 when admitted, 0 when over the cap.

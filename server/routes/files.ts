@@ -18,17 +18,11 @@ import { VARIANT_FORMATS, VARIANT_WIDTH } from '../image-variants.ts';
 import { FILE_RESPONSE_HEADERS, FILES_PATH_PREFIX } from '../middleware/file-headers.ts';
 import type { PreparedResponse } from '../types.ts';
 
-/** The answer for a plain file request (no transform): from memory when the file is known. */
-function plainFile(files: ArtifactFiles, name: string, req: IncomingMessage): PreparedResponse | Promise<PreparedResponse> {
-  const known = files.cached(name);
-  if (known) {
-    const plan = planFileResponse(known, req.method!, req.headers);
-    if (plan.body === null || Buffer.isBuffer(plan.body)) return plan as PreparedResponse;
-  }
-  return files.byName(name).then((file) => {
-    if (!file) throw notFound();
-    return fileResponse(files, planFileResponse(file, req.method!, req.headers));
-  });
+/** The response to a plain file request (no transform): from memory when the file is known. */
+async function plainFile(files: ArtifactFiles, name: string, req: IncomingMessage): Promise<PreparedResponse> {
+  const file = files.cached(name) ?? (await files.byName(name));
+  if (!file) throw notFound();
+  return fileResponse(files, planFileResponse(file, req.method!, req.headers));
 }
 
 const widthParam = z
