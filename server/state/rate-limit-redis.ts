@@ -59,7 +59,7 @@ interface PendingHit {
   limit: number;
   windowMs: number;
   now: number;
-  resolve: (decision: RateDecision | Promise<RateDecision>) => void;
+  resolve: (decision: RateDecision) => void;
   reject: (err: unknown) => void;
 }
 
@@ -110,9 +110,9 @@ export class RedisRateLimitStore implements RateLimitStore {
   };
 
   private async sendBatch(batch: PendingHit[]): Promise<void> {
-    const decisions = await this.shared.run<Array<RateDecision | Promise<RateDecision>>>(
+    const decisions = await this.shared.run<RateDecision[]>(
       () => this.viaRedis(batch),
-      () => batch.map((hit) => this.fallback.hit(hit.subject, hit.limit, hit.windowMs, hit.now)),
+      () => Promise.all(batch.map((hit) => this.fallback.hit(hit.subject, hit.limit, hit.windowMs, hit.now))),
     );
     batch.forEach((hit, i) => hit.resolve(decisions[i]!));
   }
