@@ -284,7 +284,7 @@ class StoreClient {
    * fails the sync before anything is parsed: by its Content-Length, else as its bytes stream in.
    */
   private async readJson(res: Response, what: string): Promise<unknown> {
-    const tooLarge = () => new SyncError(`content store at ${this.base}: ${what}: the answer is larger than ${this.maxPageBytes} bytes`);
+    const tooLarge = () => new SyncError(`content store at ${this.base}: ${what}: the response is larger than ${this.maxPageBytes} bytes`);
     if (Number(res.headers.get('content-length') ?? 0) > this.maxPageBytes) {
       await res.body?.cancel().catch(() => undefined);
       throw tooLarge();

@@ -1728,7 +1728,7 @@ export interface components {
     parameters: never;
     requestBodies: never;
     headers: {
-        /** @description Keyed answers: private, no-cache (revalidate with If-None-Match); public ones: public, no-cache */
+        /** @description Keyed responses: private, no-cache (revalidate with If-None-Match); public ones: public, no-cache */
         "Cache-Control": string;
         /** @description br or gzip when Accept-Encoding allows it and it saves bytes */
         "Content-Encoding": "br" | "gzip";

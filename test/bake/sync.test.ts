@@ -411,7 +411,7 @@ describe('syncContent', () => {
       const error = await sync(dir, { upstreamUrl: store.url, timeoutMs: 30_000 }).catch((e: unknown) => e);
       expect(error).toBeInstanceOf(SyncError);
       expect((error as Error).message).toBe(
-        `content store at ${store.url}: reading collections (offset 0): the answer is larger than 67108864 bytes`,
+        `content store at ${store.url}: reading collections (offset 0): the response is larger than 67108864 bytes`,
       );
       expect(store.requests).toHaveLength(1); // not retried
       expect(sent).toBeLessThan(128 * 1024 * 1024); // the connection was cut just past 64 MB
@@ -430,7 +430,7 @@ describe('syncContent', () => {
     try {
       const error = await sync(freshDir(), { upstreamUrl: store.url, maxPageBytes: 1_000_000 }).catch((e: unknown) => e);
       expect((error as Error).message).toBe(
-        `content store at ${store.url}: reading collections (offset 0): the answer is larger than 1000000 bytes`,
+        `content store at ${store.url}: reading collections (offset 0): the response is larger than 1000000 bytes`,
       );
     } finally {
       await store.close();

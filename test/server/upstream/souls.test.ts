@@ -243,7 +243,7 @@ describe('museum souls verify against hostile servers', () => {
       const result = await run([`${flood.url}/soul`, '--key', 'k']);
       expect(result.code).toBe(1);
       expect(result.stdout).toBe('');
-      expect(result.stderr).toBe(`museum: could not fetch ${flood.url}/soul: the answer is larger than 4194304 bytes\n`);
+      expect(result.stderr).toBe(`museum: could not fetch ${flood.url}/soul: the response is larger than 4194304 bytes\n`);
     } finally {
       await flood.close();
     }
