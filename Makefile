@@ -9,7 +9,7 @@ CONTENT_DIR ?= content
 # VITEST_ARGS: passed to vitest by `make test` and `make test-node24` (files to run, reporters).
 VITEST_ARGS ?=
 
-.PHONY: run test test-node24 install build deps sample bake serve typecheck lint unused client bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer bench-publish screenshots clean
+.PHONY: run test test-node24 install build deps sample bake serve typecheck lint unused client bench bench-bake bench-slots bench-serve bench-upstreams bench-presence bench-viewer bench-publish bench-soak screenshots clean
 
 # Install npm packages (lockfile-exact) and the few Debian packages the project uses.
 install: node_modules/.install-stamp
@@ -83,6 +83,9 @@ screenshots: build
 	npx tsx scripts/screenshots.ts
 bench-publish: build
 	npx tsx bench/publish.ts
+# What held in issue 43's attack round: acknowledged writes through kill -9, aborted downloads, presence backpressure, hostile input, a soak.
+bench-soak: build
+	npx tsx bench/soak.ts
 
 clean:
 	rm -rf $(DATA_DIR)/files $(DATA_DIR)/cache $(DATA_DIR)/manifest.json $(DATA_DIR)/report.html $(CONTENT_DIR)

@@ -51,7 +51,8 @@ const CODE_FOR_STATUS: Record<number, string[]> = {
   503: ['UNCONFIGURED'],
 };
 
-const HOSTILE: string[] = [
+/** Hostile strings, invalid JSON bodies and wrong methods (bench/soak.ts sends some of them too). */
+export const HOSTILE: string[] = [
   '',
   ' ',
   '..',
@@ -107,7 +108,7 @@ const HOSTILE: string[] = [
   'museum_' + 'z'.repeat(48),
 ];
 
-const BAD_JSON: string[] = [
+export const BAD_JSON: string[] = [
   '{',
   '{"a":',
   'nul',
@@ -126,7 +127,7 @@ const BAD_JSON: string[] = [
   '['.repeat(20_000) + ']'.repeat(20_000),
 ];
 
-const METHODS_WRONG = ['PUT', 'DELETE', 'PATCH', 'OPTIONS', 'PROPFIND', 'TRACE', 'PURGE', 'LINK', 'SEARCH', 'MKCOL'];
+export const METHODS_WRONG = ['PUT', 'DELETE', 'PATCH', 'OPTIONS', 'PROPFIND', 'TRACE', 'PURGE', 'LINK', 'SEARCH', 'MKCOL'];
 
 interface Target {
   method: string;
