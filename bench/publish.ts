@@ -1,22 +1,10 @@
-/**
- * `make bench-publish`: does a server keep answering while it picks up a large bake (issue 43, the
- * publish stall)? `museum serve` (bin/museum, the dist/ bundle) runs on a small fixture bake; a
- * manifest of 200,000 artworks, written beforehand into a staging directory, is then renamed over
- * the published one, and this process asks GET /healthz every few ms until the server's log says the
- * new snapshot is loaded (and 2 s more). Figures: /healthz p50 / p99 / max over that window, and
- * how long the pickup took. A healthy server answers /healthz within a few ms throughout.
- *
- * Settings: BENCH_ROOT (the checkout whose bin/museum serves, default this one: point it at an
- * export of main for the "before"), BENCH_ARTWORKS (200000), BENCH_INTERVAL_MS (5), BENCH_NODE_ARGS (V8
- * flags for the server, e.g. --trace-gc; its stdout is then shown).
- */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, copyFileSync, mkdtempSync, openSync, readFileSync, renameSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { Agent, get as httpGet } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
+import { type MuseumServe, startMuseumServe } from './museum-serve.ts';
 
 const ROOT = resolve(process.env.BENCH_ROOT ?? resolve(fileURLToPath(import.meta.url), '../..'));
 const ARTWORKS = Number(process.env.BENCH_ARTWORKS ?? 200_000);
@@ -35,32 +23,11 @@ async function loopDelay(url: string): Promise<{ max: number; p99: number }> {
 const sleep = (ms: number) => new Promise((done) => setTimeout(done, ms));
 const loads = (logPath: string) => readFileSync(logPath, 'utf8').match(LOADED)?.length ?? 0;
 
-async function startServer(dataDir: string, logPath: string): Promise<{ child: ChildProcess; url: string }> {
-  const logFd = openSync(logPath, 'w');
-  // BENCH_NODE_ARGS: V8 flags for the server (e.g. --trace-gc, --cpu-prof), as bin/museum starts it.
-  const nodeArgs = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const child = spawn('node', ['--no-memory-reducer', ...nodeArgs, join(ROOT, 'bin/museum.js'), 'serve'], {
-    cwd: ROOT,
-    env: {
-      PATH: process.env.PATH,
-      HOME: process.env.HOME,
-      METRICS_TOKEN,
-      PORT: '0',
-      HOST: '127.0.0.1',
-      DATA_DIR: dataDir,
-      LOG_LEVEL: 'info',
-    },
-    stdio: ['ignore', process.env.BENCH_NODE_ARGS ? 'inherit' : 'ignore', logFd],
-  });
-  closeSync(logFd);
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const port = /museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.exec(readFileSync(logPath, 'utf8'))?.[1];
-    if (port) return { child, url: `http://127.0.0.1:${port}` };
-    if (child.exitCode !== null || Date.now() > deadline)
-      throw new Error(`museum serve did not start: ${readFileSync(logPath, 'utf8').slice(-500)}`);
-    await sleep(50);
-  }
+function startServer(dataDir: string, logPath: string): Promise<MuseumServe> {
+  // BENCH_NODE_ARGS: V8 flags for the server (e.g. --trace-gc, --cpu-prof); its stdout is then shown.
+  const nodeFlags = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const env = { METRICS_TOKEN, DATA_DIR: dataDir, LOG_LEVEL: 'info' };
+  return startMuseumServe({ root: ROOT, env, logPath, nodeFlags, stdout: nodeFlags.length > 0 ? 'inherit' : 'ignore' });
 }
 
 /** One GET /healthz on a kept-alive connection: its latency in ms. */

@@ -25,8 +25,8 @@
  * BENCH_PROFILE=1 measures no ratios: it runs the museum and the minimal Koa app under V8's profiler
  * through slots and slots 304 and prints what each middleware costs per request (bench/serve-profile.ts).
  */
-import { type ChildProcess, fork, spawn, spawnSync } from 'node:child_process';
-import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { type ChildProcess, fork, spawnSync } from 'node:child_process';
+import { createReadStream, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { get as httpGet } from 'node:http';
@@ -39,11 +39,12 @@ import autocannon from 'autocannon';
 import { fileUrl } from '../artifacts/format.ts';
 import { putContentFile } from '../artifacts/store.ts';
 import { getIO } from '../bake/gltf-io.ts';
-import { missingServerFlags, SERVER_NODE_FLAGS } from '../server/cli.ts';
+import { SERVER_NODE_FLAGS } from '../server/cli.ts';
 import { openStateDb } from '../server/state/db.ts';
 import { SqliteKeyStore } from '../server/state/keys.ts';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
 import { freshBundle } from '../bin/fresh-bundle.js';
+import { startMuseumServe } from './museum-serve.ts';
 import { hottestFunctions, ProfileReader, profileTable, type Window } from './serve-profile.ts';
 import { headerOf, type Rival, type RivalBytes, serveRival, type WireAnswer } from './serve-rivals.ts';
 
@@ -75,36 +76,10 @@ interface ServerProcess {
   url: string;
 }
 
-/**
- * `museum serve` as an operator starts it (bin/museum, as npx runs it), its stderr (the access log)
- * written to `logPath`; resolves once it says where it serves.
- */
+/** `museum serve` as an operator starts it, its stderr (the access log) written to `logPath`. */
 async function startMuseum(env: Record<string, string>, logPath: string, profileFlags: string[] = []): Promise<ServerProcess> {
-  const logFd = openSync(logPath, 'w');
-  // Profiled (BENCH_PROFILE): node with bin/museum's flags and the profiler's (not allowed in NODE_OPTIONS).
-  const [command, args] =
-    profileFlags.length === 0
-      ? [join(ROOT, 'bin/museum'), ['serve']]
-      : [process.execPath, [...SERVER_NODE_FLAGS, ...profileFlags, join(ROOT, 'bin/museum.js'), 'serve']];
-  const child = spawn(command, args, {
-    cwd: ROOT,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, PORT: '0', HOST: '127.0.0.1', ...env },
-    stdio: ['ignore', 'ignore', logFd],
-  });
-  closeSync(logFd);
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const port = /museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.exec(readFileSync(logPath, 'utf8'))?.[1];
-    if (port) {
-      // Measuring a server without its node flags would measure a configuration nobody ships.
-      const missing = missingServerFlags(readFileSync(`/proc/${child.pid}/cmdline`, 'utf8').split('\0'));
-      if (missing.length > 0) throw new Error(`museum serve runs without ${missing.join(' ')}`);
-      return { child, url: `http://127.0.0.1:${port}` };
-    }
-    if (child.exitCode !== null || Date.now() > deadline)
-      throw new Error(`museum serve did not start: ${readFileSync(logPath, 'utf8').slice(-500)}`);
-    await new Promise((done) => setTimeout(done, 50));
-  }
+  const { child, url } = await startMuseumServe({ root: ROOT, env, logPath, nodeFlags: profileFlags });
+  return { child, url };
 }
 
 /**
@@ -456,11 +431,11 @@ function summaryTable(rows: Row[], results: Results): { lines: string[]; missed:
           .toFixed(1)
           .padStart(10),
         ratio.padStart(8),
-        ' ' + verdict.padEnd(12),
+        ` ${verdict.padEnd(12)}`,
         Math.round(median(figures.map((x) => x.rps)))
           .toString()
           .padStart(8),
-        ' ' + rounds,
+        ` ${rounds}`,
       ].join(' ');
     lines.push(figureLine('museum', museum, '', '', museum.map((x) => x.cpuUs.toFixed(1)).join(' ')));
     const others = [

@@ -27,14 +27,14 @@
  *                   address); no 5xx and no transport error; the server's VmRSS sampled every
  *                   second, the mean of the last 20 s at most 1.15× the mean of the 20 s before
  *
- * Settings: BENCH_ROOT (the checkout whose bin/museum.js serves, default this one), BENCH_SOAK_S (60),
+ * Settings: BENCH_ROOT (the checkout whose bin/museum serves, default this one), BENCH_SOAK_S (60),
  * BENCH_KILL_AFTER_S (5: registration load before the SIGKILL), BENCH_KEYS (12, created around the
  * kill), BENCH_ABORTS (600), BENCH_STALLED (4 stalled presence listeners). About 80 s by default.
  * Exit 1 when a check fails.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { Agent, type IncomingHttpHeaders, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -46,6 +46,7 @@ import { putContentFile } from '../artifacts/store.ts';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
 import { BAD_JSON, HOSTILE, METHODS_WRONG } from '../test/helpers/bad-input.ts';
 import { rawRequest } from '../test/helpers/raw-http.ts';
+import { startMuseumServe } from './museum-serve.ts';
 
 const ROOT = resolve(process.env.BENCH_ROOT ?? resolve(fileURLToPath(import.meta.url), '../..'));
 const SOAK_S = Number(process.env.BENCH_SOAK_S ?? 60);
@@ -85,27 +86,12 @@ interface Server {
   pid: number;
 }
 
-/** `museum serve` as publish.ts starts it; resolves once its log says where it listens. */
 async function startServer(env: Env, name: string): Promise<Server> {
-  const logPath = join(env.logDir, `${name}.log`);
-  const logFd = openSync(logPath, 'w');
-  const child = spawn('node', ['--no-memory-reducer', join(ROOT, 'bin/museum.js'), 'serve'], {
-    cwd: ROOT,
-    env: { ...cliEnv(env), PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info' },
-    stdio: ['ignore', 'ignore', logFd],
-  });
-  closeSync(logFd);
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    const port = /museum: serving .* at http:\/\/127\.0\.0\.1:(\d+)/.exec(readFileSync(logPath, 'utf8'))?.[1];
-    if (port) return { child, port: Number(port), pid: child.pid! };
-    if (child.exitCode !== null || Date.now() > deadline)
-      throw new Error(`museum serve did not start: ${readFileSync(logPath, 'utf8').slice(-500)}`);
-    await sleep(50);
-  }
+  const started = await startMuseumServe({ root: ROOT, env: serverEnv(env), logPath: join(env.logDir, `${name}.log`) });
+  return { child: started.child, port: started.port, pid: started.child.pid! };
 }
 
-const cliEnv = (env: Env) => ({ PATH: process.env.PATH, HOME: process.env.HOME, DATA_DIR: env.dataDir, STATE_DB: env.stateDb });
+const serverEnv = (env: Env) => ({ DATA_DIR: env.dataDir, STATE_DB: env.stateDb, LOG_LEVEL: 'info' });
 
 const exited = (child: ChildProcess) =>
   child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise<void>((done) => child.once('exit', () => done()));
@@ -113,7 +99,7 @@ const exited = (child: ChildProcess) =>
 const fdCount = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 const rssMb = (pid: number) => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
-interface Answer {
+interface WireResponse {
   status: number;
   headers: IncomingHttpHeaders;
   body: Buffer;
@@ -129,7 +115,7 @@ interface Send {
 }
 
 /** One request; rejects on a transport error (reset, refused). */
-function send(port: number, o: Send): Promise<Answer> {
+function send(port: number, o: Send): Promise<WireResponse> {
   const headers = { ...o.headers, ...(o.body === undefined ? {} : { 'content-length': String(Buffer.byteLength(o.body)) }) };
   return new Promise((done, fail) => {
     const req = request({
@@ -152,7 +138,7 @@ function send(port: number, o: Send): Promise<Answer> {
   });
 }
 
-const json = (a: Answer) => JSON.parse(a.body.toString('utf8')) as { data?: Record<string, unknown> };
+const json = (a: WireResponse) => JSON.parse(a.body.toString('utf8')) as { data?: Record<string, unknown> };
 
 /**
  * Client addresses 127.<block>.x.y, each handed out once: the per-IP budgets (6 registrations and 60
@@ -169,9 +155,9 @@ function addresses(block: number): () => string {
 /** `museum keys create` (the operators' interface); the key when it exited 0 with one. */
 function createKey(env: Env, name: string): Promise<string | null> {
   return new Promise((done) => {
-    const child = spawn('node', ['--no-memory-reducer', join(ROOT, 'bin/museum.js'), 'keys', 'create', '--name', name, '--json'], {
+    const child = spawn(join(ROOT, 'bin/museum'), ['keys', 'create', '--name', name, '--json'], {
       cwd: ROOT,
-      env: cliEnv(env),
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...serverEnv(env) },
       stdio: ['ignore', 'pipe', 'ignore'],
     });
     let out = '';
