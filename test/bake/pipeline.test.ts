@@ -64,12 +64,24 @@ async function expectIntact(dataDir: string): Promise<Manifest> {
 
 const statuses = (summary: BakeSummary) => Object.fromEntries(summary.rooms.map((r) => [r.id, r.status]));
 
+let sampleBake: Promise<{ data: string; summary: BakeSummary }> | undefined;
+/** The sample content baked once; a test that starts from a complete bake edits a copy of it. */
+const bakedSample = () =>
+  (sampleBake ??= (async () => {
+    const data = tmp('museum-pipeline-data-');
+    return { data, summary: await bakeRooms({ contentDir: sample, dataDir: data, concurrency: 2 }) };
+  })());
+const copyOfBakedSample = async () => {
+  const dir = tmp('museum-pipeline-data-copy-');
+  cpSync((await bakedSample()).data, dir, { recursive: true });
+  return dir;
+};
+
 describe('baking the sample content', () => {
   let data: string;
   let summary: BakeSummary;
   beforeAll(async () => {
-    data = tmp('museum-pipeline-data-');
-    summary = await bakeRooms({ contentDir: sample, dataDir: data, concurrency: 2 });
+    ({ data, summary } = await bakedSample());
   }, 300_000);
 
   it('bakes every room and publishes a complete manifest', async () => {
@@ -196,8 +208,7 @@ describe('baking the sample content', () => {
 describe('incremental re-bakes', () => {
   it('rebuilds exactly what changed; metadata alone needs no bake; --force and --only override', async () => {
     const content = copyOfSample();
-    const data = tmp('museum-pipeline-inc-');
-    await bakeRooms({ contentDir: content, dataDir: data, concurrency: 2 });
+    const data = await copyOfBakedSample();
     const first = (await readManifest(data))!;
 
     await editRooms(content, (rooms) => {
@@ -232,9 +243,9 @@ describe('incremental re-bakes', () => {
 describe('stable anchors through re-bakes', () => {
   it('N → N+4 → N keeps the first N generated anchors, and the summary says what changed', async () => {
     const content = copyOfSample();
-    const data = tmp('museum-pipeline-stable-');
+    const data = await copyOfBakedSample();
     const annex = 7;
-    const first = await bakeRooms({ contentDir: content, dataDir: data, concurrency: 1 });
+    const { summary: first } = await bakedSample();
     const n = (await readManifest(data))!.rooms.find((r) => r.id === annex)!.slots;
     expect(first.rooms.find((r) => r.id === annex)!.slot_changes).toMatchObject({ added: n, had_previous: false });
     const slotsOf = async () => {
