@@ -73,41 +73,46 @@ export interface ContentSnapshot {
   readonly storedStills: ReadonlyMap<number, FileRef>;
 }
 
+/** A manifest room as the API shows it: file references as URLs under PUBLIC_URL. */
+function publicRoom(room: ManifestRoom, publicUrl: string): Room {
+  const url = (ref: ManifestRoom['model']) => (ref ? fileUrl(publicUrl, ref) : null);
+  return {
+    id: room.id,
+    title: room.title,
+    architect: room.architect,
+    description: room.description,
+    series: room.series,
+    slots: room.slots,
+    // The content store may hand a token id over as a number; clients get one type.
+    token_id: room.token_id === null ? null : String(room.token_id),
+    image_url: url(room.image),
+    thumbnail_url: url(room.thumbnail),
+    model_url: url(room.model),
+    model_optimized_url: url(room.model_optimized),
+    slot_data_url: room.slot_data ? `${publicUrl}/v1/rooms/${room.id}/slots` : null,
+    navmesh_url: url(room.navmesh ?? null),
+    spawn: room.spawn ?? null,
+    model_variants: (room.model_variants ?? []).map(({ name, file, extensions_required, max_texture_size }) => ({
+      name,
+      url: fileUrl(publicUrl, file),
+      bytes: file.bytes,
+      extensions_required,
+      max_texture_size,
+    })),
+  };
+}
+
 async function buildSnapshot(dataDir: string, manifest: Manifest, publicUrl: string): Promise<ContentSnapshot> {
   const rooms: Room[] = [];
   const roomsById = new Map<number, ManifestRoom>();
   const slotBodies = new Map<number, FrozenBody>();
-  const url = (ref: ManifestRoom['model']) => (ref ? fileUrl(publicUrl, ref) : null);
   for (const room of manifest.rooms) {
     roomsById.set(room.id, room);
     if (room.slot_data) {
       const data = readRoomSlotData(JSON.parse(await fs.readFile(filePath(dataDir, room.slot_data), 'utf8')), room);
       slotBodies.set(room.id, freeze({ data }));
     }
-    rooms.push({
-      id: room.id,
-      title: room.title,
-      architect: room.architect,
-      description: room.description,
-      series: room.series,
-      slots: room.slots,
-      // The content store may hand a token id over as a number; clients get one type.
-      token_id: room.token_id === null ? null : String(room.token_id),
-      image_url: url(room.image),
-      thumbnail_url: url(room.thumbnail),
-      model_url: url(room.model),
-      model_optimized_url: url(room.model_optimized),
-      slot_data_url: room.slot_data ? `${publicUrl}/v1/rooms/${room.id}/slots` : null,
-      navmesh_url: url(room.navmesh ?? null),
-      spawn: room.spawn ?? null,
-      model_variants: (room.model_variants ?? []).map(({ name, file, extensions_required, max_texture_size }) => ({
-        name,
-        url: fileUrl(publicUrl, file),
-        bytes: file.bytes,
-        extensions_required,
-        max_texture_size,
-      })),
-    });
+    rooms.push(publicRoom(room, publicUrl));
   }
   const collectionsBySlug = new Map(manifest.collections.map((c) => [c.slug, c]));
   const museumCollectionOf = new Map<number, string>();
