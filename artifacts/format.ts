@@ -51,8 +51,6 @@ export function isSlotMaterialName(name: string | null | undefined): boolean {
 
 const Vec3 = z.tuple([z.number(), z.number(), z.number()]);
 const Quat = z.tuple([z.number(), z.number(), z.number(), z.number()]);
-type Vec3 = z.infer<typeof Vec3>;
-type Quat = z.infer<typeof Quat>;
 
 /**
  * Where the anchors are (decisions, "Artifacts": frame and units): the glTF scene's own frame —
@@ -223,7 +221,6 @@ export type Artwork = z.infer<typeof Artwork>;
 
 /** The model variants a room is baked in (decisions, "Model variants"); `draco` is model_optimized itself. */
 const MODEL_VARIANT_NAMES = ['draco', 'meshopt', 'plain', 'ktx2'] as const;
-type ModelVariantName = (typeof MODEL_VARIANT_NAMES)[number];
 
 /** What a loader must support, and the longest texture side: read back from the written GLB. */
 export const ModelVariantFacts = z.object({
@@ -243,7 +240,6 @@ const RoomModelVariant = ModelVariantFacts.extend({
   url: z.string(),
   bytes: z.number().int().min(0).describe('bytes of the file (identity); /files sends it br/gzip-encoded when the client accepts it'),
 }).meta({ id: 'RoomModelVariant' });
-type RoomModelVariant = z.infer<typeof RoomModelVariant>;
 
 /** The public Room (spec's twelve fields, meanings unchanged) plus its model variants. */
 export const Room = z

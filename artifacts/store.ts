@@ -177,7 +177,7 @@ const historyName = (bakeId: string) => `${bakeId.replace(/[^A-Za-z0-9_.-]/g, '_
  */
 export async function publishManifest(dataDir: string, manifest: Manifest): Promise<void> {
   const checked = Manifest.parse(manifest);
-  const text = JSON.stringify(checked, null, 1) + '\n';
+  const text = `${JSON.stringify(checked, null, 1)}\n`;
   const paths = artifactPaths(dataDir);
   await writeFileAtomic(join(paths.manifests, historyName(checked.bake_id)), text);
   await writeFileAtomic(paths.manifest, text);
@@ -305,7 +305,7 @@ export async function lockDataDir(dataDir: string): Promise<() => Promise<void>>
   // The lock appears with its holder already written in it (a hard link to a finished file), so a
   // second bake never reads a half-written lock: it names the holder, however the two interleave.
   const mine = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.new`;
-  await fs.writeFile(mine, JSON.stringify(me) + '\n');
+  await fs.writeFile(mine, `${JSON.stringify(me)}\n`);
   try {
     return await takeLock(path, mine, dataDir, me.host);
   } finally {

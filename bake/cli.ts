@@ -148,7 +148,7 @@ export function summaryTable(summary: BakeSummary, reportPath: string | null = s
     (summary.published ? `published ${summary.bake_id}` : 'nothing changed, manifest kept');
   const gc = summary.gc ? [gcLine(summary.gc)] : [];
   const report = reportPath ? [reportLocation(reportPath)] : [];
-  return [line(header), ...rows.map(line), total, ...gc, ...report].join('\n') + '\n';
+  return `${[line(header), ...rows.map(line), total, ...gc, ...report].join('\n')}\n`;
 }
 
 function gcLine(gc: GcSummary): string {

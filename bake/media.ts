@@ -181,7 +181,7 @@ export function normalizeArtwork(record: ContentArtwork, options: NormalizeOptio
   const animationMedia = animation ? media(animation, gateway) : null;
 
   // 3. Ratio from the first trustworthy dimensions.
-  const dims = [stillMedia, animationMedia].find((m) => m && m.width && m.height);
+  const dims = [stillMedia, animationMedia].find((m) => m?.width && m.height);
   const ratio = dims ? dims.width! / dims.height! : 1;
 
   return {

@@ -11,7 +11,7 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import { availableParallelism } from 'node:os';
-import { join, resolve as resolvePath } from 'node:path';
+import { resolve as resolvePath } from 'node:path';
 import pMap from 'p-map';
 import {
   artifactPaths,

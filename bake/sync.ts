@@ -562,7 +562,7 @@ async function syncRoom(r: StoreRecord, files: FileFetcher, warnings: string[]):
 /** The content files (records sorted by id) and the sync state, written into `dir`. */
 async function writeContent(dir: string, content: Omit<Content, 'dir'>, state: SyncState): Promise<void> {
   const byId = <T extends { id: number }>(list: T[]) => [...list].sort((a, b) => a.id - b.id);
-  const write = (file: string, value: unknown) => writeFileAtomic(join(dir, file), JSON.stringify(value, null, 1) + '\n');
+  const write = (file: string, value: unknown) => writeFileAtomic(join(dir, file), `${JSON.stringify(value, null, 1)}\n`);
   await Promise.all([
     write(CONTENT_FILES.collections, byId(content.collections)),
     write(CONTENT_FILES.artworks, byId(content.artworks)),

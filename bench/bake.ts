@@ -40,6 +40,7 @@ import { bakeRoom } from '../bake/room.ts';
 import { writeSampleContent } from '../bake/sample/generate.ts';
 import { RoomBuilder } from '../bake/sample/room-builder.ts';
 import { RSS_POLL_MS } from '../bake/workers.ts';
+import { median } from './stats.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('..', import.meta.url)));
 const SHARED = resolve(ROOT, '../shared/assets');
@@ -92,7 +93,6 @@ function run(command: string, args: string[], outFile?: string): Timed & { stdou
 
 // The machine is shared: the fastest of the repeats is the run least disturbed by others.
 const best = (xs: number[]) => Math.min(...xs);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const kb = (n: number) => `${(n / 1024).toFixed(0)} KB`;
 const s = (ms: number) => `${(ms / 1000).toFixed(2)} s`;
 const angles = (e: { p50: number; p99: number; max: number } | null) =>
@@ -541,12 +541,12 @@ async function main() {
   rmSync(WORK, { recursive: true, force: true });
   mkdirSync(WORK, { recursive: true });
   if (process.env.BENCH_BAKE_ONLY === 'variants') {
-    process.stdout.write(variantLines(await variantCost(Math.max(repeats, 5))).join('\n') + '\n');
+    process.stdout.write(`${variantLines(await variantCost(Math.max(repeats, 5))).join('\n')}\n`);
     return;
   }
   if (process.env.BENCH_BAKE_ONLY === 'workers') {
     const workers = await workerRooms(Math.max(repeats, 3));
-    process.stdout.write(workerLines(workers).join('\n') + '\n');
+    process.stdout.write(`${workerLines(workers).join('\n')}\n`);
     await writeFile(join(ROOT, '.bench', 'bake-workers.json'), JSON.stringify(workers, null, 1));
     return;
   }
@@ -639,7 +639,7 @@ async function main() {
     ...variantLines(variantRows),
     ...workerLines(workerRows),
   );
-  process.stdout.write(lines.join('\n') + '\n');
+  process.stdout.write(`${lines.join('\n')}\n`);
   await writeFile(
     join(ROOT, '.bench', 'bake.json'),
     JSON.stringify(

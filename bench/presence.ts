@@ -26,6 +26,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { percentile } from './stats.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const env = (name: string, def: number) => (process.env[name] ? Number(process.env[name]) : def);
@@ -245,8 +246,6 @@ function ping(port: number, path: string, seq: number, localAddress: string): Pr
     req.end(body);
   });
 }
-
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 
 async function main(): Promise<void> {
   // The server role inherits REDIS_URL from this process's environment.

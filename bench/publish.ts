@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { publishFixtureBake } from '../test/helpers/artifacts.ts';
 import { type MuseumServe, startMuseumServe } from './museum-serve.ts';
+import { percentile } from './stats.ts';
 
 const ROOT = resolve(process.env.BENCH_ROOT ?? resolve(fileURLToPath(import.meta.url), '../..'));
 const ARTWORKS = Number(process.env.BENCH_ARTWORKS ?? 200_000);
@@ -40,8 +41,6 @@ function healthz(url: string, agent: Agent): Promise<number> {
     }).on('error', fail),
   );
 }
-
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 
 async function main(): Promise<void> {
   const work = mkdtempSync(join(tmpdir(), 'bench-publish-'));

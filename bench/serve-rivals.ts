@@ -27,28 +27,28 @@ import { LOG_DESTINATION } from '../server/log.ts';
 export const RIVALS = ['spec', 'fastify', 'koa', 'express', 'floor'] as const;
 export type Rival = (typeof RIVALS)[number];
 
-/** An answer as it is on the wire: its status, raw header list (names as sent) and body. */
-export interface WireAnswer {
+/** A response as it is on the wire: its status, raw header list (names as sent) and body. */
+export interface WireResponse {
   status: number;
   headers: string[];
   body: Buffer;
 }
 
-/** The museum's answers the rivals send, fetched once from a museum (less Date, Connection, Keep-Alive and the request id). */
+/** The museum's responses the rivals send, fetched once from a museum (less Date, Connection, Keep-Alive and the request id). */
 export interface RivalBytes {
-  slots: WireAnswer;
-  slotsNotModified: WireAnswer;
-  glb: WireAnswer;
-  artworks: WireAnswer;
+  slots: WireResponse;
+  slotsNotModified: WireResponse;
+  glb: WireResponse;
+  artworks: WireResponse;
 }
 
 export const SLOTS_ROUTE = '/v1/rooms/:id/slots';
 const ROOM_ID = /^[1-9]\d{0,15}$/;
 const INCOMING_ID = /^[\w.:-]{1,64}$/;
 
-export const headerOf = (answer: WireAnswer, name: string): string | null => {
-  const at = answer.headers.findIndex((n) => n.toLowerCase() === name);
-  return at < 0 ? null : answer.headers[at + 1]!;
+export const headerOf = (response: WireResponse, name: string): string | null => {
+  const at = response.headers.findIndex((n) => n.toLowerCase() === name);
+  return at < 0 ? null : response.headers[at + 1]!;
 };
 
 /** Request ids as the museum makes them: the caller's sane one, else a process prefix and a counter. */
@@ -58,11 +58,11 @@ function requestIds(): (incoming: string | string[] | undefined) => string {
   return (incoming) => (typeof incoming === 'string' && INCOMING_ID.test(incoming) ? incoming : `${prefix}-${(++sequence).toString(36)}`);
 }
 
-/** What a rival needs of the slots answers: the room's bytes, ETag and header objects (less the id). */
-function slotAnswers(bytes: RivalBytes) {
-  const asObject = (answer: WireAnswer) => {
+/** What a rival needs of the slots responses: the room's bytes, ETag and header objects (less the id). */
+function slotResponses(bytes: RivalBytes) {
+  const asObject = (response: WireResponse) => {
     const headers: Record<string, string> = {};
-    for (let i = 0; i < answer.headers.length; i += 2) headers[answer.headers[i]!] = answer.headers[i + 1]!;
+    for (let i = 0; i < response.headers.length; i += 2) headers[response.headers[i]!] = response.headers[i + 1]!;
     return headers;
   };
   return {
@@ -89,7 +89,7 @@ const pathOf = (url: string) => {
 };
 
 function specServer(bytes: RivalBytes, log: Logger): Server {
-  const slots = slotAnswers(bytes);
+  const slots = slotResponses(bytes);
   const idOf = requestIds();
   const ok = Object.entries(slots.ok).flat();
   const notModified = Object.entries(slots.notModified).flat();
@@ -120,7 +120,7 @@ function specServer(bytes: RivalBytes, log: Logger): Server {
 }
 
 async function fastifyServer(bytes: RivalBytes, log: Logger): Promise<Server> {
-  const slots = slotAnswers(bytes);
+  const slots = slotResponses(bytes);
   const idOf = requestIds();
   const app = fastify({ logger: false, genReqId: (req) => idOf(req.headers['x-request-id']) });
   const cors = { 'Access-Control-Allow-Origin': '*', 'Access-Control-Expose-Headers': '*' };
@@ -149,7 +149,7 @@ const logWhenFinished = (log: Logger, req: IncomingMessage, res: ServerResponse,
 };
 
 function koaServer(bytes: RivalBytes, log: Logger): Server {
-  const slots = slotAnswers(bytes);
+  const slots = slotResponses(bytes);
   const idOf = requestIds();
   const app = new Koa();
   app.use(async (ctx, next) => {
@@ -180,7 +180,7 @@ function koaServer(bytes: RivalBytes, log: Logger): Server {
 }
 
 function expressServer(bytes: RivalBytes, log: Logger): Server {
-  const slots = slotAnswers(bytes);
+  const slots = slotResponses(bytes);
   const idOf = requestIds();
   const app = express();
   app.disable('x-powered-by');
@@ -208,19 +208,19 @@ function expressServer(bytes: RivalBytes, log: Logger): Server {
 
 /** The museum's bytes and nothing else, header lists built once: the floor of the /files and keyed rows. */
 function floorServer(bytes: RivalBytes): Server {
-  const prepared = (answer: WireAnswer) => {
-    const type = headerOf(answer, 'content-type')!;
-    return { body: answer.body, list: ['Content-Type', type, 'Content-Length', String(answer.body.length)] };
+  const prepared = (response: WireResponse) => {
+    const type = headerOf(response, 'content-type')!;
+    return { body: response.body, list: ['Content-Type', type, 'Content-Length', String(response.body.length)] };
   };
-  const answers = new Map([
+  const responses = new Map([
     ['/slots', prepared(bytes.slots)],
     ['/glb', prepared(bytes.glb)],
   ]);
   const keyed = prepared(bytes.artworks);
   return createServer((req, res) => {
-    const answer = answers.get(req.url!) ?? keyed;
-    res.writeHead(200, answer.list);
-    res.end(answer.body);
+    const response = responses.get(req.url!) ?? keyed;
+    res.writeHead(200, response.list);
+    res.end(response.body);
   });
 }
 

@@ -46,7 +46,8 @@ import { publishFixtureBake } from '../test/helpers/artifacts.ts';
 import { freshBundle } from '../bin/fresh-bundle.js';
 import { startMuseumServe } from './museum-serve.ts';
 import { hottestFunctions, ProfileReader, profileTable, type Window } from './serve-profile.ts';
-import { headerOf, type Rival, type RivalBytes, serveRival, type WireAnswer } from './serve-rivals.ts';
+import { headerOf, type Rival, type RivalBytes, serveRival, type WireResponse } from './serve-rivals.ts';
+import { median } from './stats.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const ROOT = resolve(SELF, '../..');
@@ -83,10 +84,10 @@ async function startMuseum(env: Record<string, string>, logPath: string, profile
 }
 
 /**
- * The museum's answer to `url`, less what node adds to every answer itself (Date, Connection,
+ * The museum's response to `url`, less what node adds to every response itself (Date, Connection,
  * Keep-Alive) and the request id: what the floors send back.
  */
-function wireAnswer(url: string, headers: Record<string, string> = {}): Promise<WireAnswer> {
+function wireResponse(url: string, headers: Record<string, string> = {}): Promise<WireResponse> {
   const own = new Set(['date', 'connection', 'keep-alive', 'x-request-id']);
   return new Promise((done, fail) =>
     httpGet(url, { headers }, (res) => {
@@ -104,19 +105,19 @@ function wireAnswer(url: string, headers: Record<string, string> = {}): Promise<
 
 async function museumBytes(museumUrl: string, probeKey: string, glbPath: string): Promise<RivalBytes> {
   const ok = async (path: string, headers: Record<string, string> = {}) => {
-    const answer = await wireAnswer(museumUrl + path, headers);
-    if (answer.status !== 200) throw new Error(`${path} answered ${answer.status}`);
-    return answer;
+    const response = await wireResponse(museumUrl + path, headers);
+    if (response.status !== 200) throw new Error(`${path} answered ${response.status}`);
+    return response;
   };
   const slots = await ok(SLOTS_PATH);
-  const slotsNotModified = await wireAnswer(museumUrl + SLOTS_PATH, { 'If-None-Match': headerOf(slots, 'etag')! });
+  const slotsNotModified = await wireResponse(museumUrl + SLOTS_PATH, { 'If-None-Match': headerOf(slots, 'etag')! });
   return { slots, slotsNotModified, glb: await ok(glbPath), artworks: await ok(ARTWORKS_PATH, { 'X-API-Key': probeKey }) };
 }
 
 /** Headers as a comparable set: lower-case names, sorted. */
-const headerSet = (answer: WireAnswer) => {
+const headerSet = (response: WireResponse) => {
   const pairs: string[] = [];
-  for (let i = 0; i < answer.headers.length; i += 2) pairs.push(`${answer.headers[i]!.toLowerCase()}: ${answer.headers[i + 1]}`);
+  for (let i = 0; i < response.headers.length; i += 2) pairs.push(`${response.headers[i]!.toLowerCase()}: ${response.headers[i + 1]}`);
   return pairs.sort().join('\n');
 };
 
@@ -127,7 +128,7 @@ async function checkSameBytes(rival: string, url: string, bytes: RivalBytes): Pr
     [bytes.slots, {}],
     [bytes.slotsNotModified, { 'If-None-Match': etag }],
   ] as const) {
-    const got = await wireAnswer(url + SLOTS_PATH, headers);
+    const got = await wireResponse(url + SLOTS_PATH, headers);
     if (got.status !== expected.status || headerSet(got) !== headerSet(expected) || !got.body.equals(expected.body)) {
       throw new Error(
         `${rival} does not send the museum's bytes for ${SLOTS_PATH} (${expected.status}):\n${headerSet(got)}\n` +
@@ -149,7 +150,7 @@ interface Scenario {
   child: ChildProcess;
   url: string;
   headers?: Record<string, string>;
-  /** Large answers: driven by fetchMany rather than autocannon. */
+  /** Large responses: driven by fetchMany rather than autocannon. */
   largeBody?: boolean;
   /** Per-request headers cycled by each connection (the keyed row's keys). */
   requests?: Array<{ headers: Record<string, string> }>;
@@ -176,8 +177,8 @@ async function serverCpu(child: ChildProcess): Promise<number> {
 /**
  * A load generator for large bodies: keep-alive connections that each send a GET, read the status
  * line and headers, then skip Content-Length bytes unparsed, and send the next. autocannon parses
- * every body chunk on its one thread and tops out near 340 answers of 235 KB a second here, so the
- * servers' CPU per answer measured under it swung 80–220 µs for the same work, with the client's
+ * every body chunk on its one thread and tops out near 340 responses of 235 KB a second here, so the
+ * servers' CPU per response measured under it swung 80–220 µs for the same work, with the client's
  * pace; this client keeps the servers busy instead.
  */
 async function fetchMany(
@@ -261,7 +262,7 @@ async function measure(scenario: Scenario, durationS: number): Promise<Figures> 
   instance.on('response', (_client: unknown, status: number) => statuses.set(status, (statuses.get(status) ?? 0) + 1));
   const result = await instance;
   const cpuUs = (await serverCpu(scenario.child)) - cpuBefore;
-  // A 304 is the expected answer of the revalidation scenario, not a failure.
+  // A 304 is the expected response of the revalidation scenario, not a failure.
   const notModified = (result as unknown as Record<string, number>)['3xx'] ?? 0;
   const unexpected = scenario.name.includes('304') ? result.non2xx - notModified : result.non2xx;
   if (unexpected || result.errors || result.timeouts) {
@@ -324,7 +325,7 @@ function rivalProcess(rival: Rival): void {
   process.once('message', (message: { bytes: RivalBytes; logPath: string }) => {
     // Structured clone hands Buffers over as plain Uint8Arrays.
     const asBuffer = (body: Uint8Array) => Buffer.from(body.buffer, body.byteOffset, body.byteLength);
-    const entries = Object.entries(message.bytes).map(([name, answer]) => [name, { ...answer, body: asBuffer(answer.body) }]);
+    const entries = Object.entries(message.bytes).map(([name, response]) => [name, { ...response, body: asBuffer(response.body) }]);
     void serveRival(rival, Object.fromEntries(entries) as unknown as RivalBytes, message.logPath).then(({ url, close }) => {
       process.on('disconnect', () => void close().then(() => process.exit(0)));
       process.send!({ url });
@@ -350,8 +351,6 @@ async function countAccessLines(path: string): Promise<number> {
     if (line.includes('"msg":"request"')) count++;
   return count;
 }
-
-const median = (values: number[]) => [...values].sort((x, y) => x - y)[Math.floor(values.length / 2)]!;
 
 /** The run's server processes: each `museum serve` with a log file of its own, each rival; stopped on demand or all at the end. */
 class ServerProcesses {
@@ -518,151 +517,191 @@ async function profileRows(
   return lines;
 }
 
+/** What every row measures against: the fixture bake's environment, the museum's bytes, the keys. */
+interface Setup {
+  env: Record<string, string>;
+  bytes: RivalBytes;
+  revalidate: Record<string, string>;
+  glbPath: string;
+  glbBytes: number;
+  keys: string[];
+  perRound: number;
+  /** Requests the museum answered so far (checked against its access lines at the end). */
+  museumRequests: number;
+}
+
+async function prepare(dir: string, processes: ServerProcesses): Promise<Setup> {
+  // As shipped means from the bundle; a stale one would run the sources through tsx (slower).
+  if (!freshBundle())
+    throw new Error('dist/ is missing or older than the sources: run `make build` (make bench-serve does) so museum serve runs as shipped');
+  process.stderr.write('bench-serve: publishing the fixture bake and creating keys…\n');
+  await publishFixtureBake(join(dir, 'data'), { extraArtworks: 500 });
+  const glbRef = await putContentFile(join(dir, 'data'), await benchGlb(), 'glb');
+  const glbPath = new URL(fileUrl('http://x', glbRef)).pathname;
+  // Enough keys that none nears 120 requests a minute (autocannon walks them in lockstep over its
+  // connections), few enough per round that a running instance remembers them all (10,000).
+  const db = openStateDb(join(dir, 'state.db'));
+  const keys = await new SqliteKeyStore(db).createMany(Array.from({ length: 6_000 * ROUNDS + 1 }, (_, i) => `bench-${i}`));
+  const probeKey = keys.pop()!;
+  db.close();
+  const env = { DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db') };
+  // The rivals serve the museum's own bytes, fetched once from a museum started for it.
+  const first = await processes.museum(env);
+  const bytes = await museumBytes(first.url, probeKey, glbPath);
+  await processes.stop(first.child);
+  // Same work, same bytes: checked once per rival before anything is measured.
+  for (const rival of ['spec', 'fastify', 'koa', 'express'] as const) {
+    const started = await processes.rival(rival, bytes);
+    await checkSameBytes(rival, started.url, bytes);
+    await processes.stop(started.child);
+  }
+  const revalidate = { 'If-None-Match': headerOf(bytes.slots, 'etag')! };
+  const perRound = Math.floor(keys.length / ROUNDS);
+  return { env, bytes, revalidate, glbPath, glbBytes: glbRef.bytes, keys, perRound, museumRequests: 4 };
+}
+
+/** The rows `BENCH_ONLY` selects (a pattern on their names; all by default). */
+function benchRows(setup: Setup): Row[] {
+  const { perRound, keys } = setup;
+  const keyed = (round: number) => keys.slice(round * perRound, (round + 1) * perRound).map((key) => ({ headers: { 'X-API-Key': key } }));
+  const frameworks = (['koa', 'fastify', 'express', 'spec'] as const).map((rival) => ({
+    rival,
+    path: SLOTS_PATH,
+    target: rival === 'koa' ? 0.9 : null,
+  }));
+  const rows: Row[] = [
+    { name: 'slots', path: SLOTS_PATH, rivals: frameworks },
+    { name: 'slots 304', path: SLOTS_PATH, headers: setup.revalidate, rivals: frameworks },
+    {
+      name: `files GLB ${Math.round(setup.glbBytes / 1024)} KB`,
+      path: setup.glbPath,
+      largeBody: true,
+      rivals: [{ rival: 'floor', path: '/glb', target: null }],
+    },
+    // Issue 43: a 12 KB `*,*,…` Accept-Encoding against the same bytes in a header nobody reads.
+    {
+      name: 'slots, 12 KB A-E',
+      path: SLOTS_PATH,
+      headers: { 'Accept-Encoding': HOSTILE_ACCEPT_ENCODING },
+      rivals: [],
+      controls: [{ name: '12 KB X-Pad', headers: { 'X-Pad': HOSTILE_ACCEPT_ENCODING }, target: 0.8 }],
+    },
+    // The same request stream for both (keys included, ignored by the floor).
+    { name: 'artworks (keyed)', path: ARTWORKS_PATH, requests: keyed, rivals: [{ rival: 'floor', path: '/artworks', target: null }] },
+  ];
+  const only = new RegExp(process.env.BENCH_ONLY ?? '');
+  return rows.filter((row) => only.test(row.name));
+}
+
+/** One side's warm-up and run, its figures kept under `key`. */
+async function runSide(
+  scenario: Scenario,
+  round: number,
+  key: string,
+  museumSide: boolean,
+  setup: Setup,
+  results: Results,
+): Promise<Figures> {
+  const warm = await measure(scenario, 1); // warm-up (JIT, caches, connections)
+  const figures = await measure(scenario, DURATION_S);
+  // autocannon stops with a request in flight on each connection, answered (and logged) but not counted.
+  const inFlightAtStop = scenario.largeBody ? 0 : 2 * CONNECTIONS * PIPELINING;
+  if (museumSide) setup.museumRequests += warm.requests + figures.requests + inFlightAtStop;
+  results.figures.set(key, [...(results.figures.get(key) ?? []), figures]);
+  process.stderr.write(
+    `  round ${round + 1} ${scenario.name.padEnd(36)} ${Math.round(figures.rps)} req/s, ${figures.cpuUs.toFixed(1)} µs CPU/req\n`,
+  );
+  return figures;
+}
+
+/** One round of a row: fresh processes, every side back to back, the ratios to the museum. Whether all were pinned. */
+async function runRound(row: Row, round: number, processes: ServerProcesses, setup: Setup, results: Results): Promise<boolean> {
+  const [museum, ...rivals] = await Promise.all([
+    processes.museum(setup.env),
+    ...row.rivals.map((r) => processes.rival(r.rival, setup.bytes)),
+  ]);
+  const pinned = pinCpus([museum.child.pid!, ...rivals.map((r) => r.child.pid!)]);
+  const side = (name: string, child: ChildProcess, url: string, headers = row.headers): Scenario => ({
+    name,
+    child,
+    url,
+    headers,
+    largeBody: row.largeBody,
+    requests: row.requests?.(round),
+  });
+  const sides = [
+    { key: `${row.name}/museum`, scenario: side(`${row.name} museum`, museum.child, museum.url + row.path) },
+    ...row.rivals.map((r, i) => ({
+      key: `${row.name}/${r.rival}`,
+      scenario: side(`${row.name} ${RIVAL_NAMES[r.rival]}`, rivals[i]!.child, rivals[i]!.url + r.path),
+    })),
+    ...(row.controls ?? []).map((c) => ({
+      key: `${row.name}/${c.name}`,
+      scenario: side(`${row.name} museum, ${c.name}`, museum.child, museum.url + row.path, c.headers),
+    })),
+  ];
+  // Back to back, rotating which goes first, so a change in the machine's load hits all alike.
+  const order = sides.map((_, i) => sides[(i + round) % sides.length]!);
+  const cpu = new Map<string, number>();
+  for (const { key, scenario } of order) {
+    cpu.set(key, (await runSide(scenario, round, key, scenario.child === museum.child, setup, results)).cpuUs);
+  }
+  await Promise.all([museum, ...rivals].map((p) => processes.stop(p.child)));
+  for (const other of [...row.rivals.map((r) => r.rival), ...(row.controls ?? []).map((c) => c.name)]) {
+    const key = `${row.name}/${other}`;
+    results.ratios.set(key, [...(results.ratios.get(key) ?? []), cpu.get(key)! / cpu.get(`${row.name}/museum`)!]);
+  }
+  return pinned;
+}
+
+/** What the table's figures mean, and whether the museum wrote one access line per request. */
+async function footer(processes: ServerProcesses, setup: Setup): Promise<string[]> {
+  // Give the buffered access log a moment, then count its lines against the requests answered.
+  await new Promise((done) => setTimeout(done, 500));
+  let accessLines = 0;
+  for (const path of processes.logPaths) if (existsSync(path)) accessLines += await countAccessLines(path);
+  return [
+    '',
+    `Medians of ${ROUNDS} rounds of ${DURATION_S} s. CPU µs/req: the server process's CPU time per request answered;`,
+    "÷ museum: that server's CPU per request ÷ the museum's (above 1.00: the museum is cheaper), the median of",
+    "per-round ratios — the targets apply to it. Every slots server sends the museum's bytes (checked) and writes one",
+    "pino access line per request through the museum's destination settings; the spec floor is bare node:http doing",
+    'just that. The bare floor (GLB, keyed rows) sends the same bytes and nothing else.',
+    `Museum: default configuration, access log on (${accessLines} lines written for ${setup.museumRequests} requests answered` +
+      `${accessLines === setup.museumRequests ? ', one each' : ': NOT one each'}).`,
+    `Keyed rows rotate over ${setup.keys.length} real keys (${setup.perRound} per round) with the real 120/60 s limiter.`,
+    '',
+  ];
+}
+
 async function main(): Promise<void> {
   const dir = join(ROOT, '.bench', `serve-${process.pid}`);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const processes = new ServerProcesses(dir);
   try {
-    // As shipped means from the bundle; a stale one would run the sources through tsx (slower).
-    if (!freshBundle())
-      throw new Error(
-        'dist/ is missing or older than the sources: run `make build` (make bench-serve does) so museum serve runs as shipped',
-      );
-    process.stderr.write('bench-serve: publishing the fixture bake and creating keys…\n');
-    await publishFixtureBake(join(dir, 'data'), { extraArtworks: 500 });
-    const glbRef = await putContentFile(join(dir, 'data'), await benchGlb(), 'glb');
-    const glbPath = new URL(fileUrl('http://x', glbRef)).pathname;
-    // Enough keys that none nears 120 requests a minute (autocannon walks them in lockstep over its
-    // connections), few enough per round that a running instance remembers them all (10,000).
-    const keyCount = 6_000 * ROUNDS;
-    const db = openStateDb(join(dir, 'state.db'));
-    const keys = await new SqliteKeyStore(db).createMany(Array.from({ length: keyCount + 1 }, (_, i) => `bench-${i}`));
-    const probeKey = keys.pop()!;
-    db.close();
-    const env = { DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'state.db') };
-
-    // The rivals serve the museum's own bytes, fetched once from a museum started for it.
-    const first = await processes.museum(env);
-    const bytes = await museumBytes(first.url, probeKey, glbPath);
-    let museumRequests = 4; // museumBytes' answers
-    await processes.stop(first.child);
-    const revalidate = { 'If-None-Match': headerOf(bytes.slots, 'etag')! };
-    const perRound = Math.floor(keys.length / ROUNDS);
-    const keyed = (round: number) => keys.slice(round * perRound, (round + 1) * perRound).map((key) => ({ headers: { 'X-API-Key': key } }));
-    const frameworks = (['koa', 'fastify', 'express', 'spec'] as const).map((rival) => ({
-      rival,
-      path: SLOTS_PATH,
-      target: rival === 'koa' ? 0.9 : null,
-    }));
-    const only = new RegExp(process.env.BENCH_ONLY ?? '');
-    const allRows: Row[] = [
-      { name: 'slots', path: SLOTS_PATH, rivals: frameworks },
-      { name: 'slots 304', path: SLOTS_PATH, headers: revalidate, rivals: frameworks },
-      {
-        name: `files GLB ${Math.round(glbRef.bytes / 1024)} KB`,
-        path: glbPath,
-        largeBody: true,
-        rivals: [{ rival: 'floor', path: '/glb', target: null }],
-      },
-      // Issue 43: a 12 KB `*,*,…` Accept-Encoding against the same bytes in a header nobody reads.
-      {
-        name: 'slots, 12 KB A-E',
-        path: SLOTS_PATH,
-        headers: { 'Accept-Encoding': HOSTILE_ACCEPT_ENCODING },
-        rivals: [],
-        controls: [{ name: '12 KB X-Pad', headers: { 'X-Pad': HOSTILE_ACCEPT_ENCODING }, target: 0.8 }],
-      },
-      // The same request stream for both (keys included, ignored by the floor).
-      { name: 'artworks (keyed)', path: ARTWORKS_PATH, requests: keyed, rivals: [{ rival: 'floor', path: '/artworks', target: null }] },
-    ];
-    const rows = allRows.filter((row) => only.test(row.name));
-
-    // Same work, same bytes: checked once per rival before anything is measured.
-    for (const rival of ['spec', 'fastify', 'koa', 'express'] as const) {
-      const started = await processes.rival(rival, bytes);
-      await checkSameBytes(rival, started.url, bytes);
-      await processes.stop(started.child);
-    }
-
+    const setup = await prepare(dir, processes);
+    const rows = benchRows(setup);
     if (process.env.BENCH_PROFILE === '1') {
-      process.stdout.write(`${(await profileRows(processes, dir, env, bytes, revalidate)).join('\n')}\n`);
+      const table = await profileRows(processes, dir, setup.env, setup.bytes, setup.revalidate);
+      process.stdout.write(`${table.join('\n')}\n`);
       return;
     }
     process.stderr.write(
       `bench-serve: ${CONNECTIONS} connections, ${DURATION_S} s per run, ${ROUNDS} rounds, fresh server processes every round\n`,
     );
     const results: Results = { ratios: new Map(), figures: new Map() };
-    const run = async (scenario: Scenario, round: number, key: string, museumSide: boolean): Promise<Figures> => {
-      const warm = await measure(scenario, 1); // warm-up (JIT, caches, connections)
-      const figures = await measure(scenario, DURATION_S);
-      // autocannon stops with a request in flight on each connection, answered (and logged) but not counted.
-      const inFlightAtStop = scenario.largeBody ? 0 : 2 * CONNECTIONS * PIPELINING;
-      if (museumSide) museumRequests += warm.requests + figures.requests + inFlightAtStop;
-      results.figures.set(key, [...(results.figures.get(key) ?? []), figures]);
-      process.stderr.write(
-        `  round ${round + 1} ${scenario.name.padEnd(36)} ${Math.round(figures.rps)} req/s, ${figures.cpuUs.toFixed(1)} µs CPU/req\n`,
-      );
-      return figures;
-    };
     let pinned = true;
     for (const row of rows) {
-      for (let round = 0; round < ROUNDS; round++) {
-        const [museum, ...rivals] = await Promise.all([processes.museum(env), ...row.rivals.map((r) => processes.rival(r.rival, bytes))]);
-        pinned = pinCpus([museum.child.pid!, ...rivals.map((r) => r.child.pid!)]) && pinned;
-        const side = (name: string, child: ChildProcess, url: string, headers = row.headers): Scenario => ({
-          name,
-          child,
-          url,
-          headers,
-          largeBody: row.largeBody,
-          requests: row.requests?.(round),
-        });
-        const sides = [
-          { key: `${row.name}/museum`, scenario: side(`${row.name} museum`, museum.child, museum.url + row.path) },
-          ...row.rivals.map((r, i) => ({
-            key: `${row.name}/${r.rival}`,
-            scenario: side(`${row.name} ${RIVAL_NAMES[r.rival]}`, rivals[i]!.child, rivals[i]!.url + r.path),
-          })),
-          ...(row.controls ?? []).map((c) => ({
-            key: `${row.name}/${c.name}`,
-            scenario: side(`${row.name} museum, ${c.name}`, museum.child, museum.url + row.path, c.headers),
-          })),
-        ];
-        // Back to back, rotating which goes first, so a change in the machine's load hits all alike.
-        const order = sides.map((_, i) => sides[(i + round) % sides.length]!);
-        const cpu = new Map<string, number>();
-        for (const { key, scenario } of order) cpu.set(key, (await run(scenario, round, key, scenario.child === museum.child)).cpuUs);
-        await Promise.all([museum, ...rivals].map((p) => processes.stop(p.child)));
-        for (const other of [...row.rivals.map((r) => r.rival), ...(row.controls ?? []).map((c) => c.name)]) {
-          const key = `${row.name}/${other}`;
-          results.ratios.set(key, [...(results.ratios.get(key) ?? []), cpu.get(key)! / cpu.get(`${row.name}/museum`)!]);
-        }
-      }
+      for (let round = 0; round < ROUNDS; round++) pinned = (await runRound(row, round, processes, setup, results)) && pinned;
     }
     process.stderr.write(
       pinned
         ? 'bench-serve: servers were pinned to CPU 0, the load generator to CPU 1\n'
         : 'bench-serve: NOT pinned (taskset missing or one core)\n',
     );
-
     const { lines, missed } = summaryTable(rows, results);
-    // Give the buffered access log a moment, then count its lines against the requests answered.
-    await new Promise((done) => setTimeout(done, 500));
-    let accessLines = 0;
-    for (const path of processes.logPaths) if (existsSync(path)) accessLines += await countAccessLines(path);
-    lines.push(
-      '',
-      `Medians of ${ROUNDS} rounds of ${DURATION_S} s. CPU µs/req: the server process's CPU time per request answered;`,
-      "÷ museum: that server's CPU per request ÷ the museum's (above 1.00: the museum is cheaper), the median of",
-      "per-round ratios — the targets apply to it. Every slots server sends the museum's bytes (checked) and writes one",
-      "pino access line per request through the museum's destination settings; the spec floor is bare node:http doing",
-      'just that. The bare floor (GLB, keyed rows) sends the same bytes and nothing else.',
-      `Museum: default configuration, access log on (${accessLines} lines written for ${museumRequests} requests answered` +
-        `${accessLines === museumRequests ? ', one each' : ': NOT one each'}).`,
-      `Keyed rows rotate over ${keys.length} real keys (${perRound} per round) with the real 120/60 s limiter.`,
-      '',
-    );
+    lines.push(...(await footer(processes, setup)));
     process.stdout.write(lines.join('\n'));
     if (missed) process.exitCode = 1;
   } finally {

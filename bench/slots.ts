@@ -15,6 +15,7 @@ import { SLOT_ENGINE_DEFAULTS } from '../bake/slots/options.ts';
 import { analyseInterior, decideFacings, probeQuad } from '../bake/slots/probe.ts';
 import { planFromScene } from '../bake/slots/plan.ts';
 import { buildWorldScene } from '../bake/slots/scene.ts';
+import { median } from './stats.ts';
 
 const RUNS = 5;
 const ANCHORS = 420;
@@ -82,8 +83,6 @@ export function buildGallery(slots: number): RoomBuilder {
   rects.forEach((r, i) => b.slot(`Slot_${String(i + 1).padStart(3, '0')}`, r, i % 2 ? 'vertices' : 'node'));
   return b;
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 function time<T>(fn: () => T): { ms: number; value: T } {
   const t0 = performance.now();

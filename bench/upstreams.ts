@@ -2,7 +2,7 @@
  * Upstreams benchmark (`make bench-upstreams`):
  *
  *  1. Cached characters requests (keyed: auth + rate limiter + cache hit) against the baked slots
- *     route (GET /v1/rooms/1/slots: public, pre-serialized, answered by the raw fast path) on the
+ *     route (GET /v1/rooms/1/slots: public, pre-serialized, a snapshot response) on the
  *     same server in the same run, with autocannon: one character (GET /v1/characters/{id}, ~1.6 KB,
  *     comparable to the ~1 KB slot body) and a default list page (GET /v1/characters, 25 summaries,
  *     ~22 KB). Target: characters ≥ 0.7× the slots throughput (on the comparable body).
@@ -22,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
+import { median, percentile } from './stats.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const env = (name: string, def: number) => (process.env[name] ? Number(process.env[name]) : def);
@@ -72,13 +73,6 @@ async function runServer(): Promise<void> {
 
 // ---------------------------------------------------------------------------------------------
 // Orchestrator
-
-const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-const median = (values: number[]) =>
-  percentile(
-    [...values].sort((a, b) => a - b),
-    50,
-  );
 
 /** Load `base` + one of `paths` (rotating), with a rotating key when `keys` is given. */
 async function load(base: string, paths: string[], keys: string[] | null): Promise<autocannon.Result> {
@@ -210,7 +204,7 @@ async function orchestrate(): Promise<void> {
       '',
       `result: characters ${ratio >= 0.7 ? 'PASS' : 'FAIL'}, stream ${added < 5 ? 'PASS' : 'FAIL'}`,
     ];
-    process.stdout.write(lines.join('\n') + '\n');
+    process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
     child.send({ type: 'stop' });
     await new Promise((resolve) => child.once('exit', resolve));

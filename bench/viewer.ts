@@ -46,6 +46,7 @@ import { loadConfig } from '../server/config.ts';
 import { ViewerAssets } from '../server/view/assets.ts';
 import { type FakeModelServer, startModelServer } from '../test/fakes/model-server.ts';
 import { HAS_CHROMIUM, launchChromium, pageUntil } from '../test/helpers/chromium.ts';
+import { median } from './stats.ts';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const SHARED_ROOMS = resolve(ROOT, '../shared/assets/rooms');
@@ -59,11 +60,6 @@ type VariantName = (typeof VARIANTS)[number];
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
 const SHOTS = join(ROOT, 'docs', 'screenshots');
 
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 const kb = (n: number) => `${(n / 1024).toFixed(0)} KB`;
 
 /** A visitor's connection: 50 Mbit/s down, 20 ms round trip. */

@@ -98,7 +98,7 @@ function v6Words(address: string): number[] | null {
   const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
   if (dotted) {
     const n = v4(dotted[1]!);
-    text = text.slice(0, dotted.index) + `${(n >>> 16).toString(16)}:${(n & 0xffff).toString(16)}`;
+    text = `${text.slice(0, dotted.index)}${(n >>> 16).toString(16)}:${(n & 0xffff).toString(16)}`;
   }
   const [head, tail, extra] = text.split('::');
   if (extra !== undefined) return null;

@@ -1,8 +1,8 @@
 /**
  * The server factory: builds the server and its services from a validated Config, so tests start
- * real servers on ephemeral ports. The node server has one request handler, and every request passes
- * the stages of server/stages.ts in one order, down to the route table's declarations
- * (server/route-table.ts: `/v1`, `/files`, the pages, the operations endpoints).
+ * real servers on ephemeral ports. The node server's request listener is the Koa app's callback
+ * (server/koa-app.ts: its middleware in one order, down to the route table's declarations in
+ * server/route-table.ts: `/v1`, `/files`, the pages, `/healthz` `/readyz` `/metrics`).
  *
  * Two ways to stop: `close()` at once (tests), and `shutdown()` — the one graceful sequence
  * (SIGTERM): readiness fails and every response says `Connection: close`, event streams end with a

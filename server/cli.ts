@@ -1,11 +1,12 @@
 /** `museum serve`, `museum keys …`, `museum souls verify`. */
 import { existsSync } from 'node:fs';
 import { lstat, readFile } from 'node:fs/promises';
-import { writeFileAtomic } from '../artifacts/store.ts';
+import { emptyManifest, writeFileAtomic } from '../artifacts/store.ts';
 import { dirname, join, resolve } from 'node:path';
 import { Command } from 'commander';
 import { printable } from '../common/terminal.ts';
-import { loadConfig } from './config.ts';
+import type { MuseumServer } from './app.ts';
+import { type Config, loadConfig } from './config.ts';
 import { sampleExhibitionLine } from './sample-exhibition.ts';
 import type { ApiKeyInfo, KeyStore } from './state/keys.ts';
 
@@ -25,22 +26,7 @@ export function serveCommand(): Command {
         `museum: serving ${config.dataDir} at ${server.url} (public URL ${config.publicUrl})`,
         `museum: open   ${server.url}/report (QA report → 3D views) · ${server.url}/docs (API reference)`,
       ];
-      const missing = missingServerFlags(process.execArgv);
-      if (missing.length > 0) {
-        lines.push(
-          `museum: note   node runs without ${missing.join(' ')} (bin/museum passes it: npx museum, make run): a server that idled ` +
-            `after start measured ~25 % more CPU per request`,
-        );
-      }
-      // The server never builds the viewer bundle (production has no esbuild): say once that the pages answer 503.
-      const unbuiltPages = server.services.view.assets.problem();
-      if (unbuiltPages) lines.push(`museum: note   ${unbuiltPages}`);
-      if (!process.env.PUBLIC_URL?.trim() && !isLoopbackHost(config.host)) {
-        lines.push(
-          `museum: note   PUBLIC_URL is not set: the URLs handed out name ${config.publicUrl}, which clients on other machines cannot ` +
-            `reach (set PUBLIC_URL)`,
-        );
-      }
+      lines.push(...startupNotes(config, server).map((note) => `museum: note   ${note}`));
       if (options.devKey) {
         const { key, path } = await developmentKey(server.services.keys, config.stateDb);
         lines.push(
@@ -50,7 +36,7 @@ export function serveCommand(): Command {
       }
       // A ready exhibition to open (registered on the first start, only linked afterwards).
       if (options.devKey) lines.push(await sampleExhibitionLine(server));
-      process.stderr.write(lines.join('\n') + '\n');
+      process.stderr.write(`${lines.join('\n')}\n`);
       // SIGTERM/SIGINT: the graceful sequence (startServer's `shutdown`), bounded; a second signal
       // stops at once.
       let stopping = false;
@@ -70,6 +56,33 @@ export function serveCommand(): Command {
       process.on('SIGINT', stop);
       process.on('SIGTERM', stop);
     });
+}
+
+/** What an operator starting this server should know, a line each. */
+function startupNotes(config: Config, server: MuseumServer): string[] {
+  const notes: string[] = [];
+  const missing = missingServerFlags(process.execArgv);
+  if (missing.length > 0) {
+    notes.push(
+      `node runs without ${missing.join(' ')} (bin/museum passes it: npx museum, make run): a server that idled ` +
+        'after start measured ~25 % more CPU per request',
+    );
+  }
+  // An empty DATA_DIR is served (the first bake is picked up when it is published), but a mistyped one should not pass unseen.
+  if (server.services.content.snapshot.manifest.bake_id === emptyManifest().bake_id) {
+    notes.push(
+      `no bake is published in ${config.dataDir} yet: the museum is empty until \`museum bake rooms --out ${config.dataDir}\` publishes one`,
+    );
+  }
+  // The server never builds the viewer bundle (production has no esbuild): say once that the pages answer 503.
+  const unbuiltPages = server.services.view.assets.problem();
+  if (unbuiltPages) notes.push(unbuiltPages);
+  if (!process.env.PUBLIC_URL?.trim() && !isLoopbackHost(config.host)) {
+    notes.push(
+      `PUBLIC_URL is not set: the URLs handed out name ${config.publicUrl}, which clients on other machines cannot reach (set PUBLIC_URL)`,
+    );
+  }
+  return notes;
 }
 
 /**
@@ -138,10 +151,11 @@ export function keysCommand(): Command {
     .option('--json', 'print one JSON document')
     .action(async (options: { name: string; json?: boolean }) => {
       const { key, info } = await withKeys((store) => store.create(options.name));
-      if (options.json) process.stdout.write(JSON.stringify({ key, ...info }) + '\n');
-      else
-        process.stdout.write(`${key}\n`),
-          process.stderr.write(`created key "${info.name}" (id ${info.id}); store it now, it is not shown again\n`);
+      if (options.json) process.stdout.write(`${JSON.stringify({ key, ...info })}\n`);
+      else {
+        process.stdout.write(`${key}\n`);
+        process.stderr.write(`created key "${info.name}" (id ${info.id}); store it now, it is not shown again\n`);
+      }
     });
   keys
     .command('list')
@@ -150,11 +164,11 @@ export function keysCommand(): Command {
     .action(async (options: { json?: boolean }) => {
       const list = await withKeys((store) => store.list(), { readOnly: true });
       if (options.json) {
-        process.stdout.write(JSON.stringify(list) + '\n');
+        process.stdout.write(`${JSON.stringify(list)}\n`);
         return;
       }
-      process.stdout.write(['id  ', 'name'.padEnd(24), 'prefix'.padEnd(16), 'status'.padEnd(8), 'last used'].join(' ') + '\n');
-      for (const k of list) process.stdout.write(keyLine(k) + '\n');
+      process.stdout.write(`${['id  ', 'name'.padEnd(24), 'prefix'.padEnd(16), 'status'.padEnd(8), 'last used'].join(' ')}\n`);
+      for (const k of list) process.stdout.write(`${keyLine(k)}\n`);
     });
   keys
     .command('revoke')
@@ -163,7 +177,7 @@ export function keysCommand(): Command {
     .option('--json', 'print one JSON document')
     .action(async (nameOrId: string, options: { json?: boolean }) => {
       const info = await withKeys((store) => store.revoke(nameOrId));
-      if (options.json) process.stdout.write(JSON.stringify(info) + '\n');
+      if (options.json) process.stdout.write(`${JSON.stringify(info)}\n`);
       else process.stderr.write(`revoked key "${info.name}" (id ${info.id})\n`);
     });
   return keys;
@@ -237,13 +251,13 @@ export function soulsCommand(): Command {
       const { RULE_TITLES, verifySoul } = await import('./souls-verify.ts'); // viem loads only for this command
       const result = await verifySoul(await readSoulDocument(source, options.key));
       if (options.json) {
-        process.stdout.write(JSON.stringify({ source, ...result }) + '\n');
+        process.stdout.write(`${JSON.stringify({ source, ...result })}\n`);
       } else {
         const who = result.tokenId === null ? 'soul' : `soul of token ${printable(result.tokenId)}`;
         const lines = [`${who}: ${result.ok ? 'valid' : 'INVALID'}`];
         for (const check of result.checks)
           lines.push(`  ${check.ok ? 'ok  ' : 'FAIL'}  ${RULE_TITLES[check.rule]} (${printable(check.detail)})`);
-        process.stdout.write(lines.join('\n') + '\n');
+        process.stdout.write(`${lines.join('\n')}\n`);
       }
       if (!result.ok) process.exitCode = 1;
     });

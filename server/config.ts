@@ -89,8 +89,6 @@ const EnvSchema = z.object({
   VIEWER_MEDIA_ALLOW_HOSTS: z.string().default(''),
 });
 
-type Env = z.input<typeof EnvSchema>;
-
 export interface Config {
   port: number;
   host: string;

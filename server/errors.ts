@@ -62,7 +62,6 @@ export const envelopeOf = (error: HttpError) =>
 
 export const badRequest = (message: string) => new HttpError(400, 'BAD_REQUEST', message);
 export const notFound = (message = 'Not found') => new HttpError(404, 'NOT_FOUND', message);
-const upstreamFailed = (service: string) => new HttpError(502, 'UPSTREAM', `The ${service} is temporarily unavailable`);
 /** A store the server needs (PostgreSQL) does not answer: 503 UNAVAILABLE, never a 401 or a 500. */
 export const unavailable = (what: string) =>
   new HttpError(503, 'UNAVAILABLE', `The ${what} is temporarily unavailable; try again shortly`, { 'Retry-After': '5' });

@@ -21,7 +21,7 @@ export interface AppDeps {
   operations: RequestObserver & { readonly draining: boolean };
 }
 
-/** Errors of a client that went away mid-answer: normal (aborted downloads, closed event streams). */
+/** Errors of a client that went away mid-response: normal (aborted downloads, closed event streams). */
 const CLIENT_GONE = new Set(['ERR_STREAM_PREMATURE_CLOSE', 'ECONNRESET', 'EPIPE', 'ERR_STREAM_DESTROYED', 'ERR_STREAM_WRITE_AFTER_END']);
 
 export function museumApp({ table, log, trustProxy, operations }: AppDeps): Koa<MuseumState> {

@@ -2,7 +2,7 @@
  * The OpenAPI 3.1 document as a function of the route declarations (server/route-table.ts): the same
  * declarations the route table enforces, so what is documented cannot drift from what is served.
  * Fit for code generators (decisions.md "Clients of the HTTP API"): operationIds named for people,
- * an example for every answer, the response headers, each status's error codes as an enum, and
+ * an example for every response, the response headers, each status's error codes as an enum, and
  * response objects open to new fields (clients must ignore fields they do not know).
  */
 import { z } from 'zod';
@@ -232,7 +232,7 @@ function parametersOf(def: DocumentedRoute, schemaOf: SchemaOf): unknown[] {
 }
 
 /**
- * The route's answers: its success with its example, 304 when it sends validators, and its errors as
+ * The route's responses: its success with its example, 304 when it sends validators, and its errors as
  * references to `errorResponses` (one per status and rate-limit header set, shared by every route).
  */
 function responsesOf(def: DocumentedRoute, schemaOf: SchemaOf, errorResponses: Record<string, unknown>): Record<string, unknown> {
@@ -266,7 +266,7 @@ function responsesOf(def: DocumentedRoute, schemaOf: SchemaOf, errorResponses: R
     }
     const variant = status === 401 || limited.length === 0 ? '' : def.access === 'key' ? 'Keyed' : 'IpLimited';
     const name = `${ERROR_STATUSES[status]?.schema ?? `Error${status}`}${variant}`;
-    errorResponses[name] ??= errorResponse(status, status === 401 ? [] : limited);
+    errorResponses[name] ??= errorResponseObject(status, status === 401 ? [] : limited);
     responses[String(status)] = { $ref: `#/components/responses/${name}` };
   }
   responses['4XX'] = { $ref: `#/components/responses/${REQUEST_ERROR.schema}` };
@@ -281,7 +281,7 @@ function requestErrorResponse(): Record<string, unknown> {
 }
 
 /** An error response: its envelope (codes as an enum) with an example, and its headers. */
-function errorResponse(status: number, limited: HeaderName[]): Record<string, unknown> {
+function errorResponseObject(status: number, limited: HeaderName[]): Record<string, unknown> {
   const known = ERROR_STATUSES[status];
   const names: HeaderName[] = ['X-Request-Id', ...limited];
   if (status === 401) names.push('WWW-Authenticate');

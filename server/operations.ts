@@ -38,7 +38,7 @@ function processMetrics(): Registry {
   }
   return processRegistry;
 }
-/** Readiness answers are reused this long: load balancers probing hard cost one check a second. */
+/** Readiness responses are reused this long: load balancers probing hard cost one check a second. */
 const READY_CACHE_MS = 1_000;
 
 export interface OperationsDeps {
@@ -185,7 +185,7 @@ export class Operations implements RequestObserver {
     const server = createServer((req, res) => {
       const path = (req.url ?? '').split('?')[0];
       if ((req.method === 'GET' || req.method === 'HEAD') && path === '/metrics') void this.writeMetrics(req, res);
-      else send(req, res, 404, envelope('Not found', 'NOT_FOUND'));
+      else writeJson(req, res, 404, envelope('Not found', 'NOT_FOUND'));
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -200,14 +200,14 @@ export class Operations implements RequestObserver {
   }
 }
 
-function send(req: IncomingMessage, res: ServerResponse, status: number, body: unknown): void {
+function writeJson(req: IncomingMessage, res: ServerResponse, status: number, body: unknown): void {
   const bytes = Buffer.from(JSON.stringify(body));
   res.writeHead(status, {
     'Content-Type': 'application/json; charset=utf-8',
     'Content-Length': bytes.length,
     'Cache-Control': 'no-store',
     ...CORS_HEADERS,
-    // The caller's id when it sent a sane one, as every other answer does.
+    // The caller's id when it sent a sane one, as every other response does.
     [REQUEST_ID_HEADER]: requestIdOf(req.headers['x-request-id']),
   });
   res.end(req.method === 'HEAD' ? undefined : bytes);
@@ -223,7 +223,7 @@ function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
   ]).finally(() => clearTimeout(timer));
 }
 
-/** Answers of the operations endpoints are never cached by anyone. */
+/** Responses of the operations endpoints are never cached by anyone. */
 const NO_STORE = { 'Cache-Control': 'no-store' } as const;
 const ok = (body: unknown): PreparedResponse => ({
   status: 200,

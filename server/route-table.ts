@@ -92,6 +92,7 @@ export interface RouteDef<P extends AnyObject, Q extends AnyObject, B extends z.
   logged?: boolean;
   /** false: left out of the OpenAPI document and the index (pages, operations). Default true. */
   documented?: boolean;
+  // biome-ignore lint/suspicious/noConfusingVoidType: a handler that sets ctx.body itself returns nothing
   handler: (ctx: RouteContext, input: RouteInput<P, Q, B>) => HandlerResult | void | Promise<HandlerResult | void>;
 }
 
@@ -199,7 +200,7 @@ function firstValues(query: Record<string, string | string[] | undefined>): Reco
 }
 
 /** A handler's returned result onto the context. */
-function send(ctx: RouteContext, result: HandlerResult): void {
+function setResult(ctx: RouteContext, result: HandlerResult): void {
   if (Buffer.isBuffer(result)) {
     ctx.type = JSON_TYPE;
     ctx.body = result;
@@ -376,7 +377,7 @@ export class RouteTable {
     }
     steps.push(async function handler(ctx) {
       const result = await def.handler(ctx as RouteContext, inputOf(def, parsers, ctx as RouteContext));
-      if (result !== undefined) send(ctx as RouteContext, result);
+      if (result !== undefined) setResult(ctx as RouteContext, result);
     });
     return steps;
   }

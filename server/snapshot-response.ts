@@ -1,5 +1,5 @@
 /**
- * Answers from the bake snapshot with their validators and encodings: a JSON body serialized once,
+ * Responses from the bake snapshot with their validators and encodings: a JSON body serialized once,
  * its strong ETag per representation, `If-None-Match` → 304, and br/gzip representations compressed
  * once (lazily, off the event loop, on the first request that accepts them) and kept with the response,
  * which lives as long as its snapshot (perSnapshot). A request then costs a negotiation lookup and an

@@ -37,7 +37,7 @@ const MESSAGE = /^(0x[0-9a-fA-F]{64})\|(\d+):(0x[0-9a-fA-F]{40}):(\d+)\|codex-v(
 
 const record = (v: unknown): Record<string, unknown> | null =>
   typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
-const text = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+const stringOrNull = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 
 /** The Soul inside a single-soul response `{ data: Soul }`, or the bare Soul. */
 function soulOf(document: unknown): Record<string, unknown> | null {
@@ -51,13 +51,13 @@ export async function verifySoul(document: unknown): Promise<SoulVerification> {
   const soulRecord = soulOf(document);
   const soul = record(soulRecord?.soul);
   const verification = record(soulRecord?.verification);
-  const contentHash = text(soul?.contentHash);
-  const signerAddress = text(soul?.signerAddress);
-  const message = text(verification?.message);
+  const contentHash = stringOrNull(soul?.contentHash);
+  const signerAddress = stringOrNull(soul?.signerAddress);
+  const message = stringOrNull(verification?.message);
   const tokenId = soulRecord?.tokenId === undefined ? null : String(soulRecord.tokenId);
   const checks: SoulCheck[] = [
-    contentHashCheck(text(soul?.content), contentHash),
-    await signatureCheck(message, text(soul?.signature), signerAddress),
+    contentHashCheck(stringOrNull(soul?.content), contentHash),
+    await signatureCheck(message, stringOrNull(soul?.signature), signerAddress),
     bindingCheck(message, contentHash, tokenId, soulRecord),
   ];
   return { ok: checks.every((c) => c.ok), checks, tokenId, signerAddress };
@@ -115,7 +115,7 @@ function bindingCheck(
   const docChain = soulRecord?.chainId;
   if (docChain !== undefined && String(docChain) !== chainId)
     problems.push(`the message names chain ${chainId}, the document ${String(docChain)}`);
-  const docContract = text(soulRecord?.contractAddress);
+  const docContract = stringOrNull(soulRecord?.contractAddress);
   if (docContract !== null && isAddress(docContract, { strict: false }) && docContract.toLowerCase() !== contract.toLowerCase()) {
     problems.push(`the message names contract ${contract}, the document ${docContract}`);
   }

@@ -43,7 +43,7 @@ export interface MuseumState {
   route?: AnyRouteDef;
 }
 
-/** What the museum's middleware add to Koa's context: @koa/router's path parameters, koa-compress's per-answer switch. */
+/** What the museum's middleware add to Koa's context: @koa/router's path parameters, koa-compress's per-response switch. */
 export interface MuseumContextExtras {
   params: Record<string, string>;
   compress?: boolean | CompressOptions;

@@ -50,7 +50,7 @@ export class WalkControls {
 
   constructor(
     private readonly camera: PerspectiveCamera,
-    private readonly dom: HTMLElement,
+    dom: HTMLElement,
     private readonly requestRender: () => void,
     options: Partial<WalkOptions> = {},
   ) {

@@ -426,7 +426,7 @@ function planSvg(room: PlannedRoom, width = 1024, height = 768): string {
   const oz = (height - (maxZ - minZ) * scale) / 2;
   const X = (x: number) => (ox + (x - minX) * scale).toFixed(1);
   const Z = (z: number) => (oz + (z - minZ) * scale).toFixed(1);
-  const path = (pts: P2[]) => pts.map((p, i) => `${i ? 'L' : 'M'}${X(p[0])} ${Z(p[1])}`).join(' ') + ' Z';
+  const path = (pts: P2[]) => `${pts.map((p, i) => `${i ? 'L' : 'M'}${X(p[0])} ${Z(p[1])}`).join(' ')} Z`;
   const parts: string[] = [`<rect width="${width}" height="${height}" fill="#f4f1ea"/>`];
   if (room.floor.length) parts.push(`<path d="${path(room.floor)}" fill="#e2d6c3"/>`);
   for (const wall of room.walls) {
@@ -829,7 +829,7 @@ export interface SampleSummary {
   files: string[];
 }
 
-const json = (value: unknown) => JSON.stringify(value, null, 2) + '\n';
+const json = (value: unknown) => `${JSON.stringify(value, null, 2)}\n`;
 
 /** Write the sample content directory (same bytes on every run). */
 export async function writeSampleContent(outDir: string): Promise<SampleSummary> {

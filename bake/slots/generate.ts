@@ -197,7 +197,7 @@ class FrameProbe {
 
   opensTowards(point: V3, dir: V3): boolean {
     const hit = this.scene.castFirst(madd(point, dir, EPS), dir);
-    if (this.kind === 'room') return hit !== null && hit.visible && hit.distance >= this.minSize;
+    if (this.kind === 'room') return hit?.visible === true && hit.distance >= this.minSize;
     return hit === null || (hit.visible && hit.distance >= this.minSize);
   }
 
@@ -478,7 +478,7 @@ function revalidate(probe: FrameProbe, placement: Placement, slot: RoomSlot): Ke
   if (Math.abs(z[1]) > cfg.wallSin) return null;
   const reach = tunables.reseatTolerance + tunables.wallOffset;
   const hit = scene.castFirst(madd(slot.position, z, reach), scale(z, -1), 2 * reach);
-  if (!hit || !hit.visible || dot(hit.normal, z) < 0.95) return null;
+  if (!hit?.visible || dot(hit.normal, z) < 0.95) return null;
   const surface = madd(slot.position, z, reach - hit.distance);
   if (!probe.opensTowards(surface, z)) return null;
   const fit = probe.fits(surface, frame, slot.width, slot.height);

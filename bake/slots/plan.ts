@@ -3,8 +3,7 @@
  * onto the floor plane as line segments in world X/Z, snapped to a fine grid and deduplicated
  * so that a 200k-triangle room stays a small picture.
  */
-import type { Document } from '@gltf-transform/core';
-import { buildWorldScene, type WorldScene } from './scene.ts';
+import type { WorldScene } from './scene.ts';
 
 export interface RoomPlan {
   /** World X/Z bounds of the model. */
@@ -70,8 +69,3 @@ const EDGES = [
   [1, 2],
   [0, 2],
 ] as const;
-
-/** The plan of a document's default scene (slot placeholders excluded). */
-function planOf(document: Document): RoomPlan {
-  return planFromScene(buildWorldScene(document));
-}

@@ -27,7 +27,7 @@ export const LIMITS = {
 /** Display lengths strings are clamped to. */
 const CLAMP = { name: 120, title: 160, artist: 120, generator: 120, uid: 128, description: 600, collection: 120 } as const;
 
-const text = (max: number, what: string) =>
+const clampedText = (max: number, what: string) =>
   z
     .string()
     .max(LIMITS.string, `${what} is longer than ${LIMITS.string} characters`)
@@ -38,13 +38,13 @@ const positiveId = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
 const ArtworkRef = z.object({
   id: positiveId,
-  name: text(CLAMP.title, 'artwork name').nullable().optional(),
-  artist: text(CLAMP.artist, 'artist').nullable().optional(),
+  name: clampedText(CLAMP.title, 'artwork name').nullable().optional(),
+  artist: clampedText(CLAMP.artist, 'artist').nullable().optional(),
 });
 
 const Placement = z.object({
-  uid: text(CLAMP.uid, 'placement uid').refine((s) => s.length > 0, 'placement uid must not be empty'),
-  room: z.object({ id: positiveId, title: text(CLAMP.title, 'room title') }),
+  uid: clampedText(CLAMP.uid, 'placement uid').refine((s) => s.length > 0, 'placement uid must not be empty'),
+  room: z.object({ id: positiveId, title: clampedText(CLAMP.title, 'room title') }),
   artworks: z.array(ArtworkRef).max(LIMITS.artworksPerPlacement, `at most ${LIMITS.artworksPerPlacement} artworks per placement`),
 });
 
@@ -52,8 +52,8 @@ export const ExhibitionDocument = z
   .object({
     format: z.literal(EXHIBITION_FORMAT),
     id: z.string().regex(EXHIBITION_ID, '1-64 word characters, dots, colons or hyphens'),
-    name: text(CLAMP.name, 'name').refine((s) => s.length > 0, 'name must not be empty'),
-    generator: text(CLAMP.generator, 'generator').optional(),
+    name: clampedText(CLAMP.name, 'name').refine((s) => s.length > 0, 'name must not be empty'),
+    generator: clampedText(CLAMP.generator, 'generator').optional(),
     placements: z.array(Placement).max(LIMITS.placements, `at most ${LIMITS.placements} placements`),
   })
   .superRefine((doc, ctx) => {
@@ -113,7 +113,7 @@ export const GuideContext = z
 export type GuideContext = z.infer<typeof GuideContext>;
 
 const distinct = (values: Array<string | null>): string[] => [...new Set(values.filter((v): v is string => !!v))];
-const orNull = (s: string | undefined | null, max: number): string | null => (s && s.trim() ? clamp(s.trim(), max) : null);
+const orNull = (s: string | undefined | null, max: number): string | null => (s?.trim() ? clamp(s.trim(), max) : null);
 
 /** The context of a document, enriched from the museum's baked content (rooms, artworks, collections). */
 export function buildContext(

@@ -23,7 +23,7 @@ const ONLY = { br: { gzip: false }, gzip: { br: false } } as const;
 export function compressResponses(): MuseumMiddleware {
   return function compressResponsesMiddleware(ctx, next) {
     if (!ctx.path.startsWith('/v1')) return next();
-    // koa-compress parses any Accept-Encoding afresh on each answer: the decided bound (over 1 KB
+    // koa-compress parses any Accept-Encoding afresh on each response: the decided bound (over 1 KB
     // reads as absent) and the memo per header value (LRU 256) are negotiateEncoding's.
     const encoding = negotiateEncoding(ctx.req.headers['accept-encoding']);
     ctx.compress = encoding === 'identity' ? false : ONLY[encoding];

@@ -104,7 +104,7 @@ function bodyUnread(req: IncomingMessage): boolean {
 }
 
 /** The headers and body of an error answered before the request path: the envelope, a fresh request id, CORS, `Connection: close`. */
-function closingErrorResponse(status: number, message: string, code: ErrorCode, headers: Record<string, string>) {
+function closingErrorResponse(message: string, code: ErrorCode, headers: Record<string, string>) {
   const body = JSON.stringify(envelope(message, code));
   return {
     body,
@@ -126,7 +126,7 @@ export function rawErrorResponse(
   code = codeForStatus(status),
   headers: Record<string, string> = {},
 ): string {
-  const response = closingErrorResponse(status, message, code, headers);
+  const response = closingErrorResponse(message, code, headers);
   const head = Object.entries(response.headers)
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join('');
@@ -144,7 +144,7 @@ export function sendErrorAndClose(
   message: string,
   code = codeForStatus(status),
 ): void {
-  respondBeforeBody(req, res, { status, ...closingErrorResponse(status, message, code, {}) }, !awaitsContinue(res));
+  respondBeforeBody(req, res, { status, ...closingErrorResponse(message, code, {}) }, !awaitsContinue(res));
 }
 
 /**

@@ -1,4 +1,4 @@
-/** While the server drains for a shutdown, `Connection: close` on every answer. */
+/** While the server drains for a shutdown, `Connection: close` on every response. */
 import type { MuseumMiddleware } from '../types.ts';
 
 export function closeWhileDraining(server: { readonly draining: boolean }): MuseumMiddleware {

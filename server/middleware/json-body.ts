@@ -26,7 +26,7 @@ export function jsonBody(options: { optional?: boolean; limit?: number } = {}): 
     if (!ctx.is('application/json')) throw new HttpError(400, 'BAD_REQUEST', 'Content-Type must be application/json');
     if (declared > limit) throw tooLarge;
     continueIfExpected(ctx.res);
-    const text = await readBody(ctx.req, limit, tooLarge);
+    const text = await readRequestBody(ctx.req, limit, tooLarge);
     if (options.optional && text.trim() === '') {
       ctx.state.body = undefined;
       return;
@@ -43,7 +43,7 @@ export function jsonBody(options: { optional?: boolean; limit?: number } = {}): 
  * The body as text, refused (413) once it grows past `limit`: raw-body then pauses the request without
  * destroying it, so the 413 is still written. A client gone mid-body reads as ECONNRESET (logged as leaving, 499).
  */
-async function readBody(req: IncomingMessage, limit: number, tooLarge: HttpError): Promise<string> {
+async function readRequestBody(req: IncomingMessage, limit: number, tooLarge: HttpError): Promise<string> {
   try {
     return (await getRawBody(req, { limit })).toString('utf8');
   } catch (err) {

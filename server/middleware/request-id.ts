@@ -17,7 +17,7 @@ let idSequence = 0;
  */
 export const freshRequestId = (): string => `${ID_PREFIX}-${(++idSequence).toString(36)}`;
 
-/** The caller's X-Request-Id when it is a sane token, else a fresh one (shared with the raw exchange). */
+/** The caller's X-Request-Id when it is a sane token, else a fresh one (also for the metrics port, outside Koa). */
 export const requestIdOf = (incoming: string | string[] | undefined): string =>
   typeof incoming === 'string' && INCOMING_ID.test(incoming) ? incoming : freshRequestId();
 

@@ -17,7 +17,6 @@
  * - Events go through a Broadcaster: in-process, or through Redis across instances (REDIS_URL).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { SSE_HEADERS } from '../response.ts';
 import type { Broadcaster, PresenceEvent } from './broadcaster.ts';
 import type { IpSeats, Seat } from './seats.ts';
 

@@ -1,6 +1,6 @@
 /**
  * Artworks (keyed): the list with `collection`, `search`, `page`, `limit` and `meta {total, page,
- * limit}`, and one artwork by id. Media come normalized from the bake. Page answers are serialized
+ * limit}`, and one artwork by id. Media come normalized from the bake. Page responses are serialized
  * (and compressed, when asked) once per bake and query (bounded LRU per snapshot), so a repeated page
  * costs a map lookup; both are read from the content snapshot as snapshot responses (strong ETag, 304).
  */
@@ -47,7 +47,7 @@ const queriesOf = perSnapshot(
   (_snapshot): ArtworkQueries => ({
     pages: new LRUCache({ max: CACHED_PAGES }),
     matches: new LRUCache({ max: CACHED_MATCHES }),
-    // Made on first read of each artwork (issue 43): 200,000 answers at once would stall the server.
+    // Made on first read of each artwork (issue 43): 200,000 responses at once would stall the server.
     byId: new Map(),
   }),
 );
@@ -106,7 +106,7 @@ const ListQuery = z.object({
 });
 const ArtworkId = idParam().describe('artwork id');
 
-/** The list answer for a query. */
+/** The list response for a query. */
 function listResponse(snapshot: ContentSnapshot, query: z.output<typeof ListQuery>): SnapshotResponse {
   const search = (query.search ?? '').trim().toLowerCase();
   // The search text joins title and artist with a newline: a needle with one matches neither field.

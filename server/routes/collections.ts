@@ -1,6 +1,6 @@
 /**
  * Collections (keyed): the published top-level collections with their `child_collections`, and any
- * published collection by slug. Answers are read from the content snapshot as snapshot responses:
+ * published collection by slug. Responses are read from the content snapshot as snapshot responses:
  * serialized and compressed once per bake, strong ETag, 304.
  */
 import { z } from 'zod';

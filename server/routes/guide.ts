@@ -107,7 +107,7 @@ export const guideRoutes: RouteModule = (api, { content, guide: { exhibitions: s
   registrationRoute(api, store, content, starters);
   exhibitionReadRoutes(api, store, content);
   tourRoute(api, store, content);
-  questionRoutes(api, guide);
+  guideQuestionRoutes(api, guide);
   speechRoutes(api, speech);
 };
 
@@ -201,7 +201,7 @@ function bakeVersion(content: ContentStore): { version: number } {
   return counter;
 }
 
-/** The registration's answer: the exhibition at a glance, and its owner token the first time. */
+/** The registration's response: the exhibition at a glance, and its owner token the first time. */
 function registrationData(context: GuideContext, ownerToken: string | undefined): z.infer<typeof Registration>['data'] {
   return {
     id: context.id,
@@ -215,7 +215,7 @@ function registrationData(context: GuideContext, ownerToken: string | undefined)
 }
 
 /** A visitor's questions and the follow-up answers of a session. */
-function questionRoutes(api: RouteTable, guide: Guide): void {
+function guideQuestionRoutes(api: RouteTable, guide: Guide): void {
   api.route({
     method: 'POST',
     path: '/v1/guide/ask',

@@ -53,12 +53,12 @@ export const libraryRoutes: RouteModule = (api, { library: configured, log }) =>
     if (!configured) throw unconfigured(LIBRARY_SERVICE);
     return configured;
   };
-  questionRoutes(api, client, log);
+  libraryQuestionRoutes(api, client, log);
   retrievalRoutes(api, client);
 };
 
 /** Asking the Library: the whole answer, or the answer streamed as it is written. */
-function questionRoutes(api: RouteTable, client: LibraryAccess, log: Logger): void {
+function libraryQuestionRoutes(api: RouteTable, client: LibraryAccess, log: Logger): void {
   api.route({
     method: 'POST',
     path: '/v1/library/ask',

@@ -35,7 +35,7 @@ function slotsResponse(snapshot: ContentSnapshot, id: number): SnapshotResponse 
 }
 
 export const roomRoutes: RouteModule = (api, { content }) => {
-  // Each new bake's answers are prepared soon after it is installed, one kind per tick (issue 43:
+  // Each new bake's responses are prepared soon after it is installed, one kind per tick (issue 43:
   // never one long task); a request that comes first makes what it needs itself.
   const prepare = (snapshot: ContentSnapshot) => {
     const steps = [roomList, roomsById, slotsById];

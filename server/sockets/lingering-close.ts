@@ -133,5 +133,5 @@ export function trackResponses(server: {
 /** A response has started on `socket` and is not finished: nothing else may be written to it. */
 export function responseInProgress(socket: Socket): boolean {
   const res = latestResponse.get(socket);
-  return res !== undefined && res.headersSent && !res.writableFinished;
+  return res?.headersSent === true && !res.writableFinished;
 }

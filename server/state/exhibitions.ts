@@ -88,7 +88,7 @@ export interface RegistrationPlan {
 
 export function planRegistration(
   row: StoredExhibition | null,
-  doc: ExhibitionDocument,
+  _doc: ExhibitionDocument,
   contentHash: string,
   presentedToken: string | undefined,
   build: ContextBuilder,

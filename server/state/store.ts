@@ -43,7 +43,13 @@ export async function openStateStore(config: StateConfig, log: Logger, options: 
   sweep();
   const timer = setInterval(sweep, SWEEP_MS).unref();
   const close = store.close;
-  return { ...store, close: () => (clearInterval(timer), close()) };
+  return {
+    ...store,
+    close: () => {
+      clearInterval(timer);
+      return close();
+    },
+  };
 }
 
 function openSqlite(config: StateConfig): StateStore {

@@ -5,7 +5,7 @@
  * `image_ipfs_url` `ipfs://<cid>`). The heavy persona blobs (`agent_profiles`, `bot_profile`,
  * hundreds of KB each) are never requested for lists.
  *
- * Answers are cached for about 5 minutes in a cache bounded by entries and bytes; concurrent misses
+ * Responses are cached for about 5 minutes in a cache bounded by entries and bytes; concurrent misses
  * for the same key share one upstream call (single flight). Failures are never cached.
  */
 import { LRUCache } from 'lru-cache';
@@ -190,7 +190,7 @@ export class TtlCache<T> {
     return pending;
   }
 
-  /** The fresh cached entry for `key`, marked as used, without loading (the fast path's question: is it ready?). */
+  /** The fresh cached entry for `key`, marked as used, without loading (is it ready?). */
   peek(key: string): Entry<T> | undefined {
     return this.entries.get(key);
   }

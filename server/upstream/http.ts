@@ -173,7 +173,7 @@ export class UpstreamHttp {
       }
       let text: string;
       try {
-        text = (await readBody(response, this.maxBytes, signal)).toString('utf8');
+        text = (await readResponseBody(response, this.maxBytes, signal)).toString('utf8');
       } catch (err) {
         if (err instanceof BodyTooLarge) throw this.failure('body', `${path}: body over ${this.maxBytes} bytes`);
         throw this.failed(err, path, timedOut(), timeoutMs, options.signal);
@@ -353,7 +353,7 @@ export class UpstreamHttp {
  * cancelled directly and the read fails with the signal's reason: this holds after a garbage
  * collection too, which a signal given to fetch alone does not.
  */
-export async function readBody(response: Response, maxBytes: number, signal?: AbortSignal): Promise<Buffer> {
+export async function readResponseBody(response: Response, maxBytes: number, signal?: AbortSignal): Promise<Buffer> {
   const declared = Number(response.headers.get('content-length') ?? NaN);
   if (declared > maxBytes) {
     await response.body?.cancel().catch(() => undefined);

@@ -8,7 +8,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import type { Logger } from 'pino';
 import { BodyTooLarge } from '../../common/net.ts';
-import { deadline, readBody, UpstreamError } from './http.ts';
+import { deadline, readResponseBody, UpstreamError } from './http.ts';
 
 const SPEECH_SERVICE = 'speech engine';
 
@@ -77,7 +77,7 @@ export class OpenAiSpeech implements SpeechEngine {
     }
     let audio: Buffer;
     try {
-      audio = await readBody(response, MAX_AUDIO_BYTES, signal);
+      audio = await readResponseBody(response, MAX_AUDIO_BYTES, signal);
     } catch (err) {
       if (err instanceof BodyTooLarge) throw fail('body', `/audio/speech: more than ${MAX_AUDIO_BYTES} bytes`);
       throw timedOut() ? fail('timeout', `audio not complete within ${this.options.timeoutMs} ms`) : fail('network', 'audio interrupted');

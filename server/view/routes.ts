@@ -101,7 +101,7 @@ function html(ctx: RouteContext, status: number, body: string, csp = VIEWER_CSP)
 }
 
 /** A page's 404, as a page (styled when the viewer's assets are at hand). */
-async function notFound(ctx: RouteContext, assets: ViewerAssets, what: string, detail: string): Promise<void> {
+async function notFoundPage(ctx: RouteContext, assets: ViewerAssets, what: string, detail: string): Promise<void> {
   html(ctx, 404, messagePage(await assets.urls().catch(() => null), `${what} not found`, detail));
 }
 
@@ -109,7 +109,7 @@ async function notFound(ctx: RouteContext, assets: ViewerAssets, what: string, d
 async function roomPage(ctx: RouteContext, { content, view: { assets } }: Services): Promise<void> {
   const id = ROOM_ID.test(ctx.params.id ?? '') ? Number(ctx.params.id) : NaN;
   const room = Number.isSafeInteger(id) ? viewRoom(content.snapshot, id) : null;
-  if (!room) return notFound(ctx, assets, 'Room', `The museum has no room with id ${ctx.params.id}.`);
+  if (!room) return notFoundPage(ctx, assets, 'Room', `The museum has no room with id ${ctx.params.id}.`);
   const urls = await assets.urls();
   const page = { kind: 'room', decoders: urls.decoders, variant: askedVariant(ctx), room } as const;
   html(ctx, 200, viewerPage(urls, page, `Room ${room.id} — ${room.title}`));
@@ -134,7 +134,7 @@ async function exhibitionPage(ctx: RouteContext, { content, config, log, state, 
       ),
     );
   }
-  if (!found) return notFound(ctx, assets, 'Exhibition', `No exhibition with id ${id} is registered.`);
+  if (!found) return notFoundPage(ctx, assets, 'Exhibition', `No exhibition with id ${id} is registered.`);
   const { context } = found;
   const placements = placementsOf(context, content.snapshot, config.dataDir);
   const urls = await assets.urls();
@@ -208,6 +208,6 @@ async function artworkTexture(ctx: RouteContext, { content, config, view: { text
 async function reportPage(ctx: RouteContext, { content, config, view: { assets } }: Services): Promise<void> {
   const report = content.snapshot.manifest.report;
   const body = report ? await fs.readFile(filePath(config.dataDir, report)).catch(() => null) : null;
-  if (!body) return notFound(ctx, assets, 'QA report', 'No bake with a QA report has been published yet.');
+  if (!body) return notFoundPage(ctx, assets, 'QA report', 'No bake with a QA report has been published yet.');
   html(ctx, 200, body.toString('utf8'), REPORT_CSP);
 }

@@ -87,7 +87,7 @@ async function allFiles(root: string): Promise<string[]> {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'museum-hostile-'));
   glb = Buffer.from(await smallRoomGlb());
-  inside = await startCanary((req, res, canary) =>
+  inside = await startCanary((_req, res, canary) =>
     res.writeHead(200, { 'content-type': 'image/png' }).end(`${canary} AccessKeyId=AKIA-INTERNAL`),
   );
   const remote = gltfWith([{ uri: `${inside.url}/latest/meta-data/iam/security-credentials/museum` }]);

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
+import { publishFixtureBake } from '../helpers/artifacts.ts';
 import { CLI_ENV as BASE_ENV, killServeChildren, serveStartLines as startLines } from '../helpers/serve-cli.ts';
 
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
@@ -136,5 +137,14 @@ describe('museum serve at start', () => {
     expect((await serveStartLines({ ...env, HOST: '0.0.0.0' })).match(note)).toHaveLength(1);
     expect(await serveStartLines({ ...env, HOST: '127.0.0.1' })).not.toMatch(note);
     expect(await serveStartLines({ ...env, HOST: '0.0.0.0', PUBLIC_URL: 'http://museum.lan:8080' })).not.toMatch(note);
+  }, 60_000);
+
+  it('says when DATA_DIR holds no published bake (a mistyped path serves an empty museum), and not once one is published', async () => {
+    const dir = tmp();
+    const env = { HOST: '127.0.0.1', DATA_DIR: join(dir, 'data'), STATE_DB: join(dir, 'museum.db') };
+    const note = `no bake is published in ${env.DATA_DIR} yet: the museum is empty until \`museum bake rooms --out ${env.DATA_DIR}\` publishes one`;
+    expect(await serveStartLines(env)).toContain(note);
+    await publishFixtureBake(env.DATA_DIR);
+    expect(await serveStartLines(env)).not.toContain('no bake is published');
   }, 60_000);
 });

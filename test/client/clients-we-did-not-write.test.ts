@@ -64,7 +64,7 @@ const fileIdOf = (url: string | null): string | null =>
 /** The original's rule, as it states it: version 1, a non-empty list, `model` = the loaded file's id. */
 function freshSlotData(slotData: unknown, modelFileId: string): ClientSlotData | undefined {
   const data = slotData as ClientSlotData | null | undefined;
-  if (!data || data.version !== 1 || !Array.isArray(data.slots) || data.slots.length === 0) return undefined;
+  if (data?.version !== 1 || !Array.isArray(data.slots) || data.slots.length === 0) return undefined;
   return data.model === modelFileId ? data : undefined;
 }
 

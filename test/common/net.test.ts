@@ -128,7 +128,7 @@ describe('guardedGet', () => {
 
   it('checks every redirect hop: an allowed host cannot redirect to a refused one', async () => {
     const metadata = await canary();
-    const outside = await canary((req, res) => {
+    const outside = await canary((_req, res) => {
       res.writeHead(302, { location: `http://127.0.0.1:${metadata.port}/latest/meta-data/iam` }).end();
     });
     const error = await refusalOf(get(`${outside.url}/preview.png`, allow(`127.0.0.1:${outside.port}`)));
@@ -169,7 +169,7 @@ describe('guardedGet', () => {
   });
 
   it('bounds the body', async () => {
-    const big = await canary((req, res) => {
+    const big = await canary((_req, res) => {
       res.writeHead(200);
       const chunk = Buffer.alloc(64 * 1024, 1);
       let sent = 0;

@@ -268,9 +268,9 @@ const hex = (rand: () => number, n: number) => Array.from({ length: n }, () => M
 const uuid = (rand: () => number) => `${hex(rand, 8)}-${hex(rand, 4)}-4${hex(rand, 3)}-a${hex(rand, 3)}-${hex(rand, 12)}`;
 const choose = <T>(rand: () => number, list: readonly T[]): T => list[Math.floor(rand() * list.length)]!;
 const sentence = (rand: () => number, words: number) =>
-  Array.from({ length: words }, () => choose(rand, WORDS))
+  `${Array.from({ length: words }, () => choose(rand, WORDS))
     .join(' ')
-    .replace(/^./, (c) => c.toUpperCase()) + '.';
+    .replace(/^./, (c) => c.toUpperCase())}.`;
 
 export function sampleCharacters(count: number): DirectusRecord[] {
   return Array.from({ length: count }, (_, i) => {

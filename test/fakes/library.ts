@@ -127,8 +127,7 @@ function rank(query: string, topK: number, collectionId?: string) {
 
 function answerFor(body: AskBody) {
   const sources = rank(body.question, body.top_k ?? 5, body.collection_id);
-  const answer =
-    `About "${body.question}": ${sources[0]?.content ?? 'the Library holds nothing on this.'} (${sources.length} sources ` + `consulted)`;
+  const answer = `About "${body.question}": ${sources[0]?.content ?? 'the Library holds nothing on this.'} (${sources.length} sources consulted)`;
   const graph_context = {
     entities: sources.slice(0, 2).map((s) => ({ name: s.metadata.filename.replace(/\.md$/, ''), type: 'topic' })),
     relationships: [],

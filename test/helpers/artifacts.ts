@@ -19,7 +19,6 @@
  */
 import sharp from 'sharp';
 import {
-  type Artwork,
   type FileExt,
   type FileRef,
   type Manifest,

@@ -103,9 +103,9 @@ export const HOSTILE: string[] = [
   '#',
   ';',
   '\\..\\..\\windows',
-  '0x' + 'f'.repeat(40),
-  '0x' + 'g'.repeat(40),
-  'museum_' + 'z'.repeat(48),
+  `0x${'f'.repeat(40)}`,
+  `0x${'g'.repeat(40)}`,
+  `museum_${'z'.repeat(48)}`,
 ];
 
 export const BAD_JSON: string[] = [
@@ -195,6 +195,7 @@ function mutateBody(valid: unknown, pick: <T>(list: T[]) => T): unknown {
       break;
     case 'extra':
       obj[pick(HOSTILE) || 'x'] = pick(HOSTILE);
+      // biome-ignore lint/complexity/useLiteralKeys: an own 'constructor' key, as a hostile JSON body carries it
       obj['constructor'] = { prototype: { polluted: true } };
       break;
     case 'string':

@@ -39,9 +39,6 @@ function runAs(): { uid: number; gid: number; name: string } | null {
 const command = (user: ReturnType<typeof runAs>, bin: string, args: string[]): [string, string[]] =>
   user ? ['setpriv', [`--reuid=${user.uid}`, `--regid=${user.gid}`, '--init-groups', bin, ...args]] : [bin, args];
 
-/** A postgres:// URL on a loopback port nothing listens on. */
-const unreachablePostgresUrl = async (): Promise<string> => `postgres://museum@127.0.0.1:${await freePort()}/museum`;
-
 export async function startPostgres(): Promise<TestPostgres> {
   const bin = binDir();
   const user = runAs();

@@ -56,7 +56,7 @@ describe('bad input', () => {
     // The mix really exercised rejections of several kinds.
     for (const status of [400, 401, 404, 405]) expect(report.byStatus[status] ?? 0, `status ${status}`).toBeGreaterThan(0);
 
-    // Still answering, keyed and public, fast path included.
+    // Still answering, keyed and public, snapshot responses included.
     expect((await server.get('/v1', { key: null })).status).toBe(200);
     expect((await server.get('/v1/rooms', { key: (await server.services.keys.create('after-fuzz')).key })).status).toBe(200);
     expect((await server.get('/v1/rooms/1/slots', { key: null })).status).toBe(200);

@@ -21,7 +21,7 @@ const FRESH_ID = /^[\w-]{12}-[0-9a-z]+$/;
 
 describe('request id', () => {
   it('gives every response an X-Request-Id, fresh unless the caller sent a sane one', async () => {
-    // Fresh ids: this process's random prefix and a counter (Koa and fast-path answers alike).
+    // Fresh ids: this process's random prefix and a counter (every kind of response alike).
     const ids = [];
     for (const path of ['/v1', '/v1/rooms/1/slots', '/v1', '/nope']) ids.push((await server.get(path)).headers.get('x-request-id')!);
     for (const id of ids) expect(id).toMatch(FRESH_ID);
@@ -39,7 +39,7 @@ describe('request id', () => {
     expect(replaced.headers.get('x-request-id')).toMatch(FRESH_ID);
   });
 
-  it('also on errors, fast-path answers and keyed 401s', async () => {
+  it('also on errors, snapshot responses and keyed 401s', async () => {
     const fx = await publishFixtureBake(server.dataDir);
     for (const [path, key] of [
       ['/v1/nope', undefined],
@@ -67,7 +67,7 @@ describe('CORS', () => {
     expect(res.headers.get('access-control-allow-methods')).toMatch(/GET/);
   });
 
-  it('puts Access-Control-Allow-Origin and the exposed headers on answers and errors', async () => {
+  it('puts Access-Control-Allow-Origin and the exposed headers on responses and errors', async () => {
     for (const res of [
       await server.get('/v1/rooms'),
       await server.get('/v1/rooms', { key: null }),
@@ -81,7 +81,7 @@ describe('CORS', () => {
 
 describe('unknown routes and methods', () => {
   it('answers 404 NOT_FOUND for unknown /v1 routes with or without a key (no 401 leak)', async () => {
-    for (const key of [undefined, null, 'museum_' + '0'.repeat(48)]) {
+    for (const key of [undefined, null, `museum_${'0'.repeat(48)}`]) {
       for (const path of ['/v1/nope', '/v1/rooms/1/nope', '/v1/artworks/1/extra', '/nope']) {
         const res = await server.get(path, { key });
         expect(await errorOf(res)).toMatchObject({ status: 404, code: 'NOT_FOUND' });

@@ -106,7 +106,7 @@ describe('the document', () => {
     expect(responses.filter((name) => !text.includes(`"#/components/responses/${name}"`))).toEqual([]);
   });
 
-  it('declares a 4XX answer for every operation (/v1, /v1/openapi.json and the presence stream included)', () => {
+  it('declares a 4XX response for every operation (/v1, /v1/openapi.json and the presence stream included)', () => {
     const without = operations().filter(({ operation }) => !Object.keys(operation.responses).some((status) => status.startsWith('4')));
     expect(without.map(({ method, template }) => `${method} ${template}`)).toEqual([]);
     for (const path of ['/v1', '/v1/openapi.json', '/v1/presence/stream']) {
@@ -218,7 +218,7 @@ describe('fit for code generators (decisions.md "Clients of the HTTP API")', () 
     for (const id of Object.values(ids)) expect(id).toMatch(/^[a-z][A-Za-z]{2,30}$/);
   });
 
-  it('gives every JSON and event-stream answer an example, and every JSON example matches its schema', () => {
+  it('gives every JSON and event-stream response an example, and every JSON example matches its schema', () => {
     const ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true });
     const problems: string[] = [];
     for (const { template, method, operation } of operations()) {
@@ -362,7 +362,7 @@ describe('real responses of the content routes validate', () => {
     const cases: Array<[string, number, string | null, Record<string, string>?]> = [
       ['/v1/collections', 401, null],
       ['/v1/collections/nope', 404, await freshKey()],
-      ['/v1/artworks', 401, 'museum_' + '0'.repeat(48)],
+      ['/v1/artworks', 401, `museum_${'0'.repeat(48)}`],
       ['/v1/artworks/424242', 404, await freshKey()],
       ['/v1/rooms', 401, null],
       ['/v1/rooms/3/slots', 404, null],

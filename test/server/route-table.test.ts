@@ -178,7 +178,7 @@ describe('headers and preflights', () => {
 
 describe('validation', () => {
   it('answers one error object per problem, with its field, in plain words', async () => {
-    const query = json((await get('/v1/things?q=' + 'x'.repeat(11))).body);
+    const query = json((await get(`/v1/things?q=${'x'.repeat(11)}`)).body);
     expect(query).toEqual({ errors: [{ message: 'q must be at most 10 characters', extensions: { code: 'BAD_REQUEST', field: 'q' } }] });
     expect(json((await get('/v1/things')).body)).toEqual({
       errors: [{ message: 'q is required', extensions: { code: 'BAD_REQUEST', field: 'q' } }],

@@ -151,7 +151,7 @@ describe('refused requests are answered without reading their body', () => {
     expect(res.json?.errors[0]?.extensions.code).toBe('UNAUTHORIZED');
   });
 
-  it('Expect: 100-continue — a refused request gets its answer, never 100 Continue; an accepted one gets 100 Continue first', async () => {
+  it('Expect: 100-continue — a refused request gets its response, never 100 Continue; an accepted one gets 100 Continue first', async () => {
     const refused = await connect(server.port, slowPost('/v1/library/ask', 'Expect: 100-continue\r\n').slice(0, -1)); // headers only
     await refused.closed(5_000);
     expect(refused.received()).toMatch(/^HTTP\/1\.1 401 /);

@@ -32,7 +32,7 @@ function get(path: string, headers: Record<string, string> = {}, key: string | n
   return nodeRequest(server.port, { method: 'GET', path, headers: { ...(key ? { 'X-API-Key': key } : {}), ...headers } });
 }
 
-describe('validators of snapshot answers', () => {
+describe('validators of snapshot responses', () => {
   it.each([...KEYED, ...PUBLIC])('%s: strong ETag, 304 on If-None-Match, no body', async (path) => {
     const first = await get(path);
     expect(first.status).toBe(200);

@@ -209,7 +209,7 @@ export function anchorProblems(world: BruteWorld, slots: RoomSlot[], kind: 'room
       const size = Math.max(s.width, s.height);
       if (ahead && ahead.distance < size - 1e-3)
         problems.push(`${s.id}: only ${ahead.distance.toFixed(2)} m open in front, frame ${size} m`);
-      if (kind === 'room' && p === points[0] && (!ahead || !ahead.visible))
+      if (kind === 'room' && p === points[0] && !ahead?.visible)
         problems.push(`${s.id}: faces out of the room (${ahead ? 'a back face' : 'nothing'} in front)`);
       if (kind === 'sculpture' && ahead && !ahead.visible) problems.push(`${s.id}: faces into the solid`);
     }

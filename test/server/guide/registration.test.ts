@@ -96,7 +96,7 @@ describe('registration validation', () => {
     ['deeply nested extra key', { ...doc, extra: nested(100) }],
     [
       'deeply nested object in an artwork',
-      withPlacement({ artworks: [{ id: 104, media: JSON.parse('{"a":'.repeat(60) + '1' + '}'.repeat(60)) }] }),
+      withPlacement({ artworks: [{ id: 104, media: JSON.parse(`${'{"a":'.repeat(60)}1${'}'.repeat(60)}`) }] }),
     ],
     ['body is an array', [doc]],
     ['body is a string', '"museum-exhibition@1"'],

@@ -7,7 +7,6 @@ import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import type { IncomingMessage } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { negotiateEncoding, PUBLIC_CACHE_CONTROL, SnapshotResponse } from '../../../server/snapshot-response.ts';
-import type { PreparedResponse } from '../../../server/types.ts';
 import { call, freshIp } from '../guide/helpers.ts';
 import { nodeRequest, type RawResponse } from '../../helpers/raw-http.ts';
 import { type EveryUpstream, startWithEveryUpstream } from '../../client/every-upstream.ts';
@@ -40,7 +39,7 @@ const SNAPSHOT = [
   '/v1/rooms/1/slots',
 ];
 
-describe('snapshot answers', () => {
+describe('snapshot responses', () => {
   it.each(SNAPSHOT)('%s: br and gzip decode to the identity bytes, with their own length and Vary', async (path) => {
     const identity = await get(path);
     expect(identity.headers['content-encoding']).toBeUndefined();
@@ -63,7 +62,7 @@ describe('snapshot answers', () => {
     }
   });
 
-  it('HEAD sends the headers of the encoded answer and no body', async () => {
+  it('HEAD sends the headers of the encoded response and no body', async () => {
     const full = await get('/v1/rooms', { 'Accept-Encoding': 'br' });
     const head = await get('/v1/rooms', { 'Accept-Encoding': 'br' }, 'HEAD');
     expect(head.status).toBe(200);
@@ -102,7 +101,7 @@ describe('snapshot answers', () => {
 
   // Issue 43: 12 KB of Accept-Encoding cost more CPU than the answer, on every request.
   const overlong = `br, ${Array.from({ length: 1_200 }, (_, i) => `x${i};q=0.1`).join(', ')}`;
-  it('treats an Accept-Encoding over 1 KB as absent (identity), on snapshot answers and per-request ones alike', async () => {
+  it('treats an Accept-Encoding over 1 KB as absent (identity), on snapshot responses and per-request ones alike', async () => {
     expect(overlong.length).toBeGreaterThan(12_000);
     const justUnder = `br, ${'x;q=0.1, '.repeat(100)}`.slice(0, 1_024);
     expect(negotiateEncoding(justUnder)).toBe('br');
@@ -117,8 +116,8 @@ describe('snapshot answers', () => {
   });
 });
 
-describe('per-request compression of other /v1 JSON answers', () => {
-  it('compresses a large answer (search with the characters upstream) as asked, with Vary', async () => {
+describe('per-request compression of other /v1 JSON responses', () => {
+  it('compresses a large response (search with the characters upstream) as asked, with Vary', async () => {
     const identity = await get('/v1/search?q=a&limit=25');
     expect(identity.status).toBe(200);
     expect(identity.headers['content-encoding']).toBeUndefined();
@@ -132,7 +131,7 @@ describe('per-request compression of other /v1 JSON answers', () => {
     }
   });
 
-  it('leaves small answers (an error envelope) as they are', async () => {
+  it('leaves small responses (an error envelope) as they are', async () => {
     const res = await get('/v1/characters/999999', { 'Accept-Encoding': 'br, gzip' });
     expect(res.status).toBe(404);
     expect(res.headers['content-encoding']).toBeUndefined();

@@ -38,7 +38,7 @@ describe('per-key limit over HTTP', () => {
     }
   });
 
-  it('says in X-RateLimit-Reset when the oldest counted request leaves the window (seconds), on answers and on 429s', async () => {
+  it('says in X-RateLimit-Reset when the oldest counted request leaves the window (seconds), on responses and on 429s', async () => {
     const key = (await server.services.keys.create('reset-header')).key;
     const first = await server.get('/v1/collections', { key });
     expect(first.headers.get('x-ratelimit-reset')).toBe('60');

@@ -159,7 +159,7 @@ describe('presence ping', () => {
       [JSON.stringify({}), 'anon'],
       [undefined, 'anon'],
     ];
-    for (const [i, [body, expected]] of cases.entries()) {
+    for (const [i, [body]] of cases.entries()) {
       const res = await ping(s, body, { localAddress: `127.0.1.${i + 1}` });
       expect(res.status, `case ${i}`).toBe(200);
       expect(res.json).toEqual({ data: { ok: true, here: 2 } });

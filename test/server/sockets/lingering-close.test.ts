@@ -51,7 +51,7 @@ async function inBatches<T>(total: number, send: () => Promise<T>): Promise<Arra
   return results;
 }
 
-describe('refused large bodies: every client reads its answer', () => {
+describe('refused large bodies: every client reads its response', () => {
   let server: TestServer;
   let n = 0;
   // A fresh client address per request (TRUST_PROXY): the guide's per-IP budget must not answer 429 first.

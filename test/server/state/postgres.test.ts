@@ -77,7 +77,7 @@ describe('keys in PostgreSQL', () => {
     await b?.close();
   });
 
-  it('a key created through either instance works on both, also for the fast path', async () => {
+  it('a key created through either instance works on both, on every keyed route', async () => {
     for (const [maker, other] of [
       [a, b],
       [b, a],
@@ -109,7 +109,7 @@ describe('keys in PostgreSQL', () => {
     expect(cliExit).toBeGreaterThan(0);
   });
 
-  it('a revocation on one instance is refused by the other within 1 s (keyed Koa route and fast path)', async () => {
+  it('a revocation on one instance is refused by the other within 1 s (every keyed route)', async () => {
     const { key } = await a.services.keys.create('cross-revoke');
     expect((await b.get('/v1/rooms', { key })).status).toBe(200);
     expect((await b.get('/v1/artworks', { key })).status).toBe(200);

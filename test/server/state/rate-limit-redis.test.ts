@@ -155,7 +155,10 @@ describe('a stalled Redis (up, connected, answering nothing)', () => {
       const all = await whileStalled(async () => {
         const now = Date.now();
         const hits = Array.from({ length: MAX_PENDING + 1_000 }, (_, i) =>
-          Promise.resolve(store.hit(`s${i}`, 5, 60_000, now)).then((d) => (decided.push(i), d)),
+          Promise.resolve(store.hit(`s${i}`, 5, 60_000, now)).then((d) => {
+            decided.push(i);
+            return d;
+          }),
         );
         // The first batch has left (its timeout is still ahead): the queue is as long as it gets.
         await new Promise(setImmediate);
@@ -190,7 +193,10 @@ describe('a stalled Redis (up, connected, answering nothing)', () => {
     try {
       const shared = new RedisOrLocal(silent, { down: 'down', back: 'back' });
       let tried = 0;
-      const viaRedis = () => (tried++, client.get('test:rol'));
+      const viaRedis = () => {
+        tried++;
+        return client.get('test:rol');
+      };
       const answers = await whileStalled(async () => {
         expect(await shared.run(viaRedis, () => 'local')).toBe('local');
         return Promise.all(Array.from({ length: 100 }, () => shared.run(viaRedis, () => 'local')));

@@ -243,7 +243,7 @@ describe('upstream failures', () => {
 });
 
 describe('OpenAPI', () => {
-  it('documents every answer of the character routes', async () => {
+  it('documents every response of the character routes', async () => {
     const doc = (await (await server.get('/v1/openapi.json')).json()) as OpenApiDoc;
     fake.fault('/items/codex/4242', { kind: 'status', status: 500 });
     for (const path of [

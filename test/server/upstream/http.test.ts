@@ -22,9 +22,9 @@ beforeAll(async () => {
     if (req.path === '/endless') {
       // A frame that never ends, in pieces (`after` = a whole frame first, then the endless one in one write).
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      if (req.query.has('after')) res.write('data: ' + 'x'.repeat(200) + '\n\n' + 'y'.repeat(101));
+      if (req.query.has('after')) res.write(`data: ${'x'.repeat(200)}\n\n${'y'.repeat(101)}`);
       else
-        for (const part of ['event: long\r', 'data: ' + 'x'.repeat(50), 'x'.repeat(60)]) {
+        for (const part of ['event: long\r', `data: ${'x'.repeat(50)}`, 'x'.repeat(60)]) {
           res.write(part);
           await sleep(5);
         }

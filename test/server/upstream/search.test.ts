@@ -150,7 +150,7 @@ describe('GET /v1/search', () => {
 });
 
 describe('OpenAPI', () => {
-  it('documents the search answers', async () => {
+  it('documents the search responses', async () => {
     const doc = (await (await server.get('/v1/openapi.json')).json()) as OpenApiDoc;
     for (const path of ['/v1/search?q=lantern', '/v1/search?q=salt&limit=1', '/v1/search']) {
       const res = await server.get(path);

@@ -204,7 +204,7 @@ describe('museum souls verify against hostile servers', () => {
 
   it('never sends the key to another host or port on a redirect; keeps it on the same origin', async () => {
     const document = JSON.stringify(fake.souls.get('9'));
-    const elsewhere = await startCanary((req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(document));
+    const elsewhere = await startCanary((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(document));
     const museum = await startCanary((req, res) => {
       if (req.url === '/moved') res.writeHead(302, { location: `${elsewhere.url}/soul` }).end();
       else if (req.url === '/here') res.writeHead(301, { location: '/soul' }).end();
@@ -229,9 +229,9 @@ describe('museum souls verify against hostile servers', () => {
     }
   });
 
-  it('stops reading a huge answer at the cap: exit 1 with one line', async () => {
+  it('stops reading a huge response at the cap: exit 1 with one line', async () => {
     const chunk = Buffer.alloc(256 * 1024, 0x20);
-    const flood = await startCanary((req, res) => {
+    const flood = await startCanary((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
       const pump = () => {
         while (!res.destroyed && res.write(chunk));
@@ -270,7 +270,7 @@ describe('museum souls verify against hostile servers', () => {
 });
 
 describe('OpenAPI', () => {
-  it('documents every answer of the souls routes', async () => {
+  it('documents every response of the souls routes', async () => {
     const doc = (await (await server.get('/v1/openapi.json')).json()) as OpenApiDoc;
     for (const path of [
       collectionPath(),
