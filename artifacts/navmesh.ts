@@ -57,6 +57,26 @@ export const NAVMESH_AGENT = {
   detailSampleDist: 1.0,
 } as const;
 
+/**
+ * Recast's solo-navmesh settings for `agent`, in cells: what the bake, the page's fallback build and
+ * the loading of baked triangles share. `radius` 0 for triangles already cut to the walkable floor.
+ */
+export function recastConfig(
+  agent: typeof NAVMESH_AGENT,
+  { radius = agent.radius, minRegionArea }: { radius?: number; minRegionArea?: number } = {},
+): Record<string, number> {
+  return {
+    cs: agent.cellSize,
+    ch: agent.cellHeight,
+    walkableRadius: Math.ceil(radius / agent.cellSize),
+    walkableHeight: Math.ceil(agent.height / agent.cellHeight),
+    walkableClimb: Math.floor(agent.stepHeight / agent.cellHeight),
+    walkableSlopeAngle: agent.maxSlopeDegrees,
+    detailSampleDist: agent.detailSampleDist,
+    ...(minRegionArea === undefined ? {} : { minRegionArea }),
+  };
+}
+
 export interface NavQueryOptions {
   /** Half extents (m) of the box searched around a point for the nearest polygon. */
   halfExtents: Vec3;
@@ -159,17 +179,8 @@ export async function loadNavigation(
   options: Partial<NavQueryOptions> = {},
 ): Promise<Navigation> {
   await initNavigation();
-  const a = NAVMESH_AGENT;
-  const result = generateSoloNavMesh(Array.from(positions), Array.from(indices), {
-    cs: a.cellSize,
-    ch: a.cellHeight,
-    walkableRadius: 0,
-    walkableHeight: Math.ceil(a.height / a.cellHeight),
-    walkableClimb: Math.floor(a.stepHeight / a.cellHeight),
-    walkableSlopeAngle: a.maxSlopeDegrees,
-    detailSampleDist: a.detailSampleDist,
-    minRegionArea: 0,
-  });
+  const config = recastConfig(NAVMESH_AGENT, { radius: 0, minRegionArea: 0 });
+  const result = generateSoloNavMesh(Array.from(positions), Array.from(indices), config);
   if (!result.success) throw new Error(`navmesh: cannot load the walkable floor (${result.error})`);
   return navigationOf(result.navMesh, options);
 }

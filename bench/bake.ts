@@ -535,44 +535,10 @@ function variantLines(rows: Awaited<ReturnType<typeof variantCost>>): string[] {
   ];
 }
 
-async function main() {
-  const repeats = Number(process.env.BENCH_REPEATS ?? 2);
-  if (!existsSync(CLI)) throw new Error('node_modules/.bin/gltf-transform is missing: run npm ci');
-  rmSync(WORK, { recursive: true, force: true });
-  mkdirSync(WORK, { recursive: true });
-  if (process.env.BENCH_BAKE_ONLY === 'variants') {
-    process.stdout.write(`${variantLines(await variantCost(Math.max(repeats, 5))).join('\n')}\n`);
-    return;
-  }
-  if (process.env.BENCH_BAKE_ONLY === 'workers') {
-    const workers = await workerRooms(Math.max(repeats, 3));
-    process.stdout.write(`${workerLines(workers).join('\n')}\n`);
-    await writeFile(join(ROOT, '.bench', 'bake-workers.json'), JSON.stringify(workers, null, 1));
-    return;
-  }
-  // Measure the CLI as it ships: bundled (with a stale bundle bin/museum.js would run the sources).
-  if (
-    spawnSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { stdio: 'inherit', env: { ...process.env, MUSEUM_BUILD_STRICT: '1' } })
-      .status !== 0
-  ) {
-    throw new Error('scripts/build.mjs failed');
-  }
-  await writeFile(RSS_PROBE_FILE, RSS_PROBE_SOURCE);
-  const sampleDir = join(WORK, 'sample');
-  await writeSampleContent(sampleDir);
-  const list = await inputs(sampleDir);
+type InputRow = Awaited<ReturnType<typeof perInput>>[number];
 
-  process.stderr.write(`bench-bake: ${list.length} inputs, ${repeats} runs each (fastest kept), ${availableParallelism()} cores\n`);
-  const rows = await perInput(list, repeats);
-  process.stderr.write('bench-bake: batch, concurrency 1 vs 2\n');
-  const batchResult = await batch(list, repeats);
-  process.stderr.write('bench-bake: no-op re-bake of 100 rooms\n');
-  const noopResult = await noop();
-  process.stderr.write('bench-bake: model variants, with and without\n');
-  const variantRows = await variantCost(Math.max(repeats, 5));
-  process.stderr.write('bench-bake: real rooms in their worker, resident bound on and off\n');
-  const workerRows = await workerRooms(Math.max(repeats, 3));
-
+/** Each input's row (time, size, normal error, RSS: ours against the CLI's) and the real models' summary. */
+function perInputLines(rows: InputRow[]) {
   const table = [
     [
       'input',
@@ -624,6 +590,13 @@ async function main() {
               .join(', ')}`
           : 'all ≤ 1.05× or within 256 B of the CLI'
       }`,
+  );
+  return { lines, medianRatio, sizeMisses };
+}
+
+/** The batch's concurrency gain, its CPU, and the headroom a serial bake leaves. */
+function batchLines(batchResult: Awaited<ReturnType<typeof batch>>): string[] {
+  return [
     `batch of ${batchResult.rooms} rooms: serial ${s(batchResult.serial_ms)}, concurrency 2 ${s(batchResult.concurrency2_ms)} ` +
       `→ ${batchResult.speedup.toFixed(2)}×, median of paired runs ${batchResult.paired_speedup.toFixed(2)}× (target ≥ 1.25×; the ` +
       `machine's ceiling now ${batchResult.ceiling.toFixed(2)}×; runs ${batchResult.serial_runs_ms.map(s).join(' ')} ` +
@@ -633,12 +606,57 @@ async function main() {
       `= ${(batchResult.concurrency2_cpu_ms / batchResult.serial_cpu_ms).toFixed(2)}× the serial CPU`,
     `  headroom: one lane already keeps ${batchResult.serial_cores.toFixed(2)} cores busy, so a second can gain at ` +
       `most ${batchResult.headroom.toFixed(2)}× here, ${batchResult.headroom_at_measured_cpu.toFixed(2)}× at the CPU two lanes cost`,
+  ];
+}
+
+function noopLine(noopResult: Awaited<ReturnType<typeof noop>>): string {
+  return (
     `no-op re-bake of ${noopResult.rooms} rooms: ${s(noopResult.in_process_ms)} in-process, ${s(noopResult.cli_process_ms)} as a CLI ` +
-      `process, of which ${s(noopResult.cli_help_ms)} is \`museum --help\` start-up (target < 1 s; first ` +
-      `bake ${s(noopResult.first_bake_ms)})`,
-    ...variantLines(variantRows),
-    ...workerLines(workerRows),
+    `process, of which ${s(noopResult.cli_help_ms)} is \`museum --help\` start-up (target < 1 s; first ` +
+    `bake ${s(noopResult.first_bake_ms)})`
   );
+}
+
+async function main() {
+  const repeats = Number(process.env.BENCH_REPEATS ?? 2);
+  if (!existsSync(CLI)) throw new Error('node_modules/.bin/gltf-transform is missing: run npm ci');
+  rmSync(WORK, { recursive: true, force: true });
+  mkdirSync(WORK, { recursive: true });
+  if (process.env.BENCH_BAKE_ONLY === 'variants') {
+    process.stdout.write(`${variantLines(await variantCost(Math.max(repeats, 5))).join('\n')}\n`);
+    return;
+  }
+  if (process.env.BENCH_BAKE_ONLY === 'workers') {
+    const workers = await workerRooms(Math.max(repeats, 3));
+    process.stdout.write(`${workerLines(workers).join('\n')}\n`);
+    await writeFile(join(ROOT, '.bench', 'bake-workers.json'), JSON.stringify(workers, null, 1));
+    return;
+  }
+  // Measure the CLI as it ships: bundled (with a stale bundle bin/museum.js would run the sources).
+  if (
+    spawnSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { stdio: 'inherit', env: { ...process.env, MUSEUM_BUILD_STRICT: '1' } })
+      .status !== 0
+  ) {
+    throw new Error('scripts/build.mjs failed');
+  }
+  await writeFile(RSS_PROBE_FILE, RSS_PROBE_SOURCE);
+  const sampleDir = join(WORK, 'sample');
+  await writeSampleContent(sampleDir);
+  const list = await inputs(sampleDir);
+
+  process.stderr.write(`bench-bake: ${list.length} inputs, ${repeats} runs each (fastest kept), ${availableParallelism()} cores\n`);
+  const rows = await perInput(list, repeats);
+  process.stderr.write('bench-bake: batch, concurrency 1 vs 2\n');
+  const batchResult = await batch(list, repeats);
+  process.stderr.write('bench-bake: no-op re-bake of 100 rooms\n');
+  const noopResult = await noop();
+  process.stderr.write('bench-bake: model variants, with and without\n');
+  const variantRows = await variantCost(Math.max(repeats, 5));
+  process.stderr.write('bench-bake: real rooms in their worker, resident bound on and off\n');
+  const workerRows = await workerRooms(Math.max(repeats, 3));
+
+  const { lines, medianRatio, sizeMisses } = perInputLines(rows);
+  lines.push(...batchLines(batchResult), noopLine(noopResult), ...variantLines(variantRows), ...workerLines(workerRows));
   process.stdout.write(`${lines.join('\n')}\n`);
   await writeFile(
     join(ROOT, '.bench', 'bake.json'),

@@ -258,24 +258,21 @@ async function main(): Promise<void> {
   }
 }
 
-async function compare(throughRedis: boolean): Promise<void> {
-  const redisNote = throughRedis ? '; ours with REDIS_URL (events through a local redis-server)' : '';
-  console.log(`presence bench: ${LISTENERS} listeners per server, ${CLIENTS} client processes, ${PINGS} pings per server${redisNote}`);
-  const ours = spawnRole('server-ours', ['--expose-gc']);
-  const bare = spawnRole('server-bare', ['--expose-gc']);
-  const clients = Array.from({ length: CLIENTS }, () => spawnRole('client'));
-  const onceReady = (c: ChildProcess) => new Promise<Msg>((r) => c.once('message', r));
-  const [oursReady, bareReady] = await Promise.all([onceReady(ours), onceReady(bare), ...clients.map(onceReady)]);
-  const targets: Array<Target & { server: ChildProcess; pingPath: string }> = [
-    { name: 'ours', port: oursReady!.port, path: '/v1/presence/stream', pingPath: '/v1/presence/ping', server: ours },
-    { name: 'bare', port: bareReady!.port, path: '/stream', pingPath: '/ping', server: bare },
-  ];
+type ServerTarget = Target & { server: ChildProcess; pingPath: string };
 
-  const memBefore = new Map<string, Msg>();
-  const held = new Map<string, number>();
-  const connectMs = new Map<string, number>();
+/** What holding the listeners cost each server: memory before and after, how many it held, how long connecting took. */
+interface Holding {
+  memBefore: Map<string, Msg>;
+  memAfter: Map<string, Msg>;
+  held: Map<string, number>;
+  connectMs: Map<string, number>;
+}
+
+/** Every client process opens its share of the listeners on each server in turn. */
+async function holdListeners(targets: ServerTarget[], clients: ChildProcess[]): Promise<Holding> {
+  const holding: Holding = { memBefore: new Map(), memAfter: new Map(), held: new Map(), connectMs: new Map() };
   for (const t of targets) {
-    memBefore.set(t.name, await ask(t.server, { type: 'mem' }, 'mem'));
+    holding.memBefore.set(t.name, await ask(t.server, { type: 'mem' }, 'mem'));
     const started = Date.now();
     const per = Math.ceil(LISTENERS / CLIENTS);
     const results = await Promise.all(
@@ -283,19 +280,23 @@ async function compare(throughRedis: boolean): Promise<void> {
         ask(c, { type: 'hold', target: { name: t.name, port: t.port, path: t.path }, count: Math.min(per, LISTENERS - i * per) }, 'held'),
       ),
     );
-    connectMs.set(t.name, Date.now() - started);
-    held.set(
+    holding.connectMs.set(t.name, Date.now() - started);
+    holding.held.set(
       t.name,
       results.reduce((n, r) => n + (r.held as number), 0),
     );
-    console.log(`  ${t.name}: ${held.get(t.name)} listeners connected in ${connectMs.get(t.name)} ms`);
+    console.log(`  ${t.name}: ${holding.held.get(t.name)} listeners connected in ${holding.connectMs.get(t.name)} ms`);
   }
   await sleep(1000); // let coalesced arrivals settle
-  const memAfter = new Map<string, Msg>();
-  for (const t of targets) memAfter.set(t.name, await ask(t.server, { type: 'mem' }, 'mem'));
+  for (const t of targets) holding.memAfter.set(t.name, await ask(t.server, { type: 'mem' }, 'mem'));
+  return holding;
+}
 
-  // Alternate the servers ping by ping; each ping comes from its own loopback address (our
-  // server limits pings per client IP, as it should).
+/**
+ * Alternate the servers ping by ping; each ping comes from its own loopback address (our server
+ * limits pings per client IP, as it should). When each ping was sent, per server and sequence number.
+ */
+async function sendPings(targets: ServerTarget[]): Promise<Map<string, Map<number, number>>> {
   const sentAt = new Map<string, Map<number, number>>(targets.map((t) => [t.name, new Map()]));
   for (let seq = 0; seq < WARMUP_PINGS + PINGS; seq++) {
     for (const t of targets) {
@@ -305,57 +306,71 @@ async function compare(throughRedis: boolean): Promise<void> {
     }
   }
   await sleep(1000);
+  return sentAt;
+}
 
-  const reports = await Promise.all(clients.map((c) => ask(c, { type: 'report' }, 'report')));
-  const rows: Array<Record<string, string | number>> = [];
-  const p99s = new Map<string, number>();
-  for (const t of targets) {
-    const all: number[] = [];
-    const lastPerPing: number[] = [];
-    let missing = 0;
-    for (let seq = WARMUP_PINGS; seq < WARMUP_PINGS + PINGS; seq++) {
-      const sent = sentAt.get(t.name)!.get(seq)!;
-      let last = 0;
-      for (const r of reports) {
-        const row = (r.times[t.name] as Array<[number, Float64Array]>).find(([s]) => s === seq)?.[1];
-        const openCount = r.open[t.name] as number;
-        if (!row) {
-          missing += openCount;
-          continue;
-        }
-        for (const recv of row) {
-          if (Number.isNaN(recv)) continue;
-          const latency = (recv - sent) / 1000;
-          all.push(latency);
-          last = Math.max(last, latency);
-        }
+/** One server's row of the table, from the clients' receive times, and its broadcast p99. */
+function latencyRow(t: ServerTarget, reports: Msg[], sent: Map<number, number>, holding: Holding, throughRedis: boolean) {
+  const all: number[] = [];
+  const lastPerPing: number[] = [];
+  let missing = 0;
+  for (let seq = WARMUP_PINGS; seq < WARMUP_PINGS + PINGS; seq++) {
+    let last = 0;
+    for (const r of reports) {
+      const row = (r.times[t.name] as Array<[number, Float64Array]>).find(([s]) => s === seq)?.[1];
+      if (!row) {
+        missing += r.open[t.name] as number;
+        continue;
       }
-      lastPerPing.push(last);
+      for (const recv of row) {
+        if (Number.isNaN(recv)) continue;
+        const latency = (recv - sent.get(seq)!) / 1000;
+        all.push(latency);
+        last = Math.max(last, latency);
+      }
     }
-    all.sort((a, b) => a - b);
-    lastPerPing.sort((a, b) => a - b);
-    const stillOpen = reports.reduce((n, r) => n + (r.open[t.name] as number), 0);
-    const expected = stillOpen * PINGS;
-    const heldCount = held.get(t.name)!;
-    const before = memBefore.get(t.name)!;
-    const after = memAfter.get(t.name)!;
-    p99s.set(t.name, percentile(all, 99));
-    rows.push({
-      server: t.name === 'ours' ? `ours (Koa route + hub${throughRedis ? ' + Redis' : ''})` : 'bare node:http',
-      held: stillOpen,
-      'connect s': (connectMs.get(t.name)! / 1000).toFixed(1),
-      'rss KB/listener': ((after.rss - before.rss) / heldCount / 1024).toFixed(1),
-      'heap KB/listener': ((after.heapUsed + after.external - before.heapUsed - before.external) / heldCount / 1024).toFixed(1),
-      'p50 ms': percentile(all, 50).toFixed(1),
-      'p99 ms': percentile(all, 99).toFixed(1),
-      'last p50 ms': percentile(lastPerPing, 50).toFixed(1),
-      'last p99 ms': percentile(lastPerPing, 99).toFixed(1),
-      delivered: `${all.length}/${expected}${missing ? ` (${missing} missing)` : ''}`,
-    });
+    lastPerPing.push(last);
   }
-  console.table(rows);
-  const ratio = p99s.get('ours')! / p99s.get('bare')!;
-  const oursRow = rows[0]!;
+  all.sort((a, b) => a - b);
+  lastPerPing.sort((a, b) => a - b);
+  const stillOpen = reports.reduce((n, r) => n + (r.open[t.name] as number), 0);
+  const heldCount = holding.held.get(t.name)!;
+  const before = holding.memBefore.get(t.name)!;
+  const after = holding.memAfter.get(t.name)!;
+  const row = {
+    server: t.name === 'ours' ? `ours (Koa route + hub${throughRedis ? ' + Redis' : ''})` : 'bare node:http',
+    held: stillOpen,
+    'connect s': (holding.connectMs.get(t.name)! / 1000).toFixed(1),
+    'rss KB/listener': ((after.rss - before.rss) / heldCount / 1024).toFixed(1),
+    'heap KB/listener': ((after.heapUsed + after.external - before.heapUsed - before.external) / heldCount / 1024).toFixed(1),
+    'p50 ms': percentile(all, 50).toFixed(1),
+    'p99 ms': percentile(all, 99).toFixed(1),
+    'last p50 ms': percentile(lastPerPing, 50).toFixed(1),
+    'last p99 ms': percentile(lastPerPing, 99).toFixed(1),
+    delivered: `${all.length}/${stillOpen * PINGS}${missing ? ` (${missing} missing)` : ''}`,
+  };
+  return { row, p99: percentile(all, 99) };
+}
+
+async function compare(throughRedis: boolean): Promise<void> {
+  const redisNote = throughRedis ? '; ours with REDIS_URL (events through a local redis-server)' : '';
+  console.log(`presence bench: ${LISTENERS} listeners per server, ${CLIENTS} client processes, ${PINGS} pings per server${redisNote}`);
+  const ours = spawnRole('server-ours', ['--expose-gc']);
+  const bare = spawnRole('server-bare', ['--expose-gc']);
+  const clients = Array.from({ length: CLIENTS }, () => spawnRole('client'));
+  const onceReady = (c: ChildProcess) => new Promise<Msg>((r) => c.once('message', r));
+  const [oursReady, bareReady] = await Promise.all([onceReady(ours), onceReady(bare), ...clients.map(onceReady)]);
+  const targets: ServerTarget[] = [
+    { name: 'ours', port: oursReady!.port, path: '/v1/presence/stream', pingPath: '/v1/presence/ping', server: ours },
+    { name: 'bare', port: bareReady!.port, path: '/stream', pingPath: '/ping', server: bare },
+  ];
+  const holding = await holdListeners(targets, clients);
+  const sentAt = await sendPings(targets);
+  const reports = await Promise.all(clients.map((c) => ask(c, { type: 'report' }, 'report')));
+  const [oursResult, bareResult] = targets.map((t) => latencyRow(t, reports, sentAt.get(t.name)!, holding, throughRedis));
+  console.table([oursResult!.row, bareResult!.row]);
+  const ratio = oursResult!.p99 / bareResult!.p99;
+  const oursRow = oursResult!.row;
   const heldOk = Number(oursRow.held) >= 10_000;
   const memOk = Number(oursRow['rss KB/listener']) < 20;
   console.log(

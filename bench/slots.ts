@@ -90,88 +90,68 @@ function time<T>(fn: () => T): { ms: number; value: T } {
   return { ms: performance.now() - t0, value };
 }
 
+/** `fn` run `runs` times (after one warm-up run unless told otherwise): the median time and the last result. */
+function measured<T>(fn: () => T, { runs = RUNS, warmUp = true } = {}): { ms: number; value: T } {
+  if (warmUp) fn();
+  const times: number[] = [];
+  let value!: T;
+  for (let i = 0; i < runs; i++) {
+    const r = time(fn);
+    value = r.value;
+    times.push(r.ms);
+  }
+  return { ms: median(times), value };
+}
+
 function main(): void {
   const plain = buildGallery(0).document;
   const authored = buildGallery(AUTHORED).document;
-  const rows: Array<[string, string]> = [];
-
-  const builds: number[] = [];
-  let triangles = 0;
-  for (let i = 0; i <= RUNS; i++) {
-    const r = time(() => buildWorldScene(plain));
-    triangles = r.value.triangleCount;
-    if (i) builds.push(r.ms);
-  }
-  const scene = buildWorldScene(plain);
-  const interiorRuns: number[] = [];
-  let interior = analyseInterior(scene);
-  for (let i = 0; i <= RUNS; i++) {
-    const r = time(() => analyseInterior(scene));
-    interior = r.value;
-    if (i) interiorRuns.push(r.ms);
-  }
-
-  const planRuns: number[] = [];
-  let segments = 0;
-  for (let i = 0; i <= RUNS; i++) {
-    const r = time(() => planFromScene(scene));
-    segments = r.value.segments.length / 4;
-    if (i) planRuns.push(r.ms);
-  }
-
+  const build = measured(() => buildWorldScene(plain));
+  const scene = build.value;
+  const { ms: interiorMs, value: interior } = measured(() => analyseInterior(scene));
+  const plan = measured(() => planFromScene(scene));
   const authoredScene = buildWorldScene(authored);
   const { quads } = extractSlotQuads(authored);
-  const probeRuns: number[] = [];
-  let decided = { flipped: 0, ambiguous: 0 };
-  for (let i = 0; i <= RUNS; i++) {
-    const r = time(() => {
-      const probes = quads.map((q) => probeQuad(authoredScene, q));
-      return decideFacings(quads, probes, interior);
-    });
-    decided = { flipped: r.value.filter((d) => d.sign === -1).length, ambiguous: r.value.filter((d) => d.ambiguous).length };
-    if (i) probeRuns.push(r.ms / quads.length);
-  }
+  const probe = measured(() =>
+    decideFacings(
+      quads,
+      quads.map((q) => probeQuad(authoredScene, q)),
+      interior,
+    ),
+  );
+  const decided = { flipped: probe.value.filter((d) => d.sign === -1).length, ambiguous: probe.value.filter((d) => d.ambiguous).length };
+  let round = 0;
+  const generation = measured(() =>
+    generateAnchors(scene, { count: ANCHORS, seed: `bench:${ANCHORS}:${round++}`, interior, tunables: SLOT_ENGINE_DEFAULTS }),
+  );
+  const placed = generation.value.anchors.length;
+  const total = measured(() => computeSlots(plain, { roomId: 1, onchainSlots: ANCHORS, modelSha256: '0'.repeat(64) }), {
+    runs: 3,
+    warmUp: false,
+  });
 
-  const generationRuns: number[] = [];
-  let placed = 0;
-  let examined = 0;
-  for (let i = 0; i <= RUNS; i++) {
-    const r = time(() =>
-      generateAnchors(scene, { count: ANCHORS, seed: `bench:${ANCHORS}:${i}`, interior, tunables: SLOT_ENGINE_DEFAULTS }),
-    );
-    placed = r.value.anchors.length;
-    examined = r.value.examined;
-    if (i) generationRuns.push(r.ms);
-  }
-  const totals: number[] = [];
-  let totalSlots = 0;
-  for (let i = 0; i < 3; i++) {
-    const r = time(() => computeSlots(plain, { roomId: 1, onchainSlots: ANCHORS, modelSha256: '0'.repeat(64) }));
-    totals.push(r.ms);
-    totalSlots = r.value.slots.length;
-  }
-
-  rows.push(['room triangles', String(triangles)]);
-  rows.push(['world scene build (soup + BVH)', `${median(builds).toFixed(1)} ms`]);
-  rows.push(['room / sculpture analysis (6,000 rays)', `${median(interiorRuns).toFixed(1)} ms → ${interior.kind}`]);
-  rows.push(['plan view for the QA report', `${median(planRuns).toFixed(1)} ms (${segments} segments)`]);
-  rows.push([
-    `probe per authored slot (${quads.length} slots, 90 rays + contact)`,
-    `${median(probeRuns).toFixed(3)} ms (flipped ${decided.flipped}, ambiguous ${decided.ambiguous})`,
-  ]);
-  rows.push([
-    `generate ${ANCHORS} anchors`,
-    `${median(generationRuns).toFixed(1)} ms (${placed} placed, ${examined} spots examined; target < 1000 ms)`,
-  ]);
-  rows.push([
-    `computeSlots end to end, ${ANCHORS} anchors (median of 3)`,
-    `${median(totals).toFixed(1)} ms (${totalSlots} slots; scene, analysis, plan, generation)`,
-  ]);
-
+  const rows: Array<[string, string]> = [
+    ['room triangles', String(scene.triangleCount)],
+    ['world scene build (soup + BVH)', `${build.ms.toFixed(1)} ms`],
+    ['room / sculpture analysis (6,000 rays)', `${interiorMs.toFixed(1)} ms → ${interior.kind}`],
+    ['plan view for the QA report', `${plan.ms.toFixed(1)} ms (${plan.value.segments.length / 4} segments)`],
+    [
+      `probe per authored slot (${quads.length} slots, 90 rays + contact)`,
+      `${(probe.ms / quads.length).toFixed(3)} ms (flipped ${decided.flipped}, ambiguous ${decided.ambiguous})`,
+    ],
+    [
+      `generate ${ANCHORS} anchors`,
+      `${generation.ms.toFixed(1)} ms (${placed} placed, ${generation.value.examined} spots examined; target < 1000 ms)`,
+    ],
+    [
+      `computeSlots end to end, ${ANCHORS} anchors (median of 3)`,
+      `${total.ms.toFixed(1)} ms (${total.value.slots.length} slots; scene, analysis, plan, generation)`,
+    ],
+  ];
   const width = Math.max(...rows.map((r) => r[0].length));
   console.log(`slot engine benchmark — node ${process.version}, median of ${RUNS} runs`);
   for (const [k, v] of rows) console.log(`  ${k.padEnd(width)}  ${v}`);
-  if (median(generationRuns) >= 1000)
+  if (generation.ms >= 1000)
     console.log(`  generation missed the 1 s target (a busy machine also does that: compare with the load average)`);
   // Timing depends on the machine; placing all 420 does not.
   if (placed < ANCHORS) process.exitCode = 1;

@@ -114,6 +114,93 @@ async function firstFrameMs(url: string, headers: Record<string, string>, body: 
   return at;
 }
 
+/** The routes compared, each with the paths a run rotates over. */
+const ROUTES = {
+  slots: ['/v1/rooms/1/slots'],
+  character: Array.from({ length: 50 }, (_, i) => `/v1/characters/${i + 1}`),
+  list: ['/v1/characters'],
+};
+type Route = keyof typeof ROUTES;
+interface RouteSummary {
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+}
+
+/** Warm the characters cache and the JIT on every route. */
+async function warmUp(url: string, spare: string[]): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    for (const [name, paths] of Object.entries(ROUTES)) {
+      const headers: Record<string, string> = name === 'slots' ? {} : { 'x-api-key': spare[i % spare.length]! };
+      await (await fetch(url + paths[i % paths.length]!, { headers })).arrayBuffer();
+    }
+  }
+}
+
+/** Two rounds of autocannon runs, routes alternating; keyed runs each take fresh keys. */
+async function loadRoutes(url: string, keys: string[]): Promise<Record<Route, RouteSummary>> {
+  let keyedRun = 0;
+  const nextKeys = () => keys.slice(KEYS_PER_RUN * keyedRun, KEYS_PER_RUN * ++keyedRun);
+  const runs: Record<Route, autocannon.Result[]> = { slots: [], character: [], list: [] };
+  for (let round = 0; round < 2; round++) {
+    for (const name of Object.keys(ROUTES) as Route[]) runs[name].push(await load(url, ROUTES[name], name === 'slots' ? null : nextKeys()));
+  }
+  const summarize = (r: autocannon.Result[]): RouteSummary => ({
+    rps: r.reduce((s, x) => s + x.requests.average, 0) / r.length,
+    p50: median(r.map((x) => x.latency.p50)),
+    p99: median(r.map((x) => x.latency.p99)),
+    non2xx: r.reduce((s, x) => s + x.non2xx + x.errors + x.timeouts, 0),
+  });
+  return { slots: summarize(runs.slots), character: summarize(runs.character), list: summarize(runs.list) };
+}
+
+/** Library first-frame latency, interleaved: direct, then through us (sorted, warm-up excluded). */
+async function firstFrames(libraryUrl: string, url: string, spare: string[]): Promise<{ direct: number[]; proxied: number[] }> {
+  const body = { question: 'Who drew the Atrium?' };
+  for (let i = 0; i < 20; i++) {
+    await firstFrameMs(`${libraryUrl}/api/ask/stream`, {}, body);
+    await firstFrameMs(`${url}/v1/library/ask/stream`, { 'x-api-key': spare[i % spare.length]! }, body);
+  }
+  const direct: number[] = [];
+  const proxied: number[] = [];
+  for (let i = 0; i < STREAMS; i++) {
+    direct.push(await firstFrameMs(`${libraryUrl}/api/ask/stream`, {}, body));
+    proxied.push(await firstFrameMs(`${url}/v1/library/ask/stream`, { 'x-api-key': spare[(i + 100) % spare.length]! }, body));
+  }
+  return { direct: direct.sort((a, b) => a - b), proxied: proxied.sort((a, b) => a - b) };
+}
+
+function reportLines(routes: Record<Route, RouteSummary>, upstreamCalls: number, direct: number[], proxied: number[]): string[] {
+  const { slots, character, list } = routes;
+  const ratio = character.rps / slots.rps;
+  const added = percentile(proxied, 50) - percentile(direct, 50);
+  const fmt = (n: number) => n.toFixed(2);
+  return [
+    '',
+    'cached characters vs slots (same server, same run)',
+    ...(
+      [
+        ['slots', slots],
+        ['character', character],
+        ['list page', list],
+      ] as const
+    ).map(
+      ([name, r]) =>
+        `  ${name.padEnd(10)} ${Math.round(r.rps).toString().padStart(7)} req/s   p50 ${r.p50} ms   p99 ${r.p99} ms   ` +
+        `non-2xx ${r.non2xx}   ${(r.rps / slots.rps).toFixed(2)}×`,
+    ),
+    `  ratio       ${ratio.toFixed(2)}× for one character (target ≥ 0.70)   upstream calls during the runs: ${upstreamCalls}`,
+    '',
+    `Library stream, time to first frame over ${STREAMS} requests`,
+    `  direct      p50 ${fmt(percentile(direct, 50))} ms   p90 ${fmt(percentile(direct, 90))} ms`,
+    `  through us  p50 ${fmt(percentile(proxied, 50))} ms   p90 ${fmt(percentile(proxied, 90))} ms`,
+    `  added       p50 +${fmt(added)} ms (target < 5 ms)`,
+    '',
+    `result: characters ${ratio >= 0.7 ? 'PASS' : 'FAIL'}, stream ${added < 5 ? 'PASS' : 'FAIL'}`,
+  ];
+}
+
 async function orchestrate(): Promise<void> {
   const { startFakeDirectus } = await import('../test/fakes/directus.ts');
   const { startFakeLibrary } = await import('../test/fakes/library.ts');
@@ -129,82 +216,13 @@ async function orchestrate(): Promise<void> {
   try {
     // The last slice of keys serves the warm-up and the stream measurements.
     const spare = keys.slice(KEYS_PER_RUN * KEYED_RUNS);
-    let keyedRun = 0;
-    const nextKeys = () => keys.slice(KEYS_PER_RUN * keyedRun, KEYS_PER_RUN * ++keyedRun);
-    // Warm the characters cache and the JIT on every route.
-    const routes = {
-      slots: ['/v1/rooms/1/slots'],
-      character: Array.from({ length: 50 }, (_, i) => `/v1/characters/${i + 1}`),
-      list: ['/v1/characters'],
-    };
-    for (let i = 0; i < 200; i++) {
-      for (const [name, paths] of Object.entries(routes)) {
-        const headers: Record<string, string> = name === 'slots' ? {} : { 'x-api-key': spare[i % spare.length]! };
-        await (await fetch(url + paths[i % paths.length]!, { headers })).arrayBuffer();
-      }
-    }
+    await warmUp(url, spare);
     const upstreamBefore = directus.requestsTo(/^\/items\/codex/).length;
-
     process.stderr.write(`bench: ${DURATION} s × ${CONNECTIONS} connections per run, alternating routes\n`);
-    type Route = keyof typeof routes;
-    const runs: Record<Route, autocannon.Result[]> = { slots: [], character: [], list: [] };
-    for (let round = 0; round < 2; round++) {
-      for (const name of Object.keys(routes) as Route[])
-        runs[name].push(await load(url, routes[name], name === 'slots' ? null : nextKeys()));
-    }
-    const summarize = (name: Route) => {
-      const r = runs[name];
-      const rps = r.reduce((s, x) => s + x.requests.average, 0) / r.length;
-      const non2xx = r.reduce((s, x) => s + x.non2xx + x.errors + x.timeouts, 0);
-      return { rps, p50: median(r.map((x) => x.latency.p50)), p99: median(r.map((x) => x.latency.p99)), non2xx };
-    };
-    const slots = summarize('slots');
-    const character = summarize('character');
-    const list = summarize('list');
+    const routes = await loadRoutes(url, keys);
     const upstreamCalls = directus.requestsTo(/^\/items\/codex/).length - upstreamBefore;
-    const ratio = character.rps / slots.rps;
-
-    // Library first-frame latency, interleaved: direct, then through us.
-    const body = { question: 'Who drew the Atrium?' };
-    for (let i = 0; i < 20; i++) {
-      await firstFrameMs(`${library.url}/api/ask/stream`, {}, body);
-      await firstFrameMs(`${url}/v1/library/ask/stream`, { 'x-api-key': spare[i % spare.length]! }, body);
-    }
-    const direct: number[] = [];
-    const proxied: number[] = [];
-    for (let i = 0; i < STREAMS; i++) {
-      direct.push(await firstFrameMs(`${library.url}/api/ask/stream`, {}, body));
-      proxied.push(await firstFrameMs(`${url}/v1/library/ask/stream`, { 'x-api-key': spare[(i + 100) % spare.length]! }, body));
-    }
-    direct.sort((a, b) => a - b);
-    proxied.sort((a, b) => a - b);
-    const added = percentile(proxied, 50) - percentile(direct, 50);
-
-    const fmt = (n: number) => n.toFixed(2);
-    const lines = [
-      '',
-      'cached characters vs slots (same server, same run)',
-      ...(
-        [
-          ['slots', slots],
-          ['character', character],
-          ['list page', list],
-        ] as const
-      ).map(
-        ([name, r]) =>
-          `  ${name.padEnd(10)} ${Math.round(r.rps).toString().padStart(7)} req/s   p50 ${r.p50} ms   p99 ${r.p99} ms   ` +
-          `non-2xx ${r.non2xx}   ${(r.rps / slots.rps).toFixed(2)}×`,
-      ),
-      `  ratio       ${ratio.toFixed(2)}× for one character (target ≥ 0.70)   upstream calls during the runs: ${upstreamCalls}`,
-      '',
-      `Library stream, time to first frame over ${STREAMS} requests`,
-      `  direct      p50 ${fmt(percentile(direct, 50))} ms   p90 ${fmt(percentile(direct, 90))} ms`,
-      `  through us  p50 ${fmt(percentile(proxied, 50))} ms   p90 ${fmt(percentile(proxied, 90))} ms`,
-      `  added       p50 +${fmt(added)} ms (target < 5 ms)`,
-      '',
-      `result: characters ${ratio >= 0.7 ? 'PASS' : 'FAIL'}, stream ${added < 5 ? 'PASS' : 'FAIL'}`,
-    ];
-    process.stdout.write(`${lines.join('\n')}\n`);
+    const { direct, proxied } = await firstFrames(library.url, url, spare);
+    process.stdout.write(`${reportLines(routes, upstreamCalls, direct, proxied).join('\n')}\n`);
   } finally {
     child.send({ type: 'stop' });
     await new Promise((resolve) => child.once('exit', resolve));

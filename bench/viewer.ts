@@ -755,6 +755,68 @@ async function measurePathQueries(browser: Browser, serverUrl: string) {
   return rows;
 }
 
+/** One room's figures for the JSON record: its rows, the ratios to Draco, the transcoder's start. */
+function roomSummary(room: (typeof REAL_ROOMS)[number], rows: VariantRow[], transcoder: TranscoderStart[], load: string) {
+  const transcoder_start = transcoder.length
+    ? {
+        fetch_ms: Math.round(median(transcoder.map((t) => t.fetchMs))),
+        cold_transcode_ms: Math.round(median(transcoder.map((t) => t.coldMs))),
+        warm_transcode_ms: Math.round(median(transcoder.map((t) => t.warmMs))),
+        worker_start_ms: Math.round(median(transcoder.map((t) => t.coldMs - t.warmMs))),
+        wire_bytes: median(transcoder.map((t) => t.wireBytes)),
+      }
+    : null;
+  const row = (v: VariantName | Reference) => rows.find((r) => r.variant === v)!;
+  const ratio = (v: VariantName | Reference) => row(v).request_to_scene_ms / row('draco').request_to_scene_ms;
+  // Each round's meshopt load beside the Draco load of the same round (they ran one after the other).
+  const paired = median(row('meshopt').request_to_scene_rounds.map((ms, i) => ms / row('draco').request_to_scene_rounds[i]!));
+  return {
+    room: room.id,
+    title: room.title,
+    variants: rows,
+    meshopt_ratio: Number(ratio('meshopt').toFixed(2)),
+    meshopt_paired_ratio: Number(paired.toFixed(2)),
+    plain_ratio: Number(ratio('plain').toFixed(2)),
+    draco_to_source_ratio: Number((1 / ratio('source')).toFixed(2)),
+    no_codec_ratio: Number(ratio('no-codec').toFixed(2)),
+    transcoder_start,
+    load_average: load,
+  };
+}
+
+/** The targets' lines: meshopt ÷ draco, no codec, draco ÷ source, first full frame, page weight. */
+function printTargets(rooms: Array<ReturnType<typeof roomSummary>>, weight: Awaited<ReturnType<typeof pageWeight>>): void {
+  const ratio = median(rooms.map((r) => r.meshopt_ratio));
+  console.log(
+    `\nmeshopt ÷ draco, request → parsed scene over 50 Mbit/s: ` +
+      rooms.map((r) => `${r.title.split(' (')[0]} ${r.meshopt_ratio}× (paired by round ${r.meshopt_paired_ratio}×)`).join(', '),
+  );
+  console.log(
+    `median room: ${ratio.toFixed(2)}× — target ≤ 0.6×: ${ratio <= 0.6 ? 'met' : 'MISSED'} ` +
+      `(stretch ≤ 0.5×: ${ratio <= 0.5 ? 'met' : 'not met'})`,
+  );
+  console.log(
+    `no geometry codec (float32, the same textures: no decoder, nothing to decode but the textures) ÷ draco: ` +
+      `${rooms.map((r) => `${r.title.split(' (')[0]} ${r.no_codec_ratio}×`).join(', ')}; median room ` +
+      `${median(rooms.map((r) => r.no_codec_ratio)).toFixed(2)}×`,
+  );
+  const worstSource = Math.max(...rooms.map((r) => r.draco_to_source_ratio));
+  console.log(
+    `draco ÷ source model (model_url), request → parsed scene over 50 Mbit/s: ` +
+      `${rooms.map((r) => `${r.title.split(' (')[0]} ${r.draco_to_source_ratio}×`).join(', ')} — ` +
+      `target ≤ 0.5×: ${worstSource <= 0.5 ? 'met' : 'MISSED'}`,
+  );
+  const worstFrame = Math.max(...rooms.flatMap((r) => r.variants.map((v) => v.first_full_frame_ms ?? 0)));
+  console.log(
+    `first full frame over 50 Mbit/s (worst room and variant): ${worstFrame} ms — ` +
+      `target ≤ 1500 ms: ${worstFrame <= 1500 ? 'met' : 'MISSED'}`,
+  );
+  console.log(
+    `page JavaScript: ${kb(weight.bundle_gzip)} gzip; decoders only for models that need them: ` +
+      `meshopt ${kb(weight.meshopt_gzip)}, Draco ${kb(weight.draco_gzip)} gzip`,
+  );
+}
+
 async function main(): Promise<void> {
   if (!HAS_CHROMIUM) throw new Error('needs /usr/bin/chromium (scripts/system-deps.sh)');
   const work = mkdtempSync(join(tmpdir(), 'museum-bench-viewer-'));
@@ -784,31 +846,7 @@ async function main(): Promise<void> {
         const { rows, transcoder } = await measureRoom(browser, server.url, manifest, room.id, blankUrl, dataDir);
         const load = [loadBefore, loadavg()[0]!].map((l) => l.toFixed(1)).join(' → ');
         printRoom(`${room.title}, medians of ${ROUNDS}, 50 Mbit/s + 20 ms unless loopback (load average ${load})`, rows);
-        const transcoder_start = transcoder.length
-          ? {
-              fetch_ms: Math.round(median(transcoder.map((t) => t.fetchMs))),
-              cold_transcode_ms: Math.round(median(transcoder.map((t) => t.coldMs))),
-              warm_transcode_ms: Math.round(median(transcoder.map((t) => t.warmMs))),
-              worker_start_ms: Math.round(median(transcoder.map((t) => t.coldMs - t.warmMs))),
-              wire_bytes: median(transcoder.map((t) => t.wireBytes)),
-            }
-          : null;
-        const row = (v: VariantName | Reference) => rows.find((r) => r.variant === v)!;
-        const ratio = (v: VariantName | Reference) => row(v).request_to_scene_ms / row('draco').request_to_scene_ms;
-        // Each round's meshopt load beside the Draco load of the same round (they ran one after the other).
-        const paired = median(row('meshopt').request_to_scene_rounds.map((ms, i) => ms / row('draco').request_to_scene_rounds[i]!));
-        rooms.push({
-          room: room.id,
-          title: room.title,
-          variants: rows,
-          meshopt_ratio: Number(ratio('meshopt').toFixed(2)),
-          meshopt_paired_ratio: Number(paired.toFixed(2)),
-          plain_ratio: Number(ratio('plain').toFixed(2)),
-          draco_to_source_ratio: Number((1 / ratio('source')).toFixed(2)),
-          no_codec_ratio: Number(ratio('no-codec').toFixed(2)),
-          transcoder_start,
-          load_average: load,
-        });
+        rooms.push(roomSummary(room, rows, transcoder, load));
       }
       printKtx2(rooms);
       mkdirSync(SHOTS, { recursive: true });
@@ -827,35 +865,7 @@ async function main(): Promise<void> {
       };
       mkdirSync(join(ROOT, '.bench'), { recursive: true });
       writeFileSync(join(ROOT, '.bench', 'viewer.json'), `${JSON.stringify(result, null, 1)}\n`);
-      const ratio = median(rooms.map((r) => r.meshopt_ratio));
-      console.log(
-        `\nmeshopt ÷ draco, request → parsed scene over 50 Mbit/s: ` +
-          rooms.map((r) => `${r.title.split(' (')[0]} ${r.meshopt_ratio}× (paired by round ${r.meshopt_paired_ratio}×)`).join(', '),
-      );
-      console.log(
-        `median room: ${ratio.toFixed(2)}× — target ≤ 0.6×: ${ratio <= 0.6 ? 'met' : 'MISSED'} ` +
-          `(stretch ≤ 0.5×: ${ratio <= 0.5 ? 'met' : 'not met'})`,
-      );
-      console.log(
-        `no geometry codec (float32, the same textures: no decoder, nothing to decode but the textures) ÷ draco: ` +
-          `${rooms.map((r) => `${r.title.split(' (')[0]} ${r.no_codec_ratio}×`).join(', ')}; median room ` +
-          `${median(rooms.map((r) => r.no_codec_ratio)).toFixed(2)}×`,
-      );
-      const worstSource = Math.max(...rooms.map((r) => r.draco_to_source_ratio));
-      console.log(
-        `draco ÷ source model (model_url), request → parsed scene over 50 Mbit/s: ` +
-          `${rooms.map((r) => `${r.title.split(' (')[0]} ${r.draco_to_source_ratio}×`).join(', ')} — ` +
-          `target ≤ 0.5×: ${worstSource <= 0.5 ? 'met' : 'MISSED'}`,
-      );
-      const worstFrame = Math.max(...rooms.flatMap((r) => r.variants.map((v) => v.first_full_frame_ms ?? 0)));
-      console.log(
-        `first full frame over 50 Mbit/s (worst room and variant): ${worstFrame} ms — ` +
-          `target ≤ 1500 ms: ${worstFrame <= 1500 ? 'met' : 'MISSED'}`,
-      );
-      console.log(
-        `page JavaScript: ${kb(weight.bundle_gzip)} gzip; decoders only for models that need them: ` +
-          `meshopt ${kb(weight.meshopt_gzip)}, Draco ${kb(weight.draco_gzip)} gzip`,
-      );
+      printTargets(rooms, weight);
     } finally {
       await browser.close();
       await server.close();

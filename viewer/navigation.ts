@@ -12,6 +12,7 @@ import {
   NAVMESH_AGENT,
   type Navigation,
   navigationOf,
+  recastConfig,
 } from '../artifacts/navmesh.ts';
 
 type FloorSource = 'baked' | 'page';
@@ -48,16 +49,7 @@ function modelTriangles(model: Object3D): { positions: number[]; indices: number
 async function buildFromModel(model: Object3D): Promise<Navigation> {
   await initNavigation();
   const { positions, indices } = modelTriangles(model);
-  const a = NAVMESH_AGENT;
-  const result = generateSoloNavMesh(positions, indices, {
-    cs: a.cellSize,
-    ch: a.cellHeight,
-    walkableRadius: Math.ceil(a.radius / a.cellSize),
-    walkableHeight: Math.ceil(a.height / a.cellHeight),
-    walkableClimb: Math.floor(a.stepHeight / a.cellHeight),
-    walkableSlopeAngle: a.maxSlopeDegrees,
-    detailSampleDist: a.detailSampleDist,
-  });
+  const result = generateSoloNavMesh(positions, indices, recastConfig(NAVMESH_AGENT));
   if (!result.success) throw new Error(`the walkable floor could not be built (${result.error})`);
   return navigationOf(result.navMesh);
 }

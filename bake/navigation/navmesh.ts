@@ -10,6 +10,7 @@ import {
   NAVMESH_AGENT,
   navigationOf,
   type Navigation,
+  recastConfig,
   type Vec3,
 } from '../../artifacts/navmesh.ts';
 import type { WorldScene } from '../slots/scene.ts';
@@ -68,16 +69,7 @@ function generateRaw(scene: WorldScene, options: NavMeshBakeOptions): Navigation
   const positions = scene.positions;
   const indices = new Uint32Array(positions.length / 3);
   for (let i = 0; i < indices.length; i++) indices[i] = i;
-  const result = generateSoloNavMesh(positions, indices, {
-    cs: a.cellSize,
-    ch: a.cellHeight,
-    walkableRadius: Math.ceil(a.radius / a.cellSize),
-    walkableHeight: Math.ceil(a.height / a.cellHeight),
-    walkableClimb: Math.floor(a.stepHeight / a.cellHeight),
-    walkableSlopeAngle: a.maxSlopeDegrees,
-    detailSampleDist: a.detailSampleDist,
-    minRegionArea: options.minRegionArea,
-  });
+  const result = generateSoloNavMesh(positions, indices, recastConfig(a, { minRegionArea: options.minRegionArea }));
   if (!result.success) throw new Error(`recast could not build a navmesh: ${result.error}`);
   return navigationOf(result.navMesh);
 }
