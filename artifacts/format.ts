@@ -119,7 +119,8 @@ export const RoomSlotData = z
       .array(FileId)
       .min(1)
       .describe(
-        'every file id the anchors hold in: the source model, then each model variant (draco, meshopt, plain, …) in model_variants order. ' +
+        'every file id the anchors hold in: the source model, ' +
+          'then each model variant (draco, meshopt, plain, …) in model_variants order. ' +
           'A client loading a file whose id is not here should not trust these anchors for it.',
       ),
     generated_at: z.string(),
@@ -258,7 +259,8 @@ export const Room = z
       .string()
       .nullable()
       .describe(
-        'the optimized model (Draco, WebP textures) carrying every anchor as its Slot_NNN / Auto_NNN node; the file clients load by default',
+        'the optimized model (Draco, WebP textures) carrying every anchor as its Slot_NNN / Auto_NNN node; ' +
+          'the file clients load by default',
       ),
     slot_data_url: z.string().nullable().describe('the baked anchors (RoomSlotData), public'),
     navmesh_url: z
@@ -269,7 +271,8 @@ export const Room = z
           'null until baked or when nothing is walkable (the bake warnings say why)',
       ),
     spawn: Vec3.nullable().describe(
-      '[x, y, z] on the navmesh where a visitor enters (an authored Spawn / Entrance node, else the largest indoor region); null without a navmesh',
+      '[x, y, z] on the navmesh where a visitor enters (an authored Spawn / Entrance node, else the largest indoor region); ' +
+        'null without a navmesh',
     ),
     model_variants: z
       .array(RoomModelVariant)

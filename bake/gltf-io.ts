@@ -225,7 +225,8 @@ async function checkElementTotal(json: GLTF.IGLTF, resources: Record<string, Uin
     const what = draco.elements + meshopt > 0 ? 'decodes to' : 'declares';
     const how = draco.elements + meshopt > 0 ? ', Draco and meshopt data as decoded' : '';
     throw new ModelError(
-      `model ${what} ${total.toLocaleString('en')} accessor elements (count × components${how}), over the limit of ${max.toLocaleString('en')}`,
+      `model ${what} ${total.toLocaleString('en')} accessor elements (count × components${how}), ` +
+        `over the limit of ${max.toLocaleString('en')}`,
     );
   }
 }

@@ -275,7 +275,8 @@ function checkedLimits(options: BakeRunOptions): { roomTimeoutMs: number; worker
     throw new BakeRunError(`the worker heap limit must be a positive number of MB (got ${workerHeapMb})`);
   if (workerRssMb && workerHeapMb > workerRssMb)
     throw new BakeRunError(
-      `the worker heap limit (${workerHeapMb} MB) is over the worker resident memory limit (${workerRssMb} MB), of which the heap is a part`,
+      `the worker heap limit (${workerHeapMb} MB) is over the worker resident memory limit (${workerRssMb} MB), ` +
+        'of which the heap is a part',
     );
   return { roomTimeoutMs, workerHeapMb, workerRssMb };
 }

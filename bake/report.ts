@@ -281,7 +281,8 @@ function roomSection(r: RenderedRoom): string {
     if (room.changes) parts.push(`<p class="changes">Anchors against the previous bake: ${e(describeSlotChanges(room.changes))}</p>`);
     if (result.shortfall) {
       parts.push(
-        `<p class="short">Shortfall: ${result.shortfall.placed} of ${result.shortfall.expected} placed — ${e(result.shortfall.reason)}</p>`,
+        `<p class="short">Shortfall: ${result.shortfall.placed} of ${result.shortfall.expected} placed — ` +
+          `${e(result.shortfall.reason)}</p>`,
       );
     }
   }

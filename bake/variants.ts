@@ -257,7 +257,8 @@ export function checkVariantSizes(made: VariantGlb[], sourceBytes: number, limit
   if (!over) return;
   const mb = (bytes: number) => `${Number((bytes / 1e6).toPrecision(3))} MB`;
   throw new VariantSizeError(
-    `model variants left out: the ${over.name} variant is ${mb(over.glb.byteLength)}, over the bound of ${mb(max)} (${limits.maxVariantSourceRatio}× the ${mb(sourceBytes)} source model, at most ${mb(limits.maxVariantBytes)})`,
+    `model variants left out: the ${over.name} variant is ${mb(over.glb.byteLength)}, over the bound of ${mb(max)} ` +
+      `(${limits.maxVariantSourceRatio}× the ${mb(sourceBytes)} source model, at most ${mb(limits.maxVariantBytes)})`,
   );
 }
 

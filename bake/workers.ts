@@ -252,7 +252,8 @@ export class WorkerPool<J, R> {
     for (const task of tasks) clearTimeout(task.timer);
     const first = this.taken.get(worker) === 1;
     const guilty = (task: Task<J, R>) => this.closed || task.fresh || (tasks.length === 1 && first);
-    const reason = `bake worker stopped: out of memory (${Math.round(rssMb)} MB resident, over the ${this.spec.rssMb} MB resident memory limit)`;
+    const limit = `${this.spec.rssMb} MB resident memory limit`;
+    const reason = `bake worker stopped: out of memory (${Math.round(rssMb)} MB resident, over the ${limit})`;
     for (const task of tasks.filter(guilty)) task.reject(new Error(reason));
     this.requeue(
       tasks.filter((t) => !guilty(t)),

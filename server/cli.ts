@@ -71,7 +71,8 @@ function startupNotes(config: Config, server: MuseumServer): string[] {
   // An empty DATA_DIR is served (the first bake is picked up when it is published), but a mistyped one should not pass unseen.
   if (server.services.content.snapshot.manifest.bake_id === emptyManifest().bake_id) {
     notes.push(
-      `no bake is published in ${config.dataDir} yet: the museum is empty until \`museum bake rooms --out ${config.dataDir}\` publishes one`,
+      `no bake is published in ${config.dataDir} yet: ` +
+        `the museum is empty until \`museum bake rooms --out ${config.dataDir}\` publishes one`,
     );
   }
   // The server never builds the viewer bundle (production has no esbuild): say once that the pages answer 503.

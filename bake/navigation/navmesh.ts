@@ -96,10 +96,12 @@ function connectedPieces(positions: number[], indices: number[]): Piece[] {
     return i;
   };
   const firstAt = new Map<string, number>();
+  // A vertex's position in whole millimetres: the key that joins triangles sharing it.
+  const mm = (v: number, axis: number) => Math.round(positions[v * 3 + axis]! * 1000);
   for (let t = 0; t < triCount; t++) {
     for (let k = 0; k < 3; k++) {
       const v = indices[t * 3 + k]!;
-      const key = `${Math.round(positions[v * 3]! * 1000)},${Math.round(positions[v * 3 + 1]! * 1000)},${Math.round(positions[v * 3 + 2]! * 1000)}`;
+      const key = `${mm(v, 0)},${mm(v, 1)},${mm(v, 2)}`;
       const other = firstAt.get(key);
       if (other === undefined) firstAt.set(key, t);
       else parent[find(t)] = find(other);
