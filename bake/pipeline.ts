@@ -364,13 +364,12 @@ const outcomeOf = (plan: Planned, status: RoomStatus, reason: string, baked?: Me
 };
 
 /**
- * Rooms in flight per isolate. A room's engine JavaScript is about a third of its CPU (a 36-room
- * batch: main thread 1.5 s of 5.3 s; images on libvips threads, writes on libuv's), so two rooms
- * share one thread well: one's engine runs while the other waits on its images. A second isolate
- * costs its own library load and JIT warm-up (two lanes as workers took 1.23× the CPU of one and
- * gained 1.12×; two rooms on the main thread took the same CPU and gained 1.27×).
+ * Rooms in flight per isolate: one, so concurrency N is N worker processes. The ktx2 variant's Basis
+ * encode is synchronous wasm and most of a textured room's bake (cube room: 6.3 of 7.4 s), so two rooms
+ * on one thread no longer overlap: a 36-room batch at concurrency 2 took 0.92–1.02× the serial time
+ * with two rooms per isolate, 1.38–1.51× with one (bench/RESULTS.md, "Bake", 2026-12-04).
  */
-const ROOMS_PER_ISOLATE = 2;
+const ROOMS_PER_ISOLATE = 1;
 
 /** How many rooms a run bakes at once, on how many isolates, and libvips threads per isolate. */
 function lanesFor(run: Run, rooms: number): { lanes: number; isolates: number; imageThreads: number } {

@@ -14,6 +14,7 @@
  *     with concurrency 1 vs 2, interleaved (target ≥ 1.25×), and the CPU time each spends; the
  *     machine's measured ceiling: two CPU-bound processes side by side against one after the other;
  *     and the headroom: the cores a serial bake leaves idle (it runs image work beside the engine).
+ *     `BENCH_BAKE_ONLY=batch` runs this part alone.
  *  3. A no-op re-bake of 100 unchanged rooms (target < 1 s), in-process and as a CLI process.
  *  4. The model variants (meshopt, plain): each real room's bake with them against without them,
  *     warm (target: extra ≤ 0.3× the Draco-only bake), and each variant's bytes, br and gzip.
@@ -617,6 +618,14 @@ function noopLine(noopResult: Awaited<ReturnType<typeof noop>>): string {
   );
 }
 
+/** The CLI as it ships: bundled (with a stale bundle bin/museum.js would run the sources). */
+function buildBundle(): void {
+  const env = { ...process.env, MUSEUM_BUILD_STRICT: '1' };
+  if (spawnSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { stdio: 'inherit', env }).status !== 0) {
+    throw new Error('scripts/build.mjs failed');
+  }
+}
+
 async function main() {
   const repeats = Number(process.env.BENCH_REPEATS ?? 2);
   if (!existsSync(CLI)) throw new Error('node_modules/.bin/gltf-transform is missing: run npm ci');
@@ -626,19 +635,20 @@ async function main() {
     process.stdout.write(`${variantLines(await variantCost(Math.max(repeats, 5))).join('\n')}\n`);
     return;
   }
+  if (process.env.BENCH_BAKE_ONLY === 'batch') {
+    buildBundle();
+    await writeFile(RSS_PROBE_FILE, RSS_PROBE_SOURCE);
+    await writeSampleContent(join(WORK, 'sample'));
+    process.stdout.write(`${batchLines(await batch(await inputs(join(WORK, 'sample')), repeats)).join('\n')}\n`);
+    return;
+  }
   if (process.env.BENCH_BAKE_ONLY === 'workers') {
     const workers = await workerRooms(Math.max(repeats, 3));
     process.stdout.write(`${workerLines(workers).join('\n')}\n`);
     await writeFile(join(ROOT, '.bench', 'bake-workers.json'), JSON.stringify(workers, null, 1));
     return;
   }
-  // Measure the CLI as it ships: bundled (with a stale bundle bin/museum.js would run the sources).
-  if (
-    spawnSync(process.execPath, [join(ROOT, 'scripts/build.mjs')], { stdio: 'inherit', env: { ...process.env, MUSEUM_BUILD_STRICT: '1' } })
-      .status !== 0
-  ) {
-    throw new Error('scripts/build.mjs failed');
-  }
+  buildBundle();
   await writeFile(RSS_PROBE_FILE, RSS_PROBE_SOURCE);
   const sampleDir = join(WORK, 'sample');
   await writeSampleContent(sampleDir);

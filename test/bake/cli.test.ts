@@ -26,7 +26,7 @@ describe('museum bake (CLI)', () => {
     expect(report).toMatchObject({ dir: out, rooms: 7, collections: 6, artworks: 40 }); // 16 normalization cases, 24 pictures
   });
 
-  it('bake rooms runs rooms on worker processes of the bundled CLI (two isolates at --concurrency 4) and publishes every room', () => {
+  it('bake rooms runs rooms on worker processes of the bundled CLI (one per lane: four at --concurrency 4) and publishes every room', () => {
     const dir = tmp('museum-cli-rooms-');
     expect(museum('bake', 'sample', '--out', join(dir, 'content')).status).toBe(0);
     const run = museum('bake', 'rooms', '--content', join(dir, 'content'), '--out', join(dir, 'data'), '--concurrency', '4', '--json');

@@ -185,9 +185,9 @@ describe('baking the sample content', () => {
     expect(await readFile(artifactPaths(data).manifest)).toEqual(before);
   });
 
-  it('is deterministic: serial, two rooms on the main thread, and worker isolates write the same files', async () => {
-    // concurrency 2 (the run above) bakes two rooms at once on the main thread; 4, two rooms at once
-    // on each of two worker threads.
+  it('is deterministic: one, two and four worker processes write the same files', async () => {
+    // The run above bakes at concurrency 2 (two workers, one libvips thread each); 1 is one worker with
+    // the machine's threads, 4 four workers.
     for (const concurrency of [1, 4]) {
       const other = tmp(`museum-pipeline-data-c${concurrency}-`);
       await bakeRooms({ contentDir: sample, dataDir: other, concurrency });
