@@ -198,7 +198,7 @@ function roomsCommand(): Command {
       .option('--force', 'rebake every room even when nothing changed')
       .option('--only <ids>', 'bake only these room ids (comma-separated)', idList)
       .addOption(
-        new Option('--concurrency <n>', 'rooms baked at once, two per thread (default: number of cores)').argParser(
+        new Option('--concurrency <n>', 'rooms baked at once, each in its own worker process (default: number of cores)').argParser(
           positiveInt('--concurrency'),
         ),
       )
